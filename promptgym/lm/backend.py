@@ -1,0 +1,35 @@
+"""What every backend does: (messages, JSON schema, sampling) -> text and usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class LMRequest:
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None = None
+    temperature: float = 0.0
+    max_tokens: int = 512
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LMResponse:
+    content: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Backend(Protocol):
+    """A model engine. ``concurrency`` bounds simultaneous requests."""
+
+    concurrency: int
+
+    async def complete(self, request: LMRequest) -> LMResponse: ...
+
+
+class EmbeddingBackend(Protocol):
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...

@@ -1,0 +1,213 @@
+"""``LanguageModel``: one object for every engine, with cache, limits and usage.
+
+    lm = LanguageModel(model="local/qwen2.5-coder-0.5b-instruct")
+    answer = await lm([{"role": "user", "content": "Say hi in JSON"}],
+                      schema={"type": "object", "properties": {"hi": {"type": "string"}}})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from promptgym.core.serialization import register_builtin
+from promptgym.lm.backend import Backend, LMRequest, LMResponse
+from promptgym.lm.cache import request_key, shared_cache
+from promptgym.lm.errors import LMOutputError
+from promptgym.lm.json_output import parse_json_object, validation_error
+from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
+from promptgym.lm.usage import LEDGER, Usage, UsageLedger
+
+DEFAULT_MAX_TOKENS = 512
+
+
+@register_builtin
+class LanguageModel:
+    """A chat model named by a ``provider/model`` string.
+
+    Args:
+        model: ``local/<name>`` (embedded), ``openai/<model>``, ``ollama/<model>``,
+            ``vllm/<model>``; a bare name means ``openai/``.
+        api_base: server URL for OpenAI-compatible providers.
+        api_key: defaults to ``$OPENAI_API_KEY`` (never saved).
+        temperature / max_tokens / seed: sampling defaults.
+        cache: reuse answers of identical temperature-0 requests (SQLite).
+        concurrency: simultaneous requests (local models run one at a time).
+        retries: attempts on connection errors and 5xx before giving up.
+        output_retries: re-asks when an answer doesn't match the schema.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        seed: int | None = 0,
+        cache: bool = True,
+        concurrency: int | None = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+        output_retries: int = 2,
+        n_ctx: int = 4096,
+    ) -> None:
+        from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, local_model_spec
+
+        self.model = model or f"local/{DEFAULT_LOCAL_MODEL}"
+        self.model_string = parse_model_string(self.model)
+        if self.model_string.provider == "local":
+            local_model_spec(self.model_string.name)  # unknown names fail here, not at the first call
+        self.api_base = api_base or PROVIDER_API_BASES.get(self.model_string.provider)
+        self.api_key = api_key
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.cache = cache
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.output_retries = output_retries
+        self.n_ctx = n_ctx
+        self.usage = UsageLedger()
+        self._backend: Backend | None = None
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    # -- engine ---------------------------------------------------------------------------
+
+    def _make_backend(self) -> Backend:
+        if self.model_string.provider == "local":
+            from promptgym.lm.local_backend import shared_local_backend
+            from promptgym.lm.local_models import ensure_local_model
+
+            return shared_local_backend(ensure_local_model(self.model_string.name), n_ctx=self.n_ctx)
+        from promptgym.lm.openai_backend import OpenAICompatibleBackend
+
+        return OpenAICompatibleBackend(
+            model=self.model_string.name,
+            api_base=self.api_base or PROVIDER_API_BASES["openai"],
+            api_key=self.api_key or os.environ.get("OPENAI_API_KEY"),
+            timeout=self.timeout,
+            retries=self.retries,
+            concurrency=self.concurrency or 8,
+        )
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = self._make_backend()
+        return self._backend
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._semaphores:
+            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency or self.backend.concurrency)
+        return self._semaphores[loop_id]
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def __call__(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None = None,
+        validation_schema: dict[str, Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Any:
+        """The answer: a dict matching ``schema`` when one is given, else the text.
+
+        ``schema`` constrains decoding; the answer is validated against
+        ``validation_schema`` (default: ``schema``) and the model is asked
+        again, with the error, up to ``output_retries`` times.
+        """
+        request = LMRequest(
+            messages=list(messages),
+            schema=schema,
+            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=max_tokens or self.max_tokens,
+            seed=self.seed,
+        )
+        if schema is None:
+            return (await self._complete(request)).content
+        problem = ""
+        for _ in range(self.output_retries + 1):
+            response = await self._complete(request)
+            try:
+                value = parse_json_object(response.content)
+                problem = validation_error(value, validation_schema or schema) or ""
+            except LMOutputError as error:
+                problem = str(error)
+            if not problem:
+                return value
+            request = LMRequest(
+                messages=[
+                    *request.messages,
+                    {"role": "assistant", "content": response.content},
+                    {"role": "user", "content": f"That answer is invalid ({problem}). Answer again with JSON that follows the schema."},
+                ],
+                schema=schema,
+                temperature=request.temperature,
+                max_tokens=request.max_tokens,
+                seed=request.seed,
+            )
+        self._record(Usage(failures=1))
+        raise LMOutputError(f"{self.model}: no valid answer after {self.output_retries + 1} attempts ({problem})")
+
+    async def _complete(self, request: LMRequest) -> LMResponse:
+        use_cache = self.cache and request.temperature == 0
+        key = ""
+        if use_cache:
+            key = request_key(
+                {"model": self.model, "api_base": self.api_base, "messages": request.messages, "schema": request.schema,
+                 "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
+            )
+            hit = shared_cache().get(key)
+            if hit is not None:
+                self._record(Usage(calls=1, cache_hits=1))
+                return LMResponse(**hit)
+        async with self._semaphore():
+            started = time.perf_counter()
+            try:
+                response = await self.backend.complete(request)
+            except Exception:
+                self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
+                raise
+            latency = time.perf_counter() - started
+        self._record(
+            Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens, latency_s=latency)
+        )
+        if use_cache:
+            shared_cache().put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
+                                     "completion_tokens": response.completion_tokens})
+        return response
+
+    def _record(self, usage: Usage) -> None:
+        self.usage.record(usage)
+        LEDGER.record(usage)
+
+    # -- serialization --------------------------------------------------------------------
+
+    def get_config(self) -> dict[str, Any]:
+        """Everything needed to rebuild this model, except the API key."""
+        return {
+            "model": self.model,
+            "api_base": self.api_base,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "cache": self.cache,
+            "concurrency": self.concurrency,
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "output_retries": self.output_retries,
+            "n_ctx": self.n_ctx,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "LanguageModel":
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"LanguageModel(model={self.model!r})"

@@ -1,0 +1,106 @@
+"""The embedded engine: llama.cpp in-process, through llama-cpp-python.
+
+One llama.cpp context per model file, shared by every LanguageModel that
+names it. Calls run one at a time in a worker thread (a context is not
+thread-safe), which also keeps the KV cache warm: llama-cpp-python reuses the
+longest common token prefix with the previous call, so a batch whose prompts
+share instructions + examples only evaluates each example's own tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.errors import EngineMissingError, LMError
+
+DEFAULT_CONTEXT_SIZE = 4096
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as error:
+        raise EngineMissingError(
+            "the embedded engine needs llama-cpp-python: run `make install`, or "
+            "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'promptgym[local]' (see the README for the full flags)"
+        ) from error
+    return llama_cpp
+
+
+class LlamaCppBackend:
+    """Runs chat completions on a local ``.gguf`` file."""
+
+    concurrency = 1
+
+    def __init__(self, model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE, n_threads: int | None = None) -> None:
+        self.model_path = Path(model_path)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self._llama: Any = None
+        self._lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
+
+    def _engine(self) -> Any:
+        if self._llama is None:
+            llama_cpp = _import_llama_cpp()
+            self._llama = llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                verbose=False,
+            )
+        return self._llama
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        """Compile each schema's grammar once; a batch reuses it."""
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            llama_cpp = _import_llama_cpp()
+            self._grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
+    def complete_sync(self, request: LMRequest) -> LMResponse:
+        with self._lock:
+            llama = self._engine()
+            kwargs: dict[str, Any] = {}
+            if request.schema is not None:
+                kwargs["grammar"] = self._grammar(request.schema)
+            try:
+                result = llama.create_chat_completion(
+                    messages=request.messages,
+                    temperature=request.temperature,
+                    max_tokens=request.max_tokens,
+                    seed=request.seed,
+                    **kwargs,
+                )
+            except ValueError as error:  # e.g. prompt longer than the context
+                raise LMError(f"{self.model_path.name}: {error}") from error
+        usage = result.get("usage") or {}
+        return LMResponse(
+            content=result["choices"][0]["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+        )
+
+    async def complete(self, request: LMRequest) -> LMResponse:
+        return await asyncio.to_thread(self.complete_sync, request)
+
+
+_engines: dict[tuple[str, int], LlamaCppBackend] = {}
+_engines_lock = threading.Lock()
+
+
+def shared_local_backend(model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE) -> LlamaCppBackend:
+    """One backend (one llama.cpp context) per model file and context size."""
+    key = (str(model_path), n_ctx)
+    with _engines_lock:
+        if key not in _engines:
+            _engines[key] = LlamaCppBackend(model_path, n_ctx=n_ctx)
+        return _engines[key]

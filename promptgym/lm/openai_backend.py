@@ -1,0 +1,124 @@
+"""Any OpenAI-compatible server: OpenAI, vLLM, llama.cpp server, Ollama.
+
+Structured output is asked for with ``response_format`` of type
+``json_schema``; servers that refuse it (llama.cpp's server answers 422) are
+asked again with ``{"type": "json_object", "schema": ...}``, and servers that
+refuse both get the schema in the prompt. The mode that worked is remembered.
+The caller validates the answer against the schema and retries if needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.errors import LMConnectionError, LMError
+
+STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    return "Answer with a single JSON object, and nothing else, that follows this JSON schema:\n" + json.dumps(schema)
+
+
+class OpenAICompatibleBackend:
+    """Chat completions and embeddings over HTTP, with retries and backoff."""
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+        concurrency: int = 8,
+        backoff_s: float = 0.5,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.concurrency = concurrency
+        self.backoff_s = backoff_s
+        self.structured_mode = STRUCTURED_MODES[0]
+        self._clients: dict[int, httpx.AsyncClient] = {}
+
+    def _client(self) -> httpx.AsyncClient:
+        # An httpx client is bound to the event loop that first used it.
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._clients:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            limits = httpx.Limits(max_connections=max(self.concurrency, 1), max_keepalive_connections=max(self.concurrency, 1))
+            self._clients[loop_id] = httpx.AsyncClient(headers=headers, timeout=self.timeout, limits=limits)
+        return self._clients[loop_id]
+
+    async def _post(self, path: str, payload: dict[str, Any]) -> httpx.Response:
+        url = f"{self.api_base}{path}"
+        last_error = "no attempt"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                response = await self._client().post(url, json=payload)
+            except httpx.HTTPError as error:
+                last_error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+                continue
+            if response.status_code in _RETRYABLE_STATUS:
+                last_error = f"HTTP {response.status_code}: {response.text[:200]}"
+                continue
+            return response
+        raise LMConnectionError(f"{url} unreachable after {self.retries + 1} attempts ({last_error})")
+
+    def _payload(self, request: LMRequest, mode: str) -> dict[str, Any]:
+        messages = request.messages
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            **request.extra,
+        }
+        if request.seed is not None:
+            payload["seed"] = request.seed
+        if request.schema is not None:
+            if mode == "json_schema":
+                payload["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": request.schema.get("title", "output"), "schema": request.schema},
+                }
+            elif mode == "json_object":
+                payload["response_format"] = {"type": "json_object", "schema": request.schema}
+            else:
+                messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + "\n\n" + schema_instruction(request.schema)}]
+        payload["messages"] = messages
+        return payload
+
+    async def complete(self, request: LMRequest) -> LMResponse:
+        modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured_mode):] if request.schema else ("plain",)
+        for mode in modes:
+            response = await self._post("/chat/completions", self._payload(request, mode))
+            if response.status_code in (400, 415, 422) and request.schema is not None and mode != "prompt":
+                self.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+                continue
+            if response.status_code >= 400:
+                raise LMError(f"{self.api_base}/chat/completions answered HTTP {response.status_code}: {response.text[:300]}")
+            body = response.json()
+            usage = body.get("usage") or {}
+            return LMResponse(
+                content=body["choices"][0]["message"].get("content") or "",
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            )
+        raise LMError(f"{self.api_base}: no structured-output mode was accepted")
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        response = await self._post("/embeddings", {"model": self.model, "input": texts})
+        if response.status_code >= 400:
+            raise LMError(f"{self.api_base}/embeddings answered HTTP {response.status_code}: {response.text[:300]}")
+        data = sorted(response.json()["data"], key=lambda item: item["index"])
+        return [item["embedding"] for item in data]

@@ -1,0 +1,85 @@
+"""Counting what models cost: calls, tokens, latency, cache hits, by phase.
+
+The phase (``inference``, ``reward``, ``optimizer``) is a context variable, so
+the trainer can attribute a reward's LM calls to the reward phase without
+passing anything through user code::
+
+    with lm_phase("reward"):
+        await judge(...)
+    LEDGER.snapshot()["reward"].calls
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+PHASES = ("inference", "reward", "optimizer")
+
+_current_phase: contextvars.ContextVar[str] = contextvars.ContextVar("promptgym_lm_phase", default="inference")
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cache_hits: int = 0
+    failures: int = 0
+
+    def add(self, other: "Usage") -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def minus(self, other: "Usage") -> "Usage":
+        return Usage(**{name: value - getattr(other, name) for name, value in asdict(self).items()})
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
+class UsageLedger:
+    """Usage per phase, for one model or for the whole process."""
+
+    by_phase: dict[str, Usage] = field(default_factory=dict)
+
+    def record(self, usage: Usage, phase: str | None = None) -> None:
+        self.by_phase.setdefault(phase or current_phase(), Usage()).add(usage)
+
+    def total(self) -> Usage:
+        result = Usage()
+        for usage in self.by_phase.values():
+            result.add(usage)
+        return result
+
+    def snapshot(self) -> dict[str, Usage]:
+        return {phase: Usage(**usage.as_dict()) for phase, usage in self.by_phase.items()}
+
+    def since(self, snapshot: dict[str, Usage]) -> dict[str, Usage]:
+        """Usage per phase accumulated after ``snapshot`` was taken."""
+        return {
+            phase: usage.minus(snapshot.get(phase, Usage()))
+            for phase, usage in self.by_phase.items()
+        }
+
+
+LEDGER = UsageLedger()
+"""Every model call of the process, by phase."""
+
+
+def current_phase() -> str:
+    return _current_phase.get()
+
+
+@contextlib.contextmanager
+def lm_phase(phase: str) -> Iterator[None]:
+    """Attribute the LM calls made inside the block to ``phase``."""
+    token = _current_phase.set(phase)
+    try:
+        yield
+    finally:
+        _current_phase.reset(token)

@@ -1,0 +1,171 @@
+"""``Generator``: one LM call from an input DataModel to an output DataModel.
+
+    inputs = Input(data_model=Question)
+    outputs = await Generator(data_model=Answer, language_model=lm)(inputs)
+
+The prompt is built from the module's trainable variable (instructions and
+few-shot examples) and the output schema; decoding is constrained to the
+schema. Everything before the input is identical across a batch, so the
+local engine reuses its KV cache for that prefix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+
+from promptgym.core.data_model import DataModel, is_data_model_class
+from promptgym.core.schema import (
+    DEFAULT_MAX_STRING_LENGTH,
+    bounded_schema,
+    data_model_from_schema,
+    describe_fields,
+    deserialize_data_model,
+    serialize_data_model,
+)
+from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.lm.defaults import get_default_language_model
+from promptgym.lm.errors import LMOutputError
+from promptgym.lm.language_model import LanguageModel
+from promptgym.modules.module import Module
+from promptgym.modules.tracing import record_step
+
+DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
+
+
+def as_json(value: Any) -> dict[str, Any]:
+    """The JSON dict of a DataModel or a plain dict."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"expected a DataModel or a dict, got {type(value).__name__}")
+
+
+@register_builtin
+class Generator(Module):
+    """Ask a language model for an output DataModel.
+
+    Args:
+        data_model: the output DataModel class (or ``schema=``, a JSON schema).
+        language_model: a LanguageModel; defaults to ``set_default_language_model``'s.
+        instructions: the starting instructions (trainable).
+        examples: starting few-shot examples, ``[(input, output), ...]`` (trainable).
+        temperature: overrides the language model's temperature.
+        max_string_length: bound on every unbounded string field of the output.
+    """
+
+    def __init__(
+        self,
+        data_model: type[DataModel] | None = None,
+        schema: dict[str, Any] | None = None,
+        language_model: LanguageModel | None = None,
+        instructions: str | None = None,
+        examples: list[Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        max_string_length: int = DEFAULT_MAX_STRING_LENGTH,
+        name: str | None = None,
+        description: str | None = None,
+        trainable: bool = True,
+    ) -> None:
+        super().__init__(name=name, description=description, trainable=trainable)
+        if data_model is None and schema is None:
+            raise ValueError(f"{type(self).__name__}() needs data_model= (a DataModel class) or schema= (a JSON schema)")
+        if data_model is not None and not is_data_model_class(data_model):
+            raise TypeError(f"data_model must be a DataModel class, got {data_model!r}")
+        self.data_model = self._output_model(data_model or data_model_from_schema(schema or {}))
+        self.language_model = language_model or get_default_language_model(f"Generator {self.name!r}")
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.max_string_length = max_string_length
+        self.state = self.add_variable(
+            "state",
+            {
+                "instructions": instructions or description or DEFAULT_INSTRUCTIONS,
+                "examples": [self._example(example) for example in examples or []],
+            },
+            description="instructions and few-shot examples",
+        )
+        self._schema = bounded_schema(self.data_model.get_schema(), max_string_length)
+
+    def _output_model(self, data_model: type[DataModel]) -> type[DataModel]:
+        """The class this module answers with (ChainOfThought adds ``thinking``)."""
+        return data_model
+
+    @staticmethod
+    def _example(example: Any) -> dict[str, Any]:
+        if isinstance(example, dict) and set(example) == {"inputs", "outputs"}:
+            return {"inputs": as_json(example["inputs"]), "outputs": as_json(example["outputs"])}
+        inputs, outputs = example
+        return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+    # -- prompt ---------------------------------------------------------------------------
+
+    @property
+    def instructions(self) -> str:
+        return self.state.get("instructions", "")
+
+    @property
+    def examples(self) -> list[dict[str, Any]]:
+        return self.state.get("examples", [])
+
+    def system_prompt(self) -> str:
+        return (
+            f"{self.instructions}\n\nAnswer with a JSON object with these fields:\n"
+            f"{describe_fields(self.data_model)}"
+        )
+
+    def messages(self, inputs: dict[str, Any]) -> list[dict[str, str]]:
+        """The chat messages for one input: system, examples as turns, then the input."""
+        messages = [{"role": "system", "content": self.system_prompt()}]
+        for example in self.examples:
+            messages.append({"role": "user", "content": json.dumps(example["inputs"], ensure_ascii=False)})
+            messages.append({"role": "assistant", "content": json.dumps(example["outputs"], ensure_ascii=False)})
+        messages.append({"role": "user", "content": json.dumps(inputs, ensure_ascii=False)})
+        return messages
+
+    # -- calling --------------------------------------------------------------------------
+
+    def output_data_model(self, input_data_model: type[DataModel]) -> type[DataModel]:
+        return self.data_model
+
+    async def call(self, inputs: Any, training: bool = False) -> DataModel:
+        input_json = as_json(inputs)
+        answer = await self.language_model(
+            self.messages(input_json),
+            schema=self._schema,
+            validation_schema=self.data_model.get_schema(),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        try:
+            output = self.data_model.model_validate(answer)
+        except pydantic.ValidationError as error:
+            raise LMOutputError(f"{self.name}: answer does not match {self.data_model.__name__}: {error}") from None
+        record_step(self.name, input_json, output.model_dump(mode="json"))
+        return output
+
+    # -- serialization --------------------------------------------------------------------
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **super().get_config(),
+            "data_model": serialize_data_model(self._base_data_model()),
+            "language_model": serialize_object(self.language_model),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "max_string_length": self.max_string_length,
+        }
+
+    def _base_data_model(self) -> type[DataModel]:
+        return self.data_model
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Generator":
+        config = dict(config)
+        config["data_model"] = deserialize_data_model(config["data_model"])
+        config["language_model"] = deserialize_object(config["language_model"], expected="language model")
+        return cls(**config)

@@ -1,0 +1,119 @@
+"""Test doubles: a scripted language model and a deterministic embedding model.
+
+    lm = ScriptedLanguageModel(responses=[{"answer": "Paris"}, RuntimeError("boom")])
+    await lm(messages, schema=...)   # -> {"answer": "Paris"}
+    await lm(messages, schema=...)   # raises RuntimeError("boom")
+    lm.requests                      # every request, in order
+
+``respond=`` takes a function of the request instead (for answers that
+depend on the input); ``fail_on=`` makes chosen calls fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from promptgym.core.serialization import register_builtin
+from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.embedding_model import EmbeddingModel
+from promptgym.lm.errors import LMConnectionError
+from promptgym.lm.language_model import LanguageModel
+
+Responder = Callable[[LMRequest], Any]
+
+
+def last_user_json(request: LMRequest) -> dict[str, Any]:
+    """The JSON input a Generator put in the last user message."""
+    return json.loads(request.messages[-1]["content"])
+
+
+class ScriptedBackend:
+    def __init__(self, responses: list[Any] | None, respond: Responder | None, fail_on: Callable[[int], bool] | None,
+                 concurrency: int, delay_s: float) -> None:
+        self.responses = list(responses or [])
+        self.respond = respond
+        self.fail_on = fail_on
+        self.concurrency = concurrency
+        self.delay_s = delay_s
+        self.requests: list[LMRequest] = []
+        self._lock = threading.Lock()
+
+    async def complete(self, request: LMRequest) -> LMResponse:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail_on is not None and self.fail_on(index):
+            raise LMConnectionError(f"scripted failure on call {index}")
+        if self.respond is not None:
+            answer = self.respond(request)
+        elif self.responses:
+            answer = self.responses[index % len(self.responses)]
+        else:
+            raise AssertionError(f"ScriptedLanguageModel has no response for call {index}")
+        if isinstance(answer, BaseException):
+            raise answer
+        content = answer if isinstance(answer, str) else json.dumps(answer)
+        return LMResponse(content=content, prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
+                          completion_tokens=len(content.split()))
+
+
+@register_builtin
+class ScriptedLanguageModel(LanguageModel):
+    """A LanguageModel that answers from a script and records every request.
+
+    Args:
+        responses: answers in call order (cycled); a dict is sent as JSON, a
+            string as is, an exception instance is raised.
+        respond: ``f(request) -> answer``, used instead of ``responses``.
+        fail_on: ``f(call_index) -> bool``; True makes that call fail.
+        delay_s: simulated latency per call.
+    """
+
+    def __init__(self, responses: list[Any] | None = None, respond: Responder | None = None,
+                 fail_on: Callable[[int], bool] | None = None, model: str = "scripted/test",
+                 concurrency: int = 8, delay_s: float = 0.0, **kwargs: Any) -> None:
+        kwargs.setdefault("cache", False)
+        super().__init__(model=model, concurrency=concurrency, api_base="scripted://", **kwargs)
+        self.responses = responses
+        self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s)
+        self._backend = self._scripted
+
+    @property
+    def requests(self) -> list[LMRequest]:
+        return self._scripted.requests
+
+    def get_config(self) -> dict[str, Any]:
+        config = {key: value for key, value in super().get_config().items() if key not in ("api_base",)}
+        serializable = all(isinstance(item, (dict, str)) for item in self.responses or [])
+        return {**config, "responses": self.responses if serializable else None}
+
+
+@register_builtin
+class HashEmbeddingModel(EmbeddingModel):
+    """Deterministic bag-of-words vectors: similar texts get similar vectors, no engine needed."""
+
+    def __init__(self, model: str = "local/multilingual-e5-small", dimensions: int = 64, **kwargs: Any) -> None:
+        super().__init__(model=model, **kwargs)
+        self.dimensions = dimensions
+        self.calls = 0
+
+    async def _embed(self, texts: list[str]) -> Any:
+        self.calls += 1
+        vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                vectors[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dimensions] += 1.0
+            if not vectors[row].any():
+                vectors[row, 0] = 1.0
+        return vectors
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "dimensions": self.dimensions}

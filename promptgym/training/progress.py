@@ -1,0 +1,98 @@
+"""The Keras-style progress bar, on by default (``verbose=1``)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from promptgym.training.callback import Callback
+
+_BAR_WIDTH = 24
+
+
+def format_logs(logs: dict[str, Any] | None, keys: tuple[str, ...] | None = None) -> str:
+    parts = []
+    for key, value in (logs or {}).items():
+        if keys is not None and key not in keys:
+            continue
+        if isinstance(value, float):
+            parts.append(f"{key}: {value:.4f}")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            parts.append(f"{key}: {value}")
+    return " - ".join(parts)
+
+
+class ProgressBar(Callback):
+    """One bar per epoch (and per evaluate / predict), redrawn in place on a terminal.
+
+    Off a terminal (CI, a pipe) it prints a line per quarter of the work, so
+    logs stay short and readable.
+    """
+
+    def __init__(self, stream: TextIO | None = None, shown_keys: tuple[str, ...] | None = None) -> None:
+        super().__init__()
+        self.stream = stream or sys.stdout
+        self.shown_keys = shown_keys
+        self._total = 0
+        self._started = 0.0
+        self._label = ""
+        self._last_quarter = -1
+
+    @property
+    def _interactive(self) -> bool:
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def _begin(self, label: str, total: int) -> None:
+        self._label, self._total, self._started, self._last_quarter = label, total, time.perf_counter(), -1
+
+    def _update(self, done: int, logs: dict[str, Any] | None, final: bool = False) -> None:
+        total = max(self._total, 1)
+        filled = int(_BAR_WIDTH * min(done, total) / total)
+        bar = "=" * filled + ("." * (_BAR_WIDTH - filled))
+        elapsed = time.perf_counter() - self._started
+        line = f"{self._label} {done}/{self._total} [{bar}] {elapsed:.0f}s"
+        details = format_logs(logs, self.shown_keys)
+        if details:
+            line += f" - {details}"
+        if self._interactive:
+            self.stream.write("\r" + line + ("\n" if final else ""))
+            self.stream.flush()
+            return
+        quarter = int(4 * done / total)
+        if final or quarter > self._last_quarter:
+            self._last_quarter = quarter
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    # fit
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._epochs = (logs or {}).get("epochs", 1)
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.stream.write(f"Epoch {epoch + 1}/{self._epochs}\n")
+        self._begin("  train", (logs or {}).get("steps", 0))
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._update(batch + 1, logs, final=batch + 1 >= self._total)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        summary = format_logs(logs, self.shown_keys)
+        self.stream.write(f"  epoch {epoch + 1} done in {time.perf_counter() - self._started:.0f}s - {summary}\n")
+        self.stream.flush()
+
+    # evaluate / predict
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if not (logs or {}).get("in_fit"):
+            self._begin("  evaluate", (logs or {}).get("total", 0))
+
+    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if not (logs or {}).get("in_fit"):
+            self._update((logs or {}).get("done", 0), logs, final=(logs or {}).get("done", 0) >= self._total)
+
+    def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._begin("  predict", (logs or {}).get("total", 0))
+
+    def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._update((logs or {}).get("done", 0), {"failures": (logs or {}).get("failures", 0)},
+                     final=(logs or {}).get("done", 0) >= self._total)

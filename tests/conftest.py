@@ -1,0 +1,29 @@
+"""Shared fixtures: an isolated response cache, and clean process defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+# Model weights are big and verified once: keep them in the real user cache,
+# but give every test run its own response cache.
+os.environ.setdefault("PROMPTGYM_MODELS_DIR", str(Path(platformdirs.user_cache_dir("promptgym")) / "models"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("PROMPTGYM_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def clean_defaults() -> None:
+    from promptgym.lm.defaults import clear_defaults
+
+    clear_defaults()
+    yield
+    clear_defaults()

@@ -1,0 +1,32 @@
+import pytest
+
+from promptgym.core.atomic import atomic_write_json, read_json
+from promptgym.core.serialization import deserialize_object, register_synalinks_serializable, resolve, serialize_object
+
+
+def test_registered_function_round_trips():
+    @register_synalinks_serializable()
+    async def my_reward_fn(y_true, y_pred):
+        return 1.0
+
+    data = serialize_object(my_reward_fn)
+    assert data == {"function": "Custom>my_reward_fn"}
+    assert deserialize_object(data) is my_reward_fn
+
+
+def test_unknown_name_lists_choices():
+    with pytest.raises(ValueError, match="unknown object 'Nope'.*Registered names"):
+        resolve("Nope")
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = atomic_write_json(tmp_path / "a" / "x.json", {"a": 1})
+    assert read_json(target) == {"a": 1}
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+
+
+def test_read_json_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n "a": }')
+    with pytest.raises(ValueError, match=r"bad.json: line 2"):
+        read_json(bad)

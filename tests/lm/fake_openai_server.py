@@ -1,0 +1,64 @@
+"""A tiny OpenAI-compatible server for tests, on 127.0.0.1, in a thread.
+
+It can refuse ``json_schema`` response formats (like llama.cpp's server),
+answer with garbage first, or fail with 503 a given number of times.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+class FakeOpenAIServer:
+    def __init__(self, answer: Callable[[dict[str, Any]], str], refuse_json_schema: bool = False,
+                 failures_before_success: int = 0) -> None:
+        self.answer = answer
+        self.refuse_json_schema = refuse_json_schema
+        self.failures_left = failures_before_success
+        self.requests: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                if server.failures_left > 0:
+                    server.failures_left -= 1
+                    return self._send(503, {"error": "busy"})
+                if self.path.endswith("/embeddings"):
+                    return self._send(200, {"data": [{"index": i, "embedding": [1.0, float(len(t))]} for i, t in enumerate(body["input"])]})
+                fmt = body.get("response_format") or {}
+                if server.refuse_json_schema and fmt.get("type") == "json_schema":
+                    return self._send(422, {"error": "json_schema not supported"})
+                content = server.answer(body)
+                self._send(200, {"choices": [{"message": {"role": "assistant", "content": content}}],
+                                 "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,36 @@
+"""DataModels and small builders shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import promptgym as pg
+from promptgym.testing import ScriptedLanguageModel, last_user_json
+
+
+class Question(pg.DataModel):
+    question: str = pg.Field(description="A question")
+
+
+class Answer(pg.DataModel):
+    answer: str = pg.Field(description="The answer")
+
+
+def echo_lm(**kwargs: object) -> ScriptedLanguageModel:
+    """Answers each question with its upper-cased text (and a thought, for ChainOfThought)."""
+
+    def respond(request):
+        answer = {"answer": last_user_json(request)["question"].upper()}
+        return {"thinking": "t", **answer} if "thinking" in request.schema["properties"] else answer
+
+    return ScriptedLanguageModel(respond=respond, **kwargs)
+
+
+async def functional_program(lm: ScriptedLanguageModel, name: str = "qa") -> pg.Program:
+    inputs = pg.Input(data_model=Question)
+    outputs = await pg.Generator(data_model=Answer, language_model=lm)(inputs)
+    return pg.Program(inputs=inputs, outputs=outputs, name=name)
+
+
+def questions(*texts: str) -> np.ndarray:
+    return np.array([Question(question=text) for text in texts], dtype=object)
