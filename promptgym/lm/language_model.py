@@ -165,8 +165,11 @@ class LanguageModel:
             )
             hit = shared_cache().get(key)
             if hit is not None:
-                self._record(Usage(calls=1, cache_hits=1))
-                return LMResponse(**hit)
+                response = LMResponse(**hit)
+                # Tokens are counted as if the call were made, so a rerun reports the same usage.
+                self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
+                                   completion_tokens=response.completion_tokens))
+                return response
         async with self._semaphore():
             started = time.perf_counter()
             try:

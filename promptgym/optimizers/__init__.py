@@ -1,0 +1,21 @@
+"""``promptgym.optimizers``: what evolves a program's trainable variables."""
+
+from typing import Any
+
+from promptgym.core.identifiers import get_by_identifier
+from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
+
+OPTIMIZERS: dict[str, Any] = {
+    "randomfewshot": RandomFewShot,
+    "greedyoptimizer": GreedyOptimizer,
+    "greedy": GreedyOptimizer,
+}
+
+
+def get(identifier: Any) -> Optimizer:
+    """An optimizer from an instance, a name (``"randomfewshot"``) or a config dict."""
+    return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
+
+
+__all__ = ["OPTIMIZERS", "Candidate", "GreedyOptimizer", "Optimizer", "RandomFewShot", "get"]

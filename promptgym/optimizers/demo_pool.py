@@ -1,0 +1,97 @@
+"""The pool of demonstrations: Generator steps from well-scored training runs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from promptgym.training.context import ExampleResult
+
+
+@dataclass
+class Demo:
+    module: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    reward: float
+    index: int
+    labeled: bool = False
+
+    def as_example(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "outputs": self.outputs}
+
+
+class DemoPool:
+    """Per module, the best demonstration seen for each training example."""
+
+    def __init__(self, min_reward: float = 0.5) -> None:
+        self.min_reward = min_reward
+        self.demos: dict[str, dict[int, Demo]] = {}
+
+    def add(self, results: list[ExampleResult]) -> int:
+        """Add the steps of every result that earned at least ``min_reward``; returns how many are new."""
+        added = 0
+        for result in results:
+            if result.error or result.reward < self.min_reward:
+                continue
+            for step in result.trace.steps:
+                slot = self.demos.setdefault(step.module, {})
+                known = slot.get(result.index)
+                if known is None or result.reward > known.reward:
+                    added += known is None
+                    slot[result.index] = Demo(step.module, step.inputs, step.outputs, result.reward, result.index)
+        return added
+
+    def add_labels(self, results: list[ExampleResult], targets: dict[int, dict[str, Any]]) -> int:
+        """Demos from ground truth for examples the program got wrong.
+
+        Only for a step whose output has exactly the target's fields (the
+        step that produces the program's answer); its inputs come from the
+        trace, its outputs from the label. Traced successes always win.
+        """
+        added = 0
+        for result in results:
+            target = targets.get(result.index)
+            if target is None or result.reward >= self.min_reward:
+                continue
+            for step in reversed(result.trace.steps):
+                if set(step.outputs) != set(target):
+                    continue
+                slot = self.demos.setdefault(step.module, {})
+                if result.index not in slot:
+                    slot[result.index] = Demo(step.module, step.inputs, dict(target), 1.0, result.index, labeled=True)
+                    added += 1
+                break
+        return added
+
+    def for_module(self, module: str) -> list[Demo]:
+        return sorted(self.demos.get(module, {}).values(), key=lambda demo: (-demo.reward, demo.labeled, demo.index))
+
+    def sample(self, module: str, count: int, rng: np.random.Generator) -> list[Demo]:
+        """``count`` distinct demos, drawn uniformly among the highest-reward ones first."""
+        demos = self.for_module(module)
+        if not demos:
+            return []
+        best = (demos[0].reward, demos[0].labeled)
+        top = [demo for demo in demos if (demo.reward, demo.labeled) == best]
+        rest = [demo for demo in demos if (demo.reward, demo.labeled) != best]
+        chosen = [top[i] for i in rng.permutation(len(top))[:count]]
+        if len(chosen) < count and rest:
+            chosen += [rest[i] for i in rng.permutation(len(rest))[: count - len(chosen)]]
+        return chosen
+
+    def size(self) -> int:
+        return sum(len(slot) for slot in self.demos.values())
+
+    def get_state(self) -> dict[str, Any]:
+        return {"min_reward": self.min_reward,
+                "demos": [asdict(demo) for slot in self.demos.values() for demo in slot.values()]}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.min_reward = state.get("min_reward", self.min_reward)
+        self.demos = {}
+        for item in state.get("demos", []):
+            demo = Demo(**item)
+            self.demos.setdefault(demo.module, {})[demo.index] = demo

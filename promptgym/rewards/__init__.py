@@ -1,0 +1,22 @@
+"""``promptgym.rewards``: what training maximises."""
+
+from typing import Any
+
+from promptgym.core.identifiers import get_by_identifier
+from promptgym.rewards.base import JsonView, Reward, RewardResult
+from promptgym.rewards.builtin import CosineSimilarity, ExactMatch, LMAsJudge, MeanRewardWrapper, ProgramAsJudge
+
+REWARDS = {
+    "exactmatch": ExactMatch,
+    "cosinesimilarity": CosineSimilarity,
+    "lmasjudge": LMAsJudge,
+}
+
+
+def get(identifier: Any) -> Reward:
+    """A reward from an instance, a name (``"exactmatch"``) or a config dict."""
+    return get_by_identifier(identifier, REWARDS, "reward", base=Reward)
+
+
+__all__ = ["CosineSimilarity", "ExactMatch", "JsonView", "LMAsJudge", "MeanRewardWrapper", "ProgramAsJudge",
+           "REWARDS", "Reward", "RewardResult", "get"]
