@@ -1,0 +1,38 @@
+"""Utilities: plots of training histories, evaluation results and program graphs.
+
+matplotlib is optional (``pip install 'promptgym[plots]'``): nothing here imports
+it until a ``plot_*`` function is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "plot_history",
+    "plot_metrics_with_mean_and_std",
+    "plot_metrics_comparison_with_mean_and_std",
+    "plot_program",
+    "history_panels",
+    "metrics_mean_and_std",
+    "metrics_comparison_mean_and_std",
+    "graph_layers",
+]
+
+_PLOTS = {"plot_history", "plot_metrics_with_mean_and_std", "plot_metrics_comparison_with_mean_and_std", "plot_program"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PLOTS:
+        from promptgym.utils import plotting
+
+        return getattr(plotting, name)
+    if name in __all__:
+        from promptgym.utils import _plot_data
+
+        return getattr(_plot_data, name)
+    raise AttributeError(f"module 'promptgym.utils' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
