@@ -10,6 +10,7 @@ share instructions + examples only evaluates each example's own tokens.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import threading
@@ -95,6 +96,16 @@ class LlamaCppBackend:
 
 _engines: dict[tuple[str, int], LlamaCppBackend] = {}
 _engines_lock = threading.Lock()
+
+
+@atexit.register
+def _close_engines() -> None:
+    # Free llama.cpp contexts before interpreter teardown; otherwise their
+    # finalizers run after llama_cpp's globals are gone and print a TypeError.
+    for backend in _engines.values():
+        if backend._llama is not None:
+            backend._llama.close()
+            backend._llama = None
 
 
 def shared_local_backend(model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE) -> LlamaCppBackend:

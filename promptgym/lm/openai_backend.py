@@ -26,6 +26,11 @@ def schema_instruction(schema: dict[str, Any]) -> str:
     return "Answer with a single JSON object, and nothing else, that follows this JSON schema:\n" + json.dumps(schema)
 
 
+def refuses_response_format(response: httpx.Response) -> bool:
+    """Some servers reject an unknown response_format with a 500 (llama.cpp's) rather than a 4xx."""
+    return response.status_code >= 400 and "response_format" in response.text
+
+
 class OpenAICompatibleBackend:
     """Chat completions and embeddings over HTTP, with retries and backoff."""
 
@@ -69,7 +74,7 @@ class OpenAICompatibleBackend:
             except httpx.HTTPError as error:
                 last_error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
                 continue
-            if response.status_code in _RETRYABLE_STATUS:
+            if response.status_code in _RETRYABLE_STATUS and not refuses_response_format(response):
                 last_error = f"HTTP {response.status_code}: {response.text[:200]}"
                 continue
             return response
@@ -102,7 +107,8 @@ class OpenAICompatibleBackend:
         modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured_mode):] if request.schema else ("plain",)
         for mode in modes:
             response = await self._post("/chat/completions", self._payload(request, mode))
-            if response.status_code in (400, 415, 422) and request.schema is not None and mode != "prompt":
+            refused = response.status_code in (400, 415, 422) or refuses_response_format(response)
+            if refused and request.schema is not None and mode != "prompt":
                 self.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
                 continue
             if response.status_code >= 400:
