@@ -40,8 +40,12 @@ class DataModel(pydantic.BaseModel):
 
     @classmethod
     def get_schema(cls) -> dict[str, Any]:
-        """The JSON schema of this class (pydantic's, without titles noise)."""
-        return cls.model_json_schema()
+        """The JSON schema of this class, computed once per class (treat it as read-only)."""
+        cached = cls.__dict__.get("_promptgym_schema")
+        if cached is None:
+            cached = cls.model_json_schema()
+            setattr(cls, "_promptgym_schema", cached)
+        return cached
 
     def __getitem__(self, key: str) -> Any:
         return self.get_json()[key]

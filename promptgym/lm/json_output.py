@@ -31,9 +31,21 @@ def parse_json_object(text: str) -> dict[str, Any]:
     return value
 
 
+_validators: dict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """One compiled validator per schema object (a Generator passes the same dict every call)."""
+    cached = _validators.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = (schema, jsonschema.Draft202012Validator(schema))
+        _validators[id(schema)] = cached
+    return cached[1]
+
+
 def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:
     """None when ``value`` matches ``schema``, else what is wrong (path + message)."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is None:
         return None

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
 
-import httpx
+import aiohttp
 
 from promptgym.lm.backend import LMRequest, LMResponse
 from promptgym.lm.errors import LMConnectionError, LMError
@@ -26,9 +27,26 @@ def schema_instruction(schema: dict[str, Any]) -> str:
     return "Answer with a single JSON object, and nothing else, that follows this JSON schema:\n" + json.dumps(schema)
 
 
-def refuses_response_format(response: httpx.Response) -> bool:
+@dataclass
+class HttpReply:
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+def refuses_response_format(response: HttpReply) -> bool:
     """Some servers reject an unknown response_format with a 500 (llama.cpp's) rather than a 4xx."""
     return response.status_code >= 400 and "response_format" in response.text
+
+
+async def _closing_at_loop_end(session: aiohttp.ClientSession) -> AsyncIterator[aiohttp.ClientSession]:
+    """An async generator the event loop finalises at shutdown, closing the session in that loop."""
+    try:
+        yield session
+    finally:
+        await session.close()
 
 
 class OpenAICompatibleBackend:
@@ -52,26 +70,35 @@ class OpenAICompatibleBackend:
         self.concurrency = concurrency
         self.backoff_s = backoff_s
         self.structured_mode = STRUCTURED_MODES[0]
-        self._clients: dict[int, httpx.AsyncClient] = {}
+        self._sessions: dict[int, tuple[aiohttp.ClientSession, Any]] = {}
 
-    def _client(self) -> httpx.AsyncClient:
-        # An httpx client is bound to the event loop that first used it.
+    async def _session(self) -> aiohttp.ClientSession:
+        # aiohttp (not httpx): about 0.2 ms per request against 1-5 ms, which is most of our per-call overhead.
+        # A session belongs to one event loop; asyncio.run() closes it through the loop's async-generator hook.
         loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._clients:
+        if loop_id not in self._sessions:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            limits = httpx.Limits(max_connections=max(self.concurrency, 1), max_keepalive_connections=max(self.concurrency, 1))
-            self._clients[loop_id] = httpx.AsyncClient(headers=headers, timeout=self.timeout, limits=limits)
-        return self._clients[loop_id]
+            session = aiohttp.ClientSession(
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                connector=aiohttp.TCPConnector(limit=max(self.concurrency, 1)),
+            )
+            keeper = _closing_at_loop_end(session)
+            await keeper.__anext__()
+            self._sessions[loop_id] = (session, keeper)
+        return self._sessions[loop_id][0]
 
-    async def _post(self, path: str, payload: dict[str, Any]) -> httpx.Response:
+    async def _post(self, path: str, payload: dict[str, Any]) -> HttpReply:
         url = f"{self.api_base}{path}"
         last_error = "no attempt"
         for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                response = await self._client().post(url, json=payload)
-            except httpx.HTTPError as error:
+                session = await self._session()
+                async with session.post(url, json=payload) as raw:
+                    response = HttpReply(raw.status, await raw.text())
+            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
                 last_error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
                 continue
             if response.status_code in _RETRYABLE_STATUS and not refuses_response_format(response):
