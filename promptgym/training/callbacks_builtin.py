@@ -96,7 +96,8 @@ class CSVLogger(Callback):
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.rows = []
         if self.append and self.filename.exists():
-            self.rows = list(csv.DictReader(self.filename.open(encoding="utf-8")))
+            with self.filename.open(encoding="utf-8") as handle:
+                self.rows = list(csv.DictReader(handle))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.rows.append({"epoch": epoch, **(logs or {})})

@@ -1,4 +1,5 @@
 import csv
+import io
 import json
 
 import numpy as np
@@ -138,7 +139,7 @@ async def test_checkpoint_csv_and_resume(tmp_path):
     csv_logger = synalinks.callbacks.CSVLogger(tmp_path / "log.csv")
     await program.fit(x=x, y=y, validation_split=0.25, epochs=1, batch_size=3, verbose=0,
                       callbacks=[checkpoint, csv_logger])
-    rows = list(csv.DictReader((tmp_path / "log.csv").open()))
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "log.csv").read_text())))
     assert [r["epoch"] for r in rows] == ["0"] and float(rows[0]["val_reward"]) == 1.0
     saved = json.loads((tmp_path / "best.json").read_text())
     assert saved["optimizer_state"]["epochs_done"] == 1 and saved["optimizer_state"]["candidates"]
