@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -68,5 +68,14 @@ async def run_one(program: Any, index: int, x: Any, training: bool = False) -> O
     return Outcome(index, prediction, None, trace)
 
 
-async def run_many(program: Any, indexed_inputs: Sequence[tuple[int, Any]], training: bool = False) -> list[Outcome]:
-    return list(await asyncio.gather(*(run_one(program, i, x, training) for i, x in indexed_inputs)))
+async def run_many(program: Any, indexed_inputs: Sequence[tuple[int, Any]], training: bool = False,
+                   on_done: Callable[[Outcome], Awaitable[None]] | None = None) -> list[Outcome]:
+    """Run every input concurrently; ``on_done`` is awaited as each one finishes (for progress)."""
+
+    async def one(index: int, x: Any) -> Outcome:
+        outcome = await run_one(program, index, x, training)
+        if on_done is not None:
+            await on_done(outcome)
+        return outcome
+
+    return list(await asyncio.gather(*(one(i, x) for i, x in indexed_inputs)))

@@ -47,6 +47,9 @@ class Callback:
     def on_predict_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> Any: ...
     def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> Any: ...
 
+    def on_example_end(self, stage: str, logs: dict[str, Any] | None = None) -> Any:
+        """After each example of evaluate / predict (``stage`` is "test" or "predict"); for progress."""
+
     def on_event(self, event: dict[str, Any]) -> Any:
         """Every trainer event (candidate proposed/accepted, failures, usage...)."""
 

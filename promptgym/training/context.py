@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -93,13 +93,14 @@ class TrainingContext:
         await self.callbacks.event(kind, **data)
 
     async def run(self, split: str, indices: Sequence[int], variables: dict[str, Any] | None = None,
-                  with_metrics: bool = False) -> list[ExampleResult]:
+                  with_metrics: bool = False, on_done: Callable[[Any], Awaitable[None]] | None = None
+                  ) -> list[ExampleResult]:
         """Run and score examples ``indices`` of ``split`` with ``variables`` (default: current values)."""
         key = variables_key(variables if variables is not None else self.program.get_variables())
         xs, ys = self.splits[split]
         todo = [i for i in dict.fromkeys(indices) if (key, split, i) not in self._memo]
         with assigned(self.program, variables):
-            outcomes = await run_many(self.program, [(i, xs[i]) for i in todo], training=True)
+            outcomes = await run_many(self.program, [(i, xs[i]) for i in todo], training=True, on_done=on_done)
         for outcome in outcomes:
             with lm_phase("reward"):
                 scored = await self.reward.score(ys[outcome.index], outcome.prediction)

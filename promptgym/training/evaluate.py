@@ -31,9 +31,14 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
     ctx = TrainingContext(program, compiled, splits, 1, np.random.default_rng(0), callback_list, limit)
     await callback_list.call("on_test_begin", {"total": len(xs)})
     results: list[ExampleResult] = []
+
+    async def example_done(outcome: Any) -> None:
+        await callback_list.call("on_example_end", "test", {})
+
     for batch, start in enumerate(range(0, len(xs), batch_size)):
         await callback_list.call("on_test_batch_begin", batch, {})
-        results += await ctx.run("test", list(range(start, min(start + batch_size, len(xs)))), with_metrics=True)
+        indices = list(range(start, min(start + batch_size, len(xs))))
+        results += await ctx.run("test", indices, with_metrics=True, on_done=example_done)
         await callback_list.call("on_test_batch_end", batch, {"done": len(results)})
     logs = scored_logs(results, compiled.reward.name)
     await callback_list.call("on_test_end", logs)

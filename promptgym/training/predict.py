@@ -38,9 +38,17 @@ async def predict_program(program: Any, x: Any, batch_size: int = 32, verbose: A
     results = np.empty(len(inputs), dtype=object).view(Predictions)
     results.failures = {}
     await callback_list.call("on_predict_begin", {"total": len(inputs)})
+    failures = 0
+
+    async def example_done(outcome: Any) -> None:
+        nonlocal failures
+        failures += outcome.error is not None
+        await callback_list.call("on_example_end", "predict", {"failures": failures})
+
     for batch, start in enumerate(range(0, len(inputs), batch_size)):
         await callback_list.call("on_predict_batch_begin", batch, {"size": min(batch_size, len(inputs) - start)})
-        outcomes = await run_many(program, [(i, inputs[i]) for i in range(start, min(start + batch_size, len(inputs)))])
+        indexed = [(i, inputs[i]) for i in range(start, min(start + batch_size, len(inputs)))]
+        outcomes = await run_many(program, indexed, on_done=example_done)
         for outcome in outcomes:
             results[outcome.index] = outcome.prediction
             if outcome.error:

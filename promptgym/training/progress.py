@@ -38,6 +38,7 @@ class ProgressBar(Callback):
         self._started = 0.0
         self._label = ""
         self._last_quarter = -1
+        self._done = 0
 
     @property
     def _interactive(self) -> bool:
@@ -45,6 +46,7 @@ class ProgressBar(Callback):
 
     def _begin(self, label: str, total: int) -> None:
         self._label, self._total, self._started, self._last_quarter = label, total, time.perf_counter(), -1
+        self._done = 0
 
     def _update(self, done: int, logs: dict[str, Any] | None, final: bool = False) -> None:
         total = max(self._total, 1)
@@ -86,13 +88,18 @@ class ProgressBar(Callback):
         if not (logs or {}).get("in_fit"):
             self._begin("  evaluate", (logs or {}).get("total", 0))
 
-    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
         if not (logs or {}).get("in_fit"):
-            self._update((logs or {}).get("done", 0), logs, final=(logs or {}).get("done", 0) >= self._total)
+            self._update(self._total, logs, final=True)
 
     def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._begin("  predict", (logs or {}).get("total", 0))
 
-    def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self._update((logs or {}).get("done", 0), {"failures": (logs or {}).get("failures", 0)},
-                     final=(logs or {}).get("done", 0) >= self._total)
+    def on_predict_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._update(self._total, logs, final=True)
+
+    def on_example_end(self, stage: str, logs: dict[str, Any] | None = None) -> None:
+        # The last example is drawn by on_test_end / on_predict_end, with the final numbers.
+        self._done += 1
+        if self._done < self._total:
+            self._update(self._done, logs)
