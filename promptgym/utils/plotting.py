@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
+
+from promptgym.core.atomic import atomic_writer
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,18 +60,9 @@ def _target(to_folder: str | os.PathLike[str] | None, to_file: str | os.PathLike
 
 def save_figure(figure: Any, target: Path) -> Path:
     """Write ``figure`` to ``target`` atomically; create the folder if needed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            figure.savefig(handle, format=_FORMATS[target.suffix.lower()], dpi=120,
-                           bbox_inches="tight", pad_inches=0.15, facecolor="white")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target, binary=True) as handle:
+        figure.savefig(handle, format=_FORMATS[target.suffix.lower()], dpi=120,
+                       bbox_inches="tight", pad_inches=0.15, facecolor="white")
     return target
 
 
