@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 import os
-
-from promptgym.core.atomic import atomic_writer
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from promptgym.core.atomic import atomic_writer
 from promptgym.utils._plot_data import (
     history_panels,
     metrics_comparison_mean_and_std,
