@@ -1,0 +1,120 @@
+"""Artifacts of a finished run: candidates.json, plots/, summary.md."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from typing import Any
+
+from promptgym.core.atomic import atomic_write_json
+
+logger = logging.getLogger("promptgym")
+TOP_CANDIDATES = 5
+
+
+def read_history(path: Any) -> dict[str, list[float]]:
+    """history.csv as columns of floats (missing cells become NaN)."""
+    if not path.is_file():
+        return {}
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    columns: dict[str, list[float]] = {}
+    for row in rows:
+        for key in row:
+            if key != "epoch":
+                columns.setdefault(key, [])
+    for row in rows:
+        for key in columns:
+            try:
+                columns[key].append(float(row.get(key) or "nan"))
+            except ValueError:
+                columns[key].append(float("nan"))
+    return columns
+
+
+def ranked_candidates(optimizer: Any) -> list[dict[str, Any]]:
+    """Candidates by mean validation score (then train), best first."""
+    ranked = []
+    for candidate in optimizer.candidates:
+        split = "val" if candidate.scores.get("val") else "train"
+        score = candidate.mean(split)
+        ranked.append({"id": candidate.id, "origin": candidate.origin, "parent": candidate.parent,
+                       "epoch": candidate.epoch, "split": split, "score": score,
+                       "examples": len(candidate.scores.get(split, {})), "best": candidate.id == optimizer.best_id})
+    return sorted(ranked, key=lambda item: (-(item["score"] if item["score"] is not None else -1), item["id"]))
+
+
+def write_plots(run: Any) -> list[str]:
+    history = {key: values for key, values in read_history(run.path / "history.csv").items()
+               if not key.startswith("lm_calls_") and key != "failures"}
+    if not history:
+        return []
+    try:
+        from promptgym.utils import plot_history
+
+        path = plot_history(history, to_folder=run.path / "plots", to_file="training_history.png", title=run.id)
+        return [str(path.relative_to(run.path))]
+    except Exception as error:  # noqa: BLE001 - a missing plotting extra must not fail the run
+        logger.warning("plots skipped: %s", error)
+        return []
+
+
+def _score(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def prompt_section(program: Any) -> list[str]:
+    lines = ["## Best prompt per Generator", ""]
+    for name, value in program.get_variables().items():
+        if not isinstance(value, dict) or "instructions" not in value:
+            continue
+        lines += [f"### `{name}`", "", "Instructions:", "", "```text", str(value["instructions"]), "```", ""]
+        examples = value.get("examples", [])
+        lines.append(f"Few-shot examples: {len(examples)}")
+        for example in examples[:5]:
+            lines.append(f"- `{json.dumps(example.get('inputs'), ensure_ascii=False)[:160]}` -> "
+                         f"`{json.dumps(example.get('outputs'), ensure_ascii=False)[:160]}`")
+        lines.append("")
+    return lines
+
+
+def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
+    baseline, final = status.get("baseline") or {}, status.get("final") or {}
+    reward = job.reward.name
+    before, after = baseline.get(reward), final.get(reward)
+    improvement = f"{after - before:+.3f}" if before is not None and after is not None else "n/a"
+    config = job.config
+    lines = [
+        f"# Run {run.id}", "",
+        f"- Job: {config.job.type}, name `{config.job.name}`, seed {config.job.seed}",
+        f"- Model: `{config.model.name}`",
+        f"- Optimizer: `{config.optimizer.name}` {json.dumps(config.optimizer.params) if config.optimizer.params else ''}",
+        f"- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
+        f"- Epochs done: {status.get('epochs_done', 0)} of {config.training.epochs}",
+        f"- LM calls: {status.get('lm_calls', 0)} (cache hits included)",
+        f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
+        "## Scores", "",
+        f"| | {reward} | split | examples |", "|---|---|---|---|",
+        f"| baseline | {_score(before)} | {baseline.get('split', '-')} | {baseline.get('size', '-')} |",
+        f"| best | {_score(after)} | {final.get('split', '-')} | {final.get('size', '-')} |",
+        "", f"Improvement: **{improvement}**", "",
+    ]
+    lines += prompt_section(job.program)
+    lines += ["## Top candidates", "", "| id | origin | parent | score | split | examples | best |",
+              "|---|---|---|---|---|---|---|"]
+    for item in ranked[:TOP_CANDIDATES]:
+        lines.append(f"| {item['id']} | {item['origin']} | {item['parent'] if item['parent'] is not None else '-'} | "
+                     f"{_score(item['score'])} | {item['split']} | {item['examples']} | {'yes' if item['best'] else ''} |")
+    lines += ["", f"{len(ranked)} candidates in total; all of them in `candidates.json`.", "",
+              "Files: `best_program.json`, `history.csv`, `events.jsonl`, `checkpoints/`, `plots/`, `config.toml`.", ""]
+    return "\n".join(lines)
+
+
+def write_artifacts(run: Any, job: Any, status: dict[str, Any]) -> None:
+    optimizer = job.program.training_state.optimizer
+    ranked = ranked_candidates(optimizer)
+    atomic_write_json(run.path / "candidates.json", {"best_id": optimizer.best_id, "ranked": ranked,
+                                                     "candidates": optimizer.export_candidates()})
+    plots = write_plots(run)
+    run.update_status(plots=plots)
+    run.write_text("summary.md", summary_markdown(run, job, status, ranked))

@@ -1,0 +1,279 @@
+"""Config -> the same library objects a Python user builds (LM, program, data, reward, optimizer).
+
+    job = await build_job(config)
+    job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from promptgym.cli.config import ConfigError, DataSection, FieldSpec, GeneratorSpec, JobConfig
+from promptgym.core.data_model import DataModel
+from promptgym.core.schema import data_model_from_schema
+
+JSON_TYPES = {"str": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
+              "bool": {"type": "boolean"}, "list[str]": {"type": "array", "items": {"type": "string"}}}
+
+
+@dataclass
+class Data:
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
+    x_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    input_model: type[DataModel] | None = None
+    output_model: type[DataModel] | None = None
+    task_info: Any = None
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.x_train), "validation": len(self.x_val) if self.x_val is not None else 0,
+                "test": len(self.x_test) if self.x_test is not None else 0}
+
+
+@dataclass
+class Job:
+    config: JobConfig
+    program: Any
+    data: Data
+    reward: Any
+    optimizer: Any
+    metrics: list[Any] = field(default_factory=list)
+
+
+def build_language_model(config: JobConfig) -> Any:
+    from promptgym.lm.language_model import LanguageModel
+
+    section = config.model
+    api_key = os.environ.get(section.api_key_env) if section.api_key_env else None
+    if section.api_key_env and not api_key:
+        raise ConfigError(f"model.api_key_env: environment variable {section.api_key_env} is not set "
+                          "(put it in your .env and pass --env-file)")
+    try:
+        return LanguageModel(model=section.name, api_base=section.api_base, api_key=api_key,
+                             temperature=section.temperature, max_tokens=section.max_tokens,
+                             concurrency=section.concurrency, cache=section.cache)
+    except Exception as error:  # noqa: BLE001 - surface as a config error naming the key
+        raise ConfigError(f"model.name: {error}") from None
+
+
+def _field_schema(name: str, spec: FieldSpec | str) -> dict[str, Any]:
+    spec = FieldSpec(description=spec) if isinstance(spec, str) else spec
+    return {**JSON_TYPES[spec.type], "description": spec.description or name}
+
+
+def data_model_from_fields(title: str, fields: dict[str, FieldSpec | str]) -> type[DataModel]:
+    schema = {"title": title, "type": "object", "required": list(fields),
+              "properties": {name: _field_schema(name, spec) for name, spec in fields.items()}}
+    return data_model_from_schema(schema)
+
+
+def io_models(config: JobConfig) -> tuple[type[DataModel] | None, type[DataModel] | None]:
+    """Input/output DataModels: from the generator spec, else from the built-in dataset."""
+    spec = config.program.generator if config.program else None
+    inputs = data_model_from_fields("Inputs", spec.inputs) if spec and spec.inputs else None
+    outputs = data_model_from_fields("Outputs", spec.outputs) if spec and spec.outputs else None
+    if config.data and config.data.dataset and (inputs is None or outputs is None):
+        module = dataset_module(config.data.dataset)
+        inputs = inputs or module.get_input_data_model()
+        outputs = outputs or module.get_output_data_model()
+    return inputs, outputs
+
+
+def dataset_module(name: str) -> Any:
+    import promptgym.datasets as datasets
+
+    module = getattr(datasets, name, None)
+    if module is None or not hasattr(module, "load_data"):
+        choices = ", ".join(n for n in datasets.__all__ if hasattr(getattr(datasets, n), "load_data"))
+        raise ConfigError(f"data.dataset: unknown dataset {name!r}; built-in datasets: {choices}")
+    return module
+
+
+def build_generator_program(spec: GeneratorSpec, inputs: type[DataModel] | None, outputs: type[DataModel] | None,
+                            lm: Any) -> Any:
+    from promptgym.modules import ChainOfThought, Generator, Input
+    from promptgym.programs import Sequential
+
+    if inputs is None or outputs is None:
+        raise ConfigError("program.generator: give inputs and outputs fields (or use a built-in data.dataset)")
+    cls = ChainOfThought if spec.kind == "chain_of_thought" else Generator
+    module = cls(data_model=outputs, language_model=lm, instructions=spec.instructions, name=spec.name)
+    return Sequential([Input(data_model=inputs), module], name=spec.name + "_program")
+
+
+def load_factory(reference: str) -> Any:
+    module_name, _, function_name = reference.partition(":")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # so `mypkg.module:build` works from the project folder
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"program.factory: can't import {module_name!r} ({error})") from None
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ConfigError(f"program.factory: {module_name!r} has no function {function_name!r}")
+    return function
+
+
+async def build_program(config: JobConfig, lm: Any, data: Data) -> Any:
+    section = config.program
+    assert section is not None
+    if section.path:
+        from promptgym.programs.program import Program
+
+        if not Path(section.path).is_file():
+            raise ConfigError(f"program.path: {section.path}: no such file")
+        program = Program.load(section.path)
+        program.training_state = None  # the config's reward/optimizer apply, not the file's
+        return program
+    if section.factory:
+        function = load_factory(section.factory)
+        kwargs = dict(section.factory_args)
+        if "language_model" in inspect.signature(function).parameters:
+            kwargs.setdefault("language_model", lm)
+        program = function(**kwargs)
+        return await program if inspect.isawaitable(program) else program
+    assert section.generator is not None
+    inputs, outputs = io_models(config)
+    return build_generator_program(section.generator, inputs or data.input_model, outputs or data.output_model, lm)
+
+
+def _limit(x: np.ndarray, y: np.ndarray, count: int | None) -> tuple[np.ndarray, np.ndarray]:
+    return (x[:count], y[:count]) if count else (x, y)
+
+
+def load_file(path: str, section: DataSection, inputs: type[DataModel], outputs: type[DataModel], key: str) -> Any:
+    from promptgym.datasets import DatasetError, load_csv, load_jsonl
+
+    loader = load_csv if path.endswith((".csv", ".csv.gz")) else load_jsonl
+    try:
+        return loader(path, inputs, outputs, x_fields=section.x_fields, y_fields=section.y_fields)
+    except DatasetError as error:
+        raise ConfigError(f"data.{key}: {error}") from None
+
+
+async def build_data(config: JobConfig) -> Data:
+    section = config.data
+    assert section is not None
+    if section.task_url:
+        return await build_task_app_data(config)
+    inputs, outputs = io_models(config)
+    if section.dataset:
+        module = dataset_module(section.dataset)
+        args = dict(section.dataset_args)
+        if "seed" in inspect.signature(module.load_data).parameters:
+            args.setdefault("seed", config.job.seed)
+        try:
+            (x_train, y_train), (x_test, y_test) = module.load_data(**args)
+        except TypeError as error:
+            raise ConfigError(f"data.dataset_args: {error}") from None
+        x_train, y_train = _limit(x_train, y_train, section.examples)
+        x_test, y_test = _limit(x_test, y_test, section.test_examples)
+        return Data(x_train, y_train, x_test=x_test, y_test=y_test, input_model=inputs, output_model=outputs)
+    if inputs is None or outputs is None:
+        if config.program and config.program.generator is None:
+            program_models = await _program_models(config)
+            inputs, outputs = inputs or program_models[0], outputs or program_models[1]
+        if inputs is None or outputs is None:
+            raise ConfigError("data.train: to read files, the program's input and output fields must be known "
+                              "(program.generator.inputs / outputs)")
+    x_train, y_train = _limit(*load_file(section.train, section, inputs, outputs, "train"), section.examples)
+    data = Data(x_train, y_train, input_model=inputs, output_model=outputs)
+    if section.validation:
+        data.x_val, data.y_val = load_file(section.validation, section, inputs, outputs, "validation")
+    if section.test:
+        data.x_test, data.y_test = _limit(*load_file(section.test, section, inputs, outputs, "test"), section.test_examples)
+    return data
+
+
+async def _program_models(config: JobConfig) -> tuple[Any, Any]:
+    program = await build_program(config, build_language_model(config), Data(np.empty(0, object), np.empty(0, object)))
+    return program.input_data_model, program.output_data_model
+
+
+async def build_task_app_data(config: JobConfig) -> Data:
+    from promptgym.taskapp import TaskAppClient, TaskAppError, seeds
+
+    section = config.data
+    assert section is not None and section.task_url is not None
+    client = TaskAppClient(section.task_url, api_key=os.environ.get(section.task_api_key_env),
+                           timeout=min(section.task_timeout, 10.0), retries=section.task_retries, backoff_s=0.2)
+    try:
+        info = await client.check()
+    except TaskAppError as error:
+        raise ConfigError(f"data.task_url: {error}") from None
+    train = section.train_seeds or info.splits.get("train", [])
+    if not train:
+        raise ConfigError(f"data.train_seeds: the task app {info.name!r} lists no 'train' seeds; set data.train_seeds")
+    x_train, y_train = _limit(*seeds(train, "train"), section.examples)
+    data = Data(x_train, y_train, task_info=info)
+    validation = section.validation_seeds or info.splits.get("validation")
+    if validation:
+        data.x_val, data.y_val = seeds(validation, "validation")
+    test = section.test_seeds or info.splits.get("test")
+    if test:
+        data.x_test, data.y_test = _limit(*seeds(test, "test"), section.test_examples)
+    return data
+
+
+def build_scorers(config: JobConfig) -> tuple[Any, list[Any]]:
+    from promptgym import metrics as metrics_module
+    from promptgym import rewards as rewards_module
+
+    def resolve(registry: Any, spec: Any, key: str) -> Any:
+        try:
+            return registry.get({"class_name": spec.name, "config": spec.params} if spec.params else spec.name)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{key}: {error}") from None
+
+    if config.data and config.data.task_url:
+        from promptgym.taskapp import TaskAppReward
+
+        return TaskAppReward(), [resolve(metrics_module, spec, f"metrics.{i}") for i, spec in enumerate(config.metrics)]
+    reward = resolve(rewards_module, config.reward, "reward")
+    return reward, [resolve(metrics_module, spec, f"metrics.{i}") for i, spec in enumerate(config.metrics)]
+
+
+def build_optimizer(config: JobConfig) -> Any:
+    from promptgym import optimizers
+
+    from promptgym.core.identifiers import normalize_identifier
+
+    params = dict(config.optimizer.params)
+    cls = optimizers.OPTIMIZERS.get(normalize_identifier(config.optimizer.name))
+    if isinstance(cls, type) and "seed" in inspect.signature(cls.__init__).parameters:
+        params.setdefault("seed", config.job.seed)
+    try:
+        return optimizers.get({"class_name": config.optimizer.name, "config": params})
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"optimizer: {error}") from None
+
+
+async def build_job(config: JobConfig) -> Job:
+    """Everything ``fit()`` needs, or a ConfigError naming the key at fault."""
+    if config.job.type != "prompt_learning":
+        raise ConfigError(f"job.type: {config.job.type!r} jobs validate but are not implemented yet in this version; "
+                          "use type = \"prompt_learning\"")
+    data = await build_data(config)
+    if config.data and config.data.task_url:
+        from promptgym.taskapp import TaskAppProgram
+
+        program = TaskAppProgram(task_url=config.data.task_url, modules=[m.model_dump() for m in data.task_info.modules],
+                                 model=config.model.name, inference_url=config.model.api_base,
+                                 api_key_env=config.data.task_api_key_env, concurrency=config.data.task_concurrency,
+                                 timeout=config.data.task_timeout, retries=config.data.task_retries)
+    else:
+        program = await build_program(config, build_language_model(config), data)
+    reward, metrics = build_scorers(config)
+    return Job(config, program, data, reward, build_optimizer(config), metrics)

@@ -1,0 +1,286 @@
+"""The TOML job config: pydantic models, loading, overrides, clear errors.
+
+    config = load_config(["run.toml"], overrides={"model": "local/smollm2-135m-instruct"})
+    config.job.type          # "prompt_learning" | "sft" | "rl"
+
+Errors name the file, the key path (``training.epochs``) and what was expected.
+Secrets never live in a config: name the environment variable (``api_key_env``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+JobType = Literal["prompt_learning", "sft", "rl"]
+FieldType = Literal["str", "int", "float", "bool", "list[str]"]
+
+
+class ConfigError(ValueError):
+    """A config that can't be used; the message names the file and key path."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobSection(Section):
+    type: JobType = "prompt_learning"
+    name: str = "run"
+    seed: int = 0
+
+
+class ModelSection(Section):
+    """The language model of the program's Generators."""
+
+    name: str = "local/qwen2.5-coder-0.5b-instruct"
+    api_base: str | None = None
+    api_key_env: str | None = Field(None, description="environment variable holding the API key")
+    temperature: float = 0.0
+    max_tokens: int = Field(256, ge=1)
+    concurrency: int | None = Field(None, ge=1)
+    cache: bool = True
+
+
+class FieldSpec(Section):
+    type: FieldType = "str"
+    description: str = ""
+
+
+class GeneratorSpec(Section):
+    """A one-Generator program described in the config (no Python needed)."""
+
+    kind: Literal["generator", "chain_of_thought"] = "generator"
+    name: str = "generator"
+    instructions: str | None = None
+    inputs: dict[str, FieldSpec | str] = Field(default_factory=dict)
+    outputs: dict[str, FieldSpec | str] = Field(default_factory=dict)
+
+
+class ProgramSection(Section):
+    """Exactly one of ``path`` (saved program JSON), ``factory`` (``module:function``) or ``generator``."""
+
+    path: str | None = None
+    factory: str | None = None
+    factory_args: dict[str, Any] = Field(default_factory=dict)
+    generator: GeneratorSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ProgramSection":
+        given = [name for name in ("path", "factory", "generator") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"set exactly one of path, factory or [program.generator]; got {given or 'none'}")
+        if self.factory is not None and ":" not in self.factory:
+            raise ValueError(f"factory must look like 'package.module:function', got {self.factory!r}")
+        return self
+
+
+class DataSection(Section):
+    """Where examples come from: a built-in dataset, JSONL/CSV files, or a task app."""
+
+    dataset: str | None = None
+    dataset_args: dict[str, Any] = Field(default_factory=dict)
+    train: str | None = None
+    validation: str | None = None
+    test: str | None = None
+    x_fields: dict[str, str] | None = None
+    y_fields: dict[str, str] | None = None
+    task_url: str | None = None
+    task_api_key_env: str = "TASK_APP_API_KEY"
+    task_concurrency: int = Field(4, ge=1)
+    task_timeout: float = Field(60.0, gt=0)
+    task_retries: int = Field(2, ge=0)
+    train_seeds: list[int] | None = None
+    validation_seeds: list[int] | None = None
+    test_seeds: list[int] | None = None
+    examples: int | None = Field(None, ge=1, description="use only the first N training examples")
+    test_examples: int | None = Field(None, ge=1)
+    validation_split: float = Field(0.2, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DataSection":
+        given = [name for name in ("dataset", "train", "task_url") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"set exactly one of dataset, train (a JSONL/CSV file) or task_url; got {given or 'none'}")
+        return self
+
+    @property
+    def source(self) -> str:
+        return "dataset" if self.dataset else "task_app" if self.task_url else "files"
+
+
+class ScorerSpec(Section):
+    name: str = "exactmatch"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class OptimizerSection(Section):
+    name: str = "randomfewshot"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class EarlyStoppingSpec(Section):
+    monitor: str = "val_reward"
+    patience: int = Field(2, ge=1)
+    min_delta: float = 0.0
+
+
+class TrainingSection(Section):
+    epochs: int = Field(2, ge=1)
+    batch_size: int = Field(4, ge=1)
+    minibatch_size: int = Field(4, ge=1)
+    validation_batch_size: int = Field(32, ge=1)
+    validation_freq: int = Field(1, ge=1)
+    shuffle: bool = False
+    max_errors: int | None = Field(None, ge=0)
+    evaluate_baseline: bool = True
+    early_stopping: EarlyStoppingSpec | None = None
+
+
+class SFTSection(Section):
+    """Weight fine-tuning (validated now, run in a later version)."""
+
+    base_model: str = ""
+    train_file: str = ""
+    validation_file: str | None = None
+    n_epochs: int = Field(1, ge=1)
+    learning_rate: float = Field(1e-5, gt=0)
+    batch_size: int = Field(8, ge=1)
+
+
+class RLSection(Section):
+    """Reinforcement learning against a task app (validated now, run in a later version)."""
+
+    base_model: str = ""
+    algorithm: Literal["grpo", "ppo"] = "grpo"
+    group_size: int = Field(4, ge=1)
+    learning_rate: float = Field(1e-6, gt=0)
+    iterations: int = Field(10, ge=1)
+
+
+class JobConfig(Section):
+    job: JobSection = Field(default_factory=JobSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    program: ProgramSection | None = None
+    data: DataSection | None = None
+    reward: ScorerSpec = Field(default_factory=ScorerSpec)
+    metrics: list[ScorerSpec] = Field(default_factory=list)
+    optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
+    training: TrainingSection = Field(default_factory=TrainingSection)
+    sft: SFTSection | None = None
+    rl: RLSection | None = None
+
+    @model_validator(mode="after")
+    def _sections_for_job(self) -> "JobConfig":
+        kind = self.job.type
+        if kind == "prompt_learning":
+            missing = [name for name in ("data", "program") if getattr(self, name) is None]
+            if missing == ["program"] and self.data is not None and self.data.task_url:
+                missing = []  # the task app runs the policy
+            if missing:
+                raise ValueError(f"a prompt_learning job needs the [{missing[0]}] section")
+        elif kind == "sft" and self.sft is None:
+            raise ValueError("an sft job needs the [sft] section (base_model, train_file, ...)")
+        elif kind == "rl" and (self.rl is None or self.data is None or self.data.task_url is None):
+            raise ValueError("an rl job needs the [rl] section and data.task_url")
+        return self
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = _deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def describe_validation_error(error: pydantic.ValidationError, source: str) -> str:
+    """One line per problem: ``run.toml: training.epochs: expected ... (got 0)``."""
+    lines = []
+    for item in error.errors():
+        path = ".".join(str(part) for part in item["loc"] if not str(part).startswith("function-after")) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (check the spelling; see docs/cli.md for the schema)"
+        elif item["type"] == "literal_error":
+            message = f"expected {item['ctx']['expected']}"
+        got = item.get("input")
+        shown = "" if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{source}: {path}: {message}{shown}")
+    return "\n".join(lines)
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    source = Path(path)
+    if not source.is_file():
+        raise ConfigError(f"{source}: no such config file")
+    try:
+        return tomllib.loads(source.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+
+
+PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("program", "path"),
+             ("sft", "train_file"), ("sft", "validation_file"))
+
+
+def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """File paths in a config are relative to the config file, so a run can resume from anywhere."""
+    for section, key in PATH_KEYS:
+        value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            raw[section][key] = str((base / value).resolve())
+    return raw
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``) win over the files."""
+    raw = _deep_merge(raw, {})
+    if overrides.get("model"):
+        raw.setdefault("model", {})["name"] = overrides["model"]
+    if overrides.get("seed") is not None:
+        raw.setdefault("job", {})["seed"] = overrides["seed"]
+    data = raw.setdefault("data", {}) if any(overrides.get(k) for k in ("dataset", "task_url", "examples")) else None
+    if data is not None:
+        if overrides.get("dataset"):
+            data.update(dataset=overrides["dataset"], train=None, task_url=None)
+        if overrides.get("task_url"):
+            data.update(task_url=overrides["task_url"], dataset=None, train=None)
+        if overrides.get("examples"):
+            data["examples"] = overrides["examples"]
+        for key in [key for key, value in data.items() if value is None]:
+            del data[key]
+    return raw
+
+
+def load_config(paths: list[str | Path], overrides: dict[str, Any] | None = None) -> JobConfig:
+    """Merge the TOML files in order, apply CLI overrides, validate."""
+    if not paths:
+        raise ConfigError("no config file given")
+    raw: dict[str, Any] = {}
+    for path in paths:
+        raw = _deep_merge(raw, absolute_paths(read_toml(path), Path(path).resolve().parent))
+    raw = apply_overrides(raw, overrides or {})
+    return validate_config(raw, ", ".join(str(path) for path in paths))
+
+
+def validate_config(raw: dict[str, Any], source: str = "config") -> JobConfig:
+    try:
+        return JobConfig.model_validate(raw)
+    except pydantic.ValidationError as error:
+        raise ConfigError(describe_validation_error(error, source)) from None
+
+
+def resolved_dict(config: JobConfig) -> dict[str, Any]:
+    """The config as plain data (no None values, which TOML can't hold)."""
+    def prune(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: prune(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list):
+            return [prune(v) for v in value]
+        return value
+
+    return prune(config.model_dump(mode="json"))

@@ -1,0 +1,96 @@
+"""The resolved-job preview shown before a run starts, with an LM-call estimate."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from promptgym.cli.build import Job
+from promptgym.cli.secrets import Masker
+
+
+def generator_count(program: Any) -> int:
+    """How many LM-calling steps one program run makes (trainable prompt variables)."""
+    return max(1, sum(1 for v in program.trainable_variables if "instructions" in v.value))
+
+
+def estimate_lm_calls(job: Job) -> dict[str, int]:
+    """An upper bound on LM calls, by part (cached calls cost nothing and are not subtracted).
+
+    An optimizer may give its own number with ``estimate_lm_calls(train_size, val_size, epochs, batch_size,
+    minibatch_size)``; otherwise the few-shot loop is assumed: every training example each epoch, two
+    candidates on one validation minibatch per step, and the validation set each ``validation_freq`` epochs.
+    """
+    training, sizes = job.config.training, job.data.sizes()
+    calls_per_run = generator_count(job.program)
+    train, val = sizes["train"], sizes["validation"]
+    if not val and job.config.data:
+        val = int(math.floor(train * job.config.data.validation_split))
+        train -= val
+    steps = math.ceil(train / training.batch_size) if train else 0
+    epochs = training.epochs
+    estimate = getattr(job.optimizer, "estimate_lm_calls", None)
+    if callable(estimate):
+        optimizer_calls = int(estimate(train_size=train, val_size=val, epochs=epochs, batch_size=training.batch_size,
+                                       minibatch_size=training.minibatch_size))
+    else:
+        optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
+    eval_size = sizes["test"] or val or train
+    parts = {
+        "training runs": epochs * train * calls_per_run,
+        "candidate scoring": optimizer_calls,
+        "validation": (epochs // training.validation_freq) * val * calls_per_run,
+        "baseline + final evaluation": (2 if training.evaluate_baseline else 1) * eval_size * calls_per_run,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def optimizer_description(job: Job) -> str:
+    config = job.optimizer.get_config() if hasattr(job.optimizer, "get_config") else {}
+    budget = {k: v for k, v in config.items() if "budget" in k or "calls" in k}
+    text = f"{type(job.optimizer).__name__} {json.dumps(config, default=str)}"
+    return text + (f" (budget: {budget})" if budget else "")
+
+
+def held_out(job: Job) -> str:
+    split = job.config.data.validation_split if job.config.data else 0.0
+    if job.data.sizes()["validation"] or not split:
+        return ""
+    return f" ({int(math.floor(job.data.sizes()['train'] * split))} of train held out: validation_split={split})"
+
+
+def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
+    config, sizes = job.config, job.data.sizes()
+    data = config.data
+    source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
+    program = config.program
+    program_source = ("task app policy" if program is None else program.path or program.factory
+                      or f"declarative {program.generator.kind if program.generator else ''}")
+    estimate = estimate_lm_calls(job)
+    rows = [
+        ("job", f"{config.job.type} '{config.job.name}' (seed {config.job.seed})"),
+        ("model", config.model.name + (f" @ {config.model.api_base}" if config.model.api_base else "")),
+        ("program", f"{program_source} -> {job.program.name}, {generator_count(job.program)} prompt(s)"),
+        ("data", f"{data.source if data else '-'}: {source}"),
+        ("sizes", ", ".join(f"{k} {v}" for k, v in sizes.items()) + held_out(job)),
+        ("reward", job.reward.name + (f" (+ {', '.join(m.name for m in job.metrics)})" if job.metrics else "")),
+        ("optimizer", optimizer_description(job)),
+        ("training", ", ".join(f"{k}={v}" for k, v in config.training.model_dump().items() if v is not None)),
+        ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")
+         + "); cached calls are free"),
+    ]
+    return [(key, masker.mask(value)) for key, value in rows]
+
+
+def print_preview(job: Job, masker: Masker, console: Console | None = None) -> None:
+    table = Table(title="Resolved job", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in preview_rows(job, masker):
+        table.add_row(key, value)
+    (console or Console()).print(table)

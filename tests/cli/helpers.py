@@ -1,0 +1,79 @@
+"""Program factories and data files for the CLI tests (scripted LM: no engine needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import promptgym as pg
+from promptgym.testing import ScriptedLanguageModel, last_user_json
+
+
+class Question(pg.DataModel):
+    question: str = pg.Field(description="A question")
+
+
+class Answer(pg.DataModel):
+    answer: str = pg.Field(description="The answer")
+
+
+def learner_lm(delay_s: float = 0.0) -> ScriptedLanguageModel:
+    """Right when the prompt shows a demonstration, else right only on short questions."""
+
+    def respond(request):
+        question = last_user_json(request)["question"]
+        shown = len(request.messages) > 2
+        return {"answer": question.upper() if shown or len(question) <= 3 else "?"}
+
+    return ScriptedLanguageModel(respond=respond, delay_s=delay_s)
+
+
+def build_program(language_model=None, delay_s: float = 0.0) -> pg.Program:
+    delay = float(os.environ.get("PROMPTGYM_TEST_DELAY", delay_s))
+    generator = pg.Generator(data_model=Answer, language_model=learner_lm(delay), name="answerer",
+                             instructions="Answer in upper case.")
+    return pg.Sequential([pg.Input(data_model=Question), generator], name="qa")
+
+
+WORDS = ["ab", "cat", "house", "garden", "river", "mountain", "tree", "sky", "stone", "window",
+         "door", "lamp", "chair", "table", "cloud", "bird"]
+
+
+def write_data(folder: Path, count: int = 12) -> Path:
+    path = folder / "train.jsonl"
+    path.write_text("".join(json.dumps({"prompt": w, "label": w.upper()}) + "\n" for w in WORDS[:count]))
+    return path
+
+
+def write_config(folder: Path, epochs: int = 2, extra: str = "") -> Path:
+    data = write_data(folder)
+    config = folder / "run.toml"
+    config.write_text(f"""
+[job]
+name = "test-run"
+seed = 0
+
+[program]
+factory = "tests.cli.helpers:build_program"
+
+[data]
+train = "{data}"
+x_fields = {{ question = "prompt" }}
+y_fields = {{ answer = "label" }}
+validation_split = 0.25
+
+[reward]
+name = "exactmatch"
+
+[optimizer]
+name = "randomfewshot"
+params = {{ nb_max_examples = 2 }}
+
+[training]
+epochs = {epochs}
+batch_size = 3
+minibatch_size = 3
+{extra}
+""")
+    return config

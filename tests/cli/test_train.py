@@ -1,0 +1,178 @@
+"""`promptgym train` end to end with the scripted LM: artifacts, errors, interrupt + resume, detached runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from promptgym.cli.main import app
+from promptgym.cli.runs import RunFolder, list_runs
+from tests.cli.helpers import write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROMPTGYM_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.syspath_prepend(str(ROOT))
+    return tmp_path
+
+
+def only_run(folder: Path) -> RunFolder:
+    runs = list_runs(folder / "runs")
+    assert len(runs) == 1, runs
+    return RunFolder(folder / "runs" / runs[0]["id"])
+
+
+def test_full_run_writes_every_artifact(workdir: Path) -> None:
+    config = write_config(workdir)
+    result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "est. LM calls" in result.output and "epoch 2:" in result.output
+    run = only_run(workdir)
+    for name in ("config.toml", "events.jsonl", "history.csv", "best_program.json", "summary.md",
+                 "candidates.json", "checkpoints/last.json", "checkpoints/epoch_1.json", "checkpoints/epoch_2.json",
+                 "plots/training_history.png"):
+        assert (run.path / name).is_file(), name
+    status = run.status()
+    assert status["status"] == "completed" and status["epochs_done"] == 2
+    assert status["final"]["reward"] > status["baseline"]["reward"]
+    summary = (run.path / "summary.md").read_text()
+    assert "Improvement: **+" in summary and "answerer/state" in summary and "## Top candidates" in summary
+    kinds = [event["event"] for event in run.events()]
+    for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
+                 "checkpoint_saved", "train_end", "run_finished"):
+        assert kind in kinds
+    rows = list(csv.DictReader((run.path / "history.csv").open()))
+    assert [row["epoch"] for row in rows] == ["0", "1"]
+    from promptgym.programs.program import Program
+
+    best = Program.load(str(run.path / "best_program.json"))
+    assert best.get_variables()["answerer/state"]["examples"]
+
+
+def test_dry_run_previews_and_starts_nothing(workdir: Path) -> None:
+    result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--examples", "5"])
+    assert result.exit_code == 0, result.output
+    assert "train 5" in result.output and "dry run" in result.output
+    assert not (workdir / "runs").exists()
+
+
+def test_config_discovery_and_confirmation(workdir: Path) -> None:
+    write_config(workdir)
+    result = runner.invoke(app, ["train", "--dry-run"])
+    assert result.exit_code == 0 and "using config run.toml" in result.output
+    declined = runner.invoke(app, ["train"], input="n\n")
+    assert declined.exit_code == 0 and not (workdir / "runs").exists()
+
+
+def test_bad_config_and_missing_file_exit_clearly(workdir: Path) -> None:
+    config = write_config(workdir, extra="batch_sise = 3")
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 2
+    assert "training.batch_sise: unknown key" in result.output
+    config = write_config(workdir)
+    config.write_text(config.read_text().replace("train.jsonl", "missing.jsonl"))
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 2 and "data.train:" in result.output and "missing.jsonl: no such file" in result.output
+    result = runner.invoke(app, ["train", "-c", str(workdir / "absent.toml"), "--yes"])
+    assert result.exit_code == 2 and "no such config file" in result.output
+
+
+def test_sft_job_is_valid_but_not_implemented(workdir: Path) -> None:
+    config = workdir / "sft.toml"
+    config.write_text('[job]\ntype = "sft"\n[sft]\nbase_model = "m"\ntrain_file = "t.jsonl"\n')
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 1
+    assert "config is valid" in result.output and "not implemented yet in this version" in result.output
+
+
+def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-top-secret-value-42"
+    (workdir / ".env").write_text(f"OPENAI_API_KEY={secret}\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")  # restored after the test
+    config = write_config(workdir)
+    config.write_text(config.read_text().replace("[job]", f'[model]\napi_key_env = "OPENAI_API_KEY"\napi_base = "http://x/{secret}"\n[job]'))
+    result = runner.invoke(app, ["train", "-c", str(config), "--env-file", ".env", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert secret not in result.output
+    run = only_run(workdir)
+    for path in run.path.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".toml", ".md", ".csv"):
+            assert secret not in path.read_text(), path
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.05)
+
+
+def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
+    config = write_config(workdir, epochs=4)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTGYM_TEST_DELAY": "0.08"}
+    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
+                               cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: (workdir / "runs").is_dir() and any((workdir / "runs").glob("*/checkpoints/epoch_1.json")))
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 130, output
+    assert "promptgym train --resume" in output
+    run = only_run(workdir)
+    status = run.status()
+    assert status["status"] == "interrupted" and status["epochs_done"] >= 1
+    assert (run.path / "checkpoints" / "interrupted.json").is_file()
+    before = json.loads(run.last_checkpoint.read_text())["optimizer_state"]
+    events_before = len(run.events())
+
+    result = runner.invoke(app, ["train", "--resume", run.id])
+    assert result.exit_code == 0, result.output
+    status = run.status()
+    assert status["status"] == "completed" and status["epochs_done"] == 4
+    assert status["baseline"]["reward"] is not None
+    rows = list(csv.DictReader((run.path / "history.csv").open()))
+    assert [row["epoch"] for row in rows] == ["0", "1", "2", "3"]
+    after = json.loads((run.path / "candidates.json").read_text())["candidates"]
+    kept = {c["id"]: c["variables"] for c in after}
+    for candidate in before["candidates"]:  # every candidate scored before the interrupt survived
+        assert kept[candidate["id"]] == candidate["variables"]
+    events = run.events()
+    assert len(events) > events_before and [e["event"] for e in events].count("run_started") == 2
+    assert any(e["event"] == "resumed" for e in events)
+
+
+def test_detached_run_and_runs_commands(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_config(workdir)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the detached worker imports the test factory
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes", "--no-poll"])
+    assert result.exit_code == 0, result.output
+    run = only_run(workdir)
+    assert run.id in result.output
+    watched = runner.invoke(app, ["runs", "watch", run.id])
+    assert watched.exit_code == 0, watched.output
+    assert f"run {run.id}: completed" in watched.output and "epoch 2:" in watched.output
+    listed = runner.invoke(app, ["runs", "list"])
+    assert run.id[:15] in listed.output and "completed" in listed.output
+    shown = runner.invoke(app, ["runs", "show", run.id])
+    assert "Improvement" in shown.output
+    assert runner.invoke(app, ["runs", "show", "nope"]).exit_code == 2
+
+
+def test_chart_stream_format(workdir: Path) -> None:
+    result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--yes", "--stream-format", "chart"])
+    assert result.exit_code == 0, result.output
+    assert "train reward" in result.output
