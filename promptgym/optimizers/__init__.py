@@ -5,11 +5,16 @@ from typing import Any
 from promptgym.core.identifiers import get_by_identifier
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
+from promptgym.optimizers.gepa import GEPA
+from promptgym.optimizers.mipro import MIPRO, MIPROv2
 
 OPTIMIZERS: dict[str, Any] = {
     "randomfewshot": RandomFewShot,
     "greedyoptimizer": GreedyOptimizer,
     "greedy": GreedyOptimizer,
+    "gepa": GEPA,
+    "mipro": MIPRO,
+    "miprov2": MIPRO,
 }
 
 
@@ -18,4 +23,4 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["OPTIMIZERS", "Candidate", "GreedyOptimizer", "Optimizer", "RandomFewShot", "get"]
+__all__ = ["GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "MIPROv2", "Optimizer", "RandomFewShot", "get"]

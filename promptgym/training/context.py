@@ -76,6 +76,11 @@ class TrainingContext:
         self.max_errors = max_errors
         self.errors = 0
         self.epoch = 0
+        self.epochs = 1
+        """Total epochs of this fit() (optimizers pace budgets with it)."""
+        self.steps = 1
+        """Training steps per epoch."""
+        self.step = 0
         self._memo: dict[tuple[str, str, int], ExampleResult] = {}
 
     def size(self, split: str) -> int:
@@ -89,6 +94,11 @@ class TrainingContext:
         count = min(size or self.minibatch_size, self.size(split))
         return sorted(self.rng.choice(self.size(split), size=count, replace=False).tolist())
 
+    def pending(self, split: str, indices: Sequence[int], variables: dict[str, Any] | None = None) -> list[int]:
+        """The examples of ``indices`` that ``run`` would really run (the others are memoised)."""
+        key = variables_key(variables if variables is not None else self.program.get_variables())
+        return [i for i in dict.fromkeys(indices) if (key, split, i) not in self._memo]
+
     async def emit(self, kind: str, **data: Any) -> None:
         await self.callbacks.event(kind, **data)
 
@@ -98,7 +108,7 @@ class TrainingContext:
         """Run and score examples ``indices`` of ``split`` with ``variables`` (default: current values)."""
         key = variables_key(variables if variables is not None else self.program.get_variables())
         xs, ys = self.splits[split]
-        todo = [i for i in dict.fromkeys(indices) if (key, split, i) not in self._memo]
+        todo = self.pending(split, indices, variables)
         with assigned(self.program, variables):
             outcomes = await run_many(self.program, [(i, xs[i]) for i in todo], training=True, on_done=on_done)
         for outcome in outcomes:

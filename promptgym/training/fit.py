@@ -101,10 +101,11 @@ async def fit_program(
     rng = np.random.default_rng(seed)
     limit = max_errors if max_errors is not None else max(10, len(x_train) + len(x_val))
     ctx = TrainingContext(program, compiled, splits, minibatch_size, rng, callback_list, limit)
+    steps = math.ceil(len(x_train) / batch_size)
+    ctx.epochs, ctx.steps = epochs, steps
     optimizer = compiled.optimizer
     optimizer.build(program)
     program.stop_training = False
-    steps = math.ceil(len(x_train) / batch_size)
     await callback_list.call("on_train_begin", {"epochs": epochs, "steps": steps, "train_size": len(x_train),
                                                 "val_size": len(x_val)})
     await callback_list.event("train_begin", epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val))
@@ -117,6 +118,7 @@ async def fit_program(
         order = np.random.default_rng(seed + epoch).permutation(len(x_train)) if shuffle else np.arange(len(x_train))
         train_results: list[ExampleResult] = []
         for step in range(steps):
+            ctx.step = step
             batch = [int(i) for i in order[step * batch_size:(step + 1) * batch_size]]
             await callback_list.call("on_train_batch_begin", step, {"size": len(batch)})
             used = optimizer.best.variables

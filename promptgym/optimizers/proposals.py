@@ -1,0 +1,210 @@
+"""Shared parts of the prompt-search optimizers (GEPA, MIPRO).
+
+- which variables are Generator states, and the text of the program's structure;
+- guarded calls to a proposal/reflection model (failures logged, emitted, skipped);
+- cheap rejection of degenerate proposals before any rollout is spent on them
+  (small models answer "improve this prompt" with an empty string, a copy,
+  a label, or a loop);
+- exact counting of the rollouts a ``ctx.run`` is about to perform.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from typing import Any, Sequence
+
+from promptgym.lm.defaults import get_default_language_model
+from promptgym.lm.usage import LEDGER, lm_phase
+from promptgym.optimizers.base import Optimizer
+from promptgym.training.context import TrainingContext
+
+logger = logging.getLogger("promptgym")
+
+
+def instruction_variables(variables: dict[str, Any]) -> list[str]:
+    """Names of the variables that hold a Generator's instructions, in program order."""
+    return [name for name, value in variables.items() if isinstance(value, dict) and "instructions" in value]
+
+
+def module_of(variable_name: str) -> str:
+    return variable_name.rsplit("/", 1)[0]
+
+
+def pending_rollouts(ctx: TrainingContext, split: str, indices: Sequence[int], variables: dict[str, Any]) -> int:
+    """How many of ``indices`` ``ctx.run`` would really run (the rest are memoised)."""
+    return len(ctx.pending(split, [int(i) for i in indices], variables))
+
+
+def lm_calls_since(snapshot: dict[str, Any]) -> int:
+    """Model calls made (all phases) since ``snapshot``, not counting response-cache hits."""
+    return sum(usage.calls - usage.cache_hits for usage in LEDGER.since(snapshot).values())
+
+
+def truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def as_text(value: Any, limit: int = 600) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return truncate(text, limit)
+
+
+def text_schema(field: str, description: str, min_length: int, max_length: int) -> dict[str, Any]:
+    """A one-string-field JSON schema with length bounds (the grammar closes the string)."""
+    return {
+        "type": "object",
+        "properties": {field: {"type": "string", "description": description,
+                               "minLength": min_length, "maxLength": max_length}},
+        "required": [field],
+        "additionalProperties": False,
+    }
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().strip("\"'`").strip().lower()
+
+
+def output_strings(values: Sequence[Any]) -> set[str]:
+    """Every string leaf in ``values`` (normalized): the labels a degenerate proposal copies."""
+    found: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, str):
+            found.add(_normalize(node))
+        elif isinstance(node, dict):
+            for item in node.values():
+                visit(item)
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                visit(item)
+
+    for value in values:
+        visit(value)
+    return found
+
+
+def degenerate_reason(text: Any, parent: str, labels: set[str] | None = None, min_length: int = 20,
+                      max_length: int = 2000) -> str | None:
+    """Why a proposed instruction is not worth a rollout, or None when it looks usable.
+
+    >>> degenerate_reason("positive", "Classify the sentiment.", {"positive"})
+    'label-only (copies an output value)'
+    """
+    if not isinstance(text, str) or not text.strip():
+        return "empty"
+    clean = _normalize(text)
+    if clean == _normalize(parent):
+        return "copy of the parent"
+    if labels and clean in labels:
+        return "label-only (copies an output value)"
+    if len(clean) < min_length:
+        return f"too short ({len(clean)} < {min_length} characters)"
+    if len(text) > max_length:
+        return f"too long ({len(text)} > {max_length} characters)"
+    words = re.findall(r"\w+", clean)
+    if len(words) < 4:
+        return "fewer than 4 words"
+    if len(words) >= 12:
+        trigrams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
+        if len(set(trigrams)) / len(trigrams) < 0.5:
+            return "repetitive (the same phrases loop)"
+    lines = [line.strip().lower() for line in text.splitlines() if line.strip()]
+    if len(lines) >= 3 and max(lines.count(line) for line in set(lines)) >= 3:
+        return "repetitive (a line repeats)"
+    return None
+
+
+class PromptSearchOptimizer(Optimizer):
+    """Base of GEPA and MIPRO: program access, the proposal model, guarded calls, loading candidates."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(seed=seed)
+        self.program: Any = None
+        self.proposal_failures = 0
+        self.rejected_proposals = 0
+
+    def build(self, program: Any) -> None:
+        self.program = program
+        super().build(program)
+
+    def resolve_language_model(self, explicit: Any, needed_by: str) -> Any:
+        """``explicit``, else the default model, else the first Generator's model."""
+        if explicit is not None:
+            return explicit
+        try:
+            return get_default_language_model(needed_by)
+        except ValueError:
+            for module in getattr(self.program, "modules", []):
+                model = getattr(module, "language_model", None)
+                if model is not None:
+                    return model
+            raise
+
+    def generator(self, variable_name: str) -> Any:
+        """The module that owns ``variable_name`` (None if the program doesn't know it)."""
+        try:
+            return self.program.get_module(module_of(variable_name))
+        except (KeyError, AttributeError):
+            return None
+
+    def describe_program(self) -> str:
+        """The program's Generators in order: name, output fields, current instructions."""
+        from promptgym.core.schema import describe_fields
+
+        lines = []
+        for name in instruction_variables(self.best.variables):
+            module = self.generator(name)
+            fields = describe_fields(module.data_model) if module is not None and hasattr(module, "data_model") else ""
+            lines.append(f"Module {module_of(name)} ({type(module).__name__ if module else 'Generator'})")
+            if fields:
+                lines.append("  outputs:\n" + "\n".join("    " + line for line in fields.splitlines()))
+            lines.append(f"  instructions: {as_text(self.best.variables[name]['instructions'], 400)}")
+        return "\n".join(lines)
+
+    async def ask(self, ctx: TrainingContext, language_model: Any, messages: list[dict[str, str]],
+                  schema: dict[str, Any], what: str, temperature: float | None = None) -> dict[str, Any] | None:
+        """One proposal/reflection call, attributed to the optimizer phase; a failure is logged and skipped."""
+        try:
+            with lm_phase("optimizer"):
+                answer = await language_model(messages, schema=schema, temperature=temperature)
+        except Exception as error:  # noqa: BLE001 - any model failure is data here, never fatal
+            self.proposal_failures += 1
+            logger.warning("%s: %s failed, skipped: %s: %s", type(self).__name__, what, type(error).__name__, error)
+            await ctx.emit("proposal_failed", optimizer=type(self).__name__, what=what,
+                           error=f"{type(error).__name__}: {error}")
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    async def reject(self, ctx: TrainingContext, what: str, reason: str, text: Any = "") -> None:
+        self.rejected_proposals += 1
+        logger.info("%s: rejected %s (%s) before any rollout", type(self).__name__, what, reason)
+        await ctx.emit("proposal_rejected", optimizer=type(self).__name__, what=what, reason=reason,
+                       text=as_text(text, 200))
+
+    def load_candidate(self, program: Any, candidate_id: int | None = None) -> dict[str, Any]:
+        """Assign a candidate's variables (default: the best) to ``program``; returns them.
+
+        >>> # optimizer.load_candidate(program, 3)
+        """
+        candidate = self.best if candidate_id is None else self.get_candidate(candidate_id)
+        by_name = {variable.name: variable for variable in program.variables}
+        unknown = sorted(set(candidate.variables) - set(by_name))
+        if unknown:
+            raise ValueError(f"candidate {candidate.id} has variables the program lacks: {', '.join(unknown)}")
+        for name, value in candidate.variables.items():
+            by_name[name].assign(value)
+        return candidate.variables
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"proposal_failures": self.proposal_failures, "rejected_proposals": self.rejected_proposals}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.proposal_failures = int(state.get("proposal_failures", 0))
+        self.rejected_proposals = int(state.get("rejected_proposals", 0))
+
+
+def steps_per_epoch(train_size: int, batch_size: int) -> int:
+    return max(1, math.ceil(train_size / max(1, batch_size)))
