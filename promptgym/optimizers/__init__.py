@@ -7,11 +7,13 @@ from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
 from promptgym.optimizers.gepa import GEPA
 from promptgym.optimizers.mipro import MIPRO, MIPROv2
+from promptgym.optimizers.omega import OMEGA
 
 OPTIMIZERS: dict[str, Any] = {
     "randomfewshot": RandomFewShot,
     "greedyoptimizer": GreedyOptimizer,
     "greedy": GreedyOptimizer,
+    "omega": OMEGA,
     "gepa": GEPA,
     "mipro": MIPRO,
     "miprov2": MIPRO,
@@ -23,4 +25,4 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "MIPROv2", "Optimizer", "RandomFewShot", "get"]
+__all__ = ["GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get"]

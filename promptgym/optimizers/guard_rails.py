@@ -1,0 +1,89 @@
+"""Cheap rejection of degenerate instruction rewrites, before any validation call.
+
+Small models asked to improve a prompt often return a label, a copy of the
+prompt, an empty string or a loop of the same sentence (MODELS.md). Scoring
+such a candidate on a validation minibatch wastes LM calls; these checks cost
+nothing::
+
+    instruction_problem("positive", parent="Classify the review.", labels={"positive"})
+    # -> 'label-only: the text is an output label'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Iterable
+
+MIN_CHARACTERS = 8
+MAX_REPEATED_TRIGRAMS = 0.3
+
+
+def normalize_text(text: str) -> str:
+    return " ".join(str(text).lower().split())
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def repeated_trigram_ratio(text: str) -> float:
+    """Share of the word trigrams of ``text`` that repeat an earlier trigram (0 = no repetition)."""
+    words = _words(text)
+    trigrams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
+    if not trigrams:
+        return 0.0
+    return 1.0 - len(set(trigrams)) / len(trigrams)
+
+
+def repeated_line(text: str) -> str | None:
+    """A non-trivial line (or sentence) that occurs more than once, if any."""
+    pieces = [normalize_text(p) for p in re.split(r"[\n.!?]+", text)]
+    counts = Counter(p for p in pieces if len(p) >= 12)
+    for piece, count in counts.items():
+        if count > 1:
+            return piece
+    return None
+
+
+def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = (), max_length: int = 800,
+                        known: Iterable[str] = ()) -> str | None:
+    """Why ``text`` is not worth validating as new instructions, or None when it looks fine.
+
+    Rejected: not a string, empty or tiny, a copy of ``parent`` or of a
+    ``known`` text, one of the task's output ``labels`` (or a bare word, or a
+    JSON object: an answer, not instructions), longer than ``max_length``,
+    or repetitive (a repeated line, or over 30% repeated word trigrams).
+    """
+    if not isinstance(text, str):
+        return f"not text: got {type(text).__name__}"
+    norm = normalize_text(text)
+    if not norm:
+        return "empty"
+    if norm == normalize_text(parent):
+        return "copy of the parent"
+    if norm in {normalize_text(k) for k in known}:
+        return "copy of an earlier candidate"
+    label_set = {normalize_text(label) for label in labels if str(label).strip()}
+    if norm in label_set or norm.strip(" .\"'") in label_set:
+        return "label-only: the text is an output label"
+    if len(norm) < MIN_CHARACTERS:
+        return f"too short: {len(norm)} characters"
+    if len(_words(norm)) < 2:
+        return "label-only: a single word is not an instruction"
+    if norm.startswith("{"):
+        try:
+            json.loads(text)
+            return "label-only: the text is a JSON answer"
+        except ValueError:
+            pass
+    if len(text) > max_length:
+        return f"too long: {len(text)} characters > {max_length}"
+    line = repeated_line(text)
+    if line is not None:
+        return f"repeated line: {line[:60]!r}"
+    ratio = repeated_trigram_ratio(text)
+    if ratio > MAX_REPEATED_TRIGRAMS:
+        return f"repetitive: {ratio:.0%} repeated word trigrams"
+    return None

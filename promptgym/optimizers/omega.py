@@ -1,0 +1,631 @@
+"""OMEGA: OptiMizEr as Genetic Algorithm, with Dominated Novelty Search.
+
+Every training batch, OMEGA picks a parent from its population (softmax over
+fitness by default), runs it on the batch, and breeds one child:
+
+- **mutation** (most of the time): a trainable variable is drawn with
+  probability proportional to ``exp(-its average reward)``; a ChainOfThought
+  step reads the batch (inputs, predictions, ground truth, rewards, reward
+  feedback) and writes a new value constrained to the variable's schema (for
+  a Generator, new ``instructions``; with ``few_shot_learning=True`` it also
+  gets demonstrations sampled from the demo pool);
+- **crossover** (probability ``merging_rate * epoch``): the same step merges
+  the variable of two good candidates.
+
+A child that is degenerate (empty, a copy, a label, too long, repetitive) is
+rejected before it costs a validation call, and a few-shot proposal takes
+its place. The child is scored against the incumbent on the same validation
+minibatch and becomes the best only when it does strictly better. At each
+epoch end the population competes (Dominated Novelty Search, or plain GA).
+
+    optimizer = OMEGA(language_model=lm, embedding_model=em, few_shot_learning=True)
+    program.compile(reward=ExactMatch(), optimizer=optimizer)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+import numpy as np
+
+from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
+from promptgym.lm.embedding_model import EmbeddingModel
+from promptgym.lm.language_model import LanguageModel
+from promptgym.lm.usage import lm_phase
+from promptgym.optimizers.base import Candidate
+from promptgym.optimizers.dns import (
+    ALGORITHMS,
+    SELECTIONS,
+    competition_scores,
+    cosine_distance_matrix,
+    crossover_probability,
+    dns_survivors,
+    ga_survivors,
+    selection_probabilities,
+    softmax,
+    variable_probabilities,
+)
+from promptgym.optimizers.few_shot import RandomFewShot, module_of
+from promptgym.optimizers.guard_rails import instruction_problem
+from promptgym.rewards.base import to_json
+from promptgym.training.context import ExampleResult, TrainingContext
+
+logger = logging.getLogger("promptgym")
+
+DistanceFunction = Callable[..., Awaitable[float]]
+
+THINKING_LENGTH = 300
+THINKING_DESCRIPTION = "Brief step-by-step reasoning about the failures, written before the new value"
+EMBEDDING_TEXT_LENGTH = 1500
+EVIDENCE_TEXT_LENGTH = 300
+LABEL_LENGTH = 60
+
+BASE_INSTRUCTIONS = (
+    "You improve one JSON variable of an LM program (its instructions, or another part of its state). "
+    "You see how the program did on a batch of examples: the inputs, what it predicted, the expected output, "
+    "the reward (1 = correct, 0 = wrong) and the reward's feedback."
+)
+MUTATION_INSTRUCTIONS = (
+    "First think briefly about why the wrong predictions are wrong. Then write a new value for the variable "
+    "that fixes ONE such failure while keeping what already works. Write general instructions for every input "
+    "of this kind: never an answer, never a label alone, never a copy of the current value, no repetition."
+)
+CROSSOVER_INSTRUCTIONS = (
+    "Two good values of the variable are given. First think briefly about the strengths of each. Then write "
+    "one new value that combines the strengths of both. Write general instructions for every input of this "
+    "kind: never an answer, never a label alone, never a copy of either value, no repetition."
+)
+FIELD_DESCRIPTIONS = {
+    "instructions": "The new instructions of the module: general guidance that turns its inputs into correct outputs",
+}
+
+
+def mutable_schema(value: dict[str, Any], max_length: int) -> dict[str, Any] | None:
+    """The JSON schema of the parts of a variable an LM may rewrite (strings, numbers, lists of strings).
+
+    Examples are left out (they come from the demo pool); so are nested
+    objects. None when nothing can be rewritten.
+    """
+    properties: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "examples":
+            continue
+        description = FIELD_DESCRIPTIONS.get(key, f"The new value of {key!r}")
+        if isinstance(item, bool):
+            properties[key] = {"type": "boolean", "description": description}
+        elif isinstance(item, int):
+            properties[key] = {"type": "integer", "description": description}
+        elif isinstance(item, float):
+            properties[key] = {"type": "number", "description": description}
+        elif isinstance(item, str):
+            properties[key] = {"type": "string", "maxLength": max_length, "description": description}
+        elif isinstance(item, list) and item and all(isinstance(x, str) for x in item):
+            properties[key] = {"type": "array", "items": {"type": "string", "maxLength": max_length},
+                               "description": description}
+    if not properties:
+        return None
+    return {"title": "NewValue", "type": "object", "properties": properties, "required": list(properties)}
+
+
+def candidate_text(variables: dict[str, Any]) -> str:
+    """The text that describes a candidate for the embedding model (instructions first, then examples)."""
+    parts = []
+    for name in sorted(variables):
+        value = variables[name]
+        if isinstance(value, dict):
+            texts = [f"{key}: {item}" for key, item in value.items() if key != "examples" and isinstance(item, str)]
+            others = {key: item for key, item in value.items() if key != "examples" and not isinstance(item, str)}
+            if others:
+                texts.append(json.dumps(others, sort_keys=True, ensure_ascii=False))
+            for example in value.get("examples", []) or []:
+                texts.append(json.dumps(example, sort_keys=True, ensure_ascii=False))
+            parts.append("\n".join(texts))
+        else:
+            parts.append(json.dumps(value, sort_keys=True, ensure_ascii=False))
+    return "\n".join(parts)[:EMBEDDING_TEXT_LENGTH] or "empty"
+
+
+def string_leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in string_leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in string_leaves(item)]
+    return []
+
+
+def _shorten(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > EVIDENCE_TEXT_LENGTH:
+        return value[:EVIDENCE_TEXT_LENGTH] + "..."
+    if isinstance(value, dict):
+        return {key: _shorten(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shorten(item) for item in value]
+    return value
+
+
+def _without_lengths(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {key: _without_lengths(value) for key, value in schema.items() if key != "maxLength"}
+    if isinstance(schema, list):
+        return [_without_lengths(value) for value in schema]
+    return schema
+
+
+def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_by: str) -> Any:
+    if model is None:
+        return default(needed_by)
+    if isinstance(model, str):
+        return cls(model=model)
+    return model
+
+
+@register_builtin
+class OMEGA(RandomFewShot):
+    """Evolve instructions (and demonstrations) with mutation, crossover and Dominated Novelty Search.
+
+    Args:
+        language_model: writes mutations and crossovers (default: ``set_default_language_model``'s).
+        embedding_model: describes candidates for DNS distances (default:
+            ``set_default_embedding_model``'s; not needed with ``algorithm="ga"``
+            or a custom ``distance_function``).
+        k_nearest_fitter: how many nearest fitter candidates a DNS score averages.
+        distance_function: ``async f(c1, c2, embedding_model=None, **kwargs) -> float``
+            on two candidates' variables; default: cosine distance of embeddings.
+        mutation_temperature / crossover_temperature: sampling temperature of the LM steps.
+        selection_temperature: softmax temperature of parent selection.
+        sampling_temperature: softmax temperature (over reward) of demonstration sampling.
+        few_shot_learning: also give mutated Generators demonstrations from the pool.
+        nb_min_examples / nb_max_examples: how many demonstrations per Generator.
+        merging_rate: crossover probability per epoch (``merging_rate * epoch``).
+        population_size: how many candidates survive each epoch's competition.
+        algorithm: ``"dns"`` (competition) or ``"ga"`` (keep the fittest).
+        selection: ``"softmax"``, ``"best"`` or ``"random"`` parent selection.
+        instructions: task-specific guidance for the mutation and crossover steps.
+        max_instructions_length: bound (characters) on every text the LM writes.
+        max_evidence: how many batch examples the LM sees (failures first).
+        fallback_few_shot: when a mutation fails or is rejected, propose new
+            demonstrations instead (even with ``few_shot_learning=False``).
+        min_reward / use_labels / seed: as for :class:`RandomFewShot`.
+    """
+
+    def __init__(
+        self,
+        language_model: LanguageModel | str | None = None,
+        embedding_model: EmbeddingModel | str | None = None,
+        k_nearest_fitter: int = 5,
+        distance_function: DistanceFunction | None = None,
+        mutation_temperature: float = 0.3,
+        crossover_temperature: float = 0.3,
+        selection_temperature: float = 0.3,
+        sampling_temperature: float = 0.3,
+        few_shot_learning: bool = False,
+        nb_min_examples: int = 1,
+        nb_max_examples: int = 3,
+        merging_rate: float = 0.02,
+        population_size: int = 10,
+        algorithm: str = "dns",
+        selection: str = "softmax",
+        instructions: str | None = None,
+        max_instructions_length: int = 800,
+        max_evidence: int = 6,
+        fallback_few_shot: bool = True,
+        min_reward: float = 0.5,
+        use_labels: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(few_shot_learning=few_shot_learning, nb_min_examples=nb_min_examples,
+                         nb_max_examples=nb_max_examples, min_reward=min_reward, use_labels=use_labels, seed=seed)
+        for name, value in (("mutation_temperature", mutation_temperature), ("crossover_temperature", crossover_temperature),
+                            ("selection_temperature", selection_temperature), ("sampling_temperature", sampling_temperature)):
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"OMEGA: {name} must be > 0 (it divides the scores of a softmax), got {value!r}; "
+                                 "use a small value such as 0.1 for near-greedy behaviour")
+        if not isinstance(population_size, int) or population_size < 1:
+            raise ValueError(f"OMEGA: population_size must be an integer >= 1, got {population_size!r}")
+        if not isinstance(k_nearest_fitter, int) or k_nearest_fitter < 1:
+            raise ValueError(f"OMEGA: k_nearest_fitter must be an integer >= 1, got {k_nearest_fitter!r}")
+        if not 0 <= merging_rate <= 1:
+            raise ValueError(f"OMEGA: merging_rate must be in [0, 1], got {merging_rate!r}")
+        if str(algorithm).lower() not in ALGORITHMS:
+            raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
+        if str(selection).lower() not in SELECTIONS:
+            raise ValueError(f"OMEGA: unknown selection {selection!r}; expected one of {', '.join(map(repr, SELECTIONS))}")
+        if max_instructions_length < 40:
+            raise ValueError(f"OMEGA: max_instructions_length must be >= 40 characters, got {max_instructions_length}")
+        if max_evidence < 1:
+            raise ValueError(f"OMEGA: max_evidence must be >= 1, got {max_evidence}")
+        if distance_function is not None and not callable(distance_function):
+            raise ValueError("OMEGA: distance_function must be an async function f(c1, c2, embedding_model=None, **kwargs)")
+        self.algorithm = str(algorithm).lower()
+        self.selection = str(selection).lower()
+        self.language_model = _resolve_model(language_model, LanguageModel, get_default_language_model,
+                                             "OMEGA (its mutation and crossover steps)")
+        if embedding_model is None and (self.algorithm == "ga" or distance_function is not None):
+            # Only the default cosine distance of DNS needs embeddings; use the default model if one is set.
+            try:
+                embedding_model = get_default_embedding_model("OMEGA")
+            except ValueError:
+                embedding_model = None
+            self.embedding_model = embedding_model
+        else:
+            self.embedding_model = _resolve_model(embedding_model, EmbeddingModel, get_default_embedding_model,
+                                                  "OMEGA (the distances of Dominated Novelty Search)")
+        self.k_nearest_fitter = k_nearest_fitter
+        self.distance_function = distance_function
+        self.mutation_temperature = float(mutation_temperature)
+        self.crossover_temperature = float(crossover_temperature)
+        self.selection_temperature = float(selection_temperature)
+        self.sampling_temperature = float(sampling_temperature)
+        self.merging_rate = float(merging_rate)
+        self.population_size = population_size
+        self.instructions = instructions or ""
+        self.max_instructions_length = max_instructions_length
+        self.max_evidence = max_evidence
+        self.fallback_few_shot = fallback_few_shot
+        self.population: list[int] = []
+        self.competition: dict[int, float] = {}
+        self.variable_rewards: dict[str, list[float]] = {}
+        self.stats = {"mutations": 0, "crossovers": 0, "few_shot": 0, "rejected": 0, "lm_failures": 0}
+        self._embeddings: dict[int, np.ndarray] = {}
+        self._program_description = ""
+        self._variable_descriptions: dict[str, str] = {}
+        self._fitness_split = "val"
+        self._labels: set[str] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def build(self, program: Any) -> None:
+        self._program_description = " ".join(filter(None, [getattr(program, "name", ""), getattr(program, "description", "")]))
+        self._variable_descriptions = {v.name: v.description for v in program.trainable_variables}
+        if self.built:
+            return
+        super().build(program)
+        self.population = [self.best_id]  # type: ignore[list-item]
+
+    async def on_train_begin(self, ctx: TrainingContext) -> None:
+        self._fitness_split = ctx.validation_split()
+        # The task's short output values: a "rewrite" equal to one of them is an answer, not instructions.
+        self._labels = {leaf for y in ctx.splits["train"][1] for leaf in string_leaves(to_json(y))
+                        if len(leaf) <= LABEL_LENGTH}
+        if self.best_id is not None and self.best_id not in self.population:
+            self.population.append(self.best_id)
+
+    async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
+        parent = self.select_parent(ctx.rng)
+        results = await self.score(ctx, parent, "train", batch)
+        self.pool.add(results)
+        if self.use_labels:
+            self.pool.add_labels(results, {i: to_json(ctx.splits["train"][1][i]) for i in batch})
+        self.credit_variables(results, list(parent.variables))
+        child = await self.breed(ctx, parent, results)
+        if child is None and self.fallback_few_shot:
+            child = self.few_shot_child(ctx, parent)
+        if child is not None:
+            self.population.append(child.id)
+            await self.compete(ctx, child)
+        return {"reward": float(np.mean([r.reward for r in results])) if results else 0.0,
+                "population": float(len(self.population))}
+
+    async def on_epoch_end(self, ctx: TrainingContext, epoch: int) -> None:
+        await self.compete_population(ctx)
+        await super().on_epoch_end(ctx, epoch)
+
+    # -- population -----------------------------------------------------------------------
+
+    def fitness(self, candidate: Candidate) -> float:
+        """Mean reward over the validation examples the candidate was scored on (train, then 0, when none)."""
+        value = candidate.mean(self._fitness_split)
+        if value is None:
+            value = candidate.mean("train")
+        return float(value) if value is not None else 0.0
+
+    def members(self) -> list[Candidate]:
+        return [self.get_candidate(i) for i in dict.fromkeys(self.population)]
+
+    def select_parent(self, rng: np.random.Generator, exclude: int | None = None) -> Candidate:
+        members = [c for c in self.members() if c.id != exclude] or [self.best]
+        probabilities = selection_probabilities([self.fitness(c) for c in members], self.selection,
+                                                self.selection_temperature)
+        return members[int(rng.choice(len(members), p=probabilities))]
+
+    async def compete_population(self, ctx: TrainingContext) -> None:
+        """Dominated Novelty Search (or GA truncation) over the population; the best always survives."""
+        members = self.members()
+        if self.best not in members:
+            members.append(self.best)
+        fitness = [self.fitness(c) for c in members]
+        protected = [members.index(self.best)]
+        algorithm = self.algorithm
+        scores: dict[int, float] = {}
+        if algorithm == "dns" and len(members) > 1:
+            try:
+                distances = await self.distance_matrix(members)
+            except Exception as error:  # an embedding failure degrades to GA for this epoch
+                logger.warning("OMEGA: distances failed (%s: %s); keeping the fittest this epoch",
+                               type(error).__name__, error)
+                await ctx.emit("optimizer_error", stage="distances", error=f"{type(error).__name__}: {error}")
+                algorithm = "ga"
+            else:
+                values = competition_scores(fitness, distances, self.k_nearest_fitter)
+                scores = {c.id: float(v) for c, v in zip(members, values)}
+                keep = dns_survivors(fitness, distances, self.k_nearest_fitter, self.population_size, protected)
+        if algorithm == "ga" or len(members) <= 1:
+            keep = ga_survivors(fitness, self.population_size, protected)
+        before = [c.id for c in members]
+        self.population = [members[i].id for i in keep]
+        self.competition = scores
+        await ctx.emit("population_updated", algorithm=algorithm, before=before, population=list(self.population),
+                       fitness={c.id: f for c, f in zip(members, fitness)}, competition=scores)
+
+    async def distance_matrix(self, members: list[Candidate]) -> np.ndarray:
+        if self.distance_function is None:
+            return cosine_distance_matrix(await self.embeddings(members))
+        size = len(members)
+        matrix = np.zeros((size, size))
+        with lm_phase("optimizer"):
+            for i in range(size):
+                for j in range(i + 1, size):
+                    value = await self.distance_function(members[i].variables, members[j].variables,
+                                                         embedding_model=self.embedding_model)
+                    matrix[i, j] = matrix[j, i] = float(value)
+        return matrix
+
+    async def embeddings(self, members: list[Candidate]) -> np.ndarray:
+        """One vector per candidate, computed once (one batched call for the new ones) and cached."""
+        missing = [c for c in members if c.id not in self._embeddings]
+        if missing:
+            if self.embedding_model is None:
+                raise ValueError("OMEGA needs an embedding_model for DNS distances")
+            with lm_phase("optimizer"):
+                vectors = await self.embedding_model([candidate_text(c.variables) for c in missing])
+            for candidate, vector in zip(missing, vectors):
+                self._embeddings[candidate.id] = np.asarray(vector, dtype=np.float64)
+        return np.stack([self._embeddings[c.id] for c in members])
+
+    # -- variables ------------------------------------------------------------------------
+
+    def credit_variables(self, results: list[ExampleResult], names: list[str]) -> None:
+        """Each example's reward counts for the variables whose module ran on it (all, if none traced)."""
+        for result in results:
+            ran = {step.module for step in result.trace.steps}
+            for name in names:
+                if not ran or module_of(name) in ran:
+                    total = self.variable_rewards.setdefault(name, [0.0, 0.0])
+                    total[0] += result.reward
+                    total[1] += 1
+
+    def average_reward(self, name: str) -> float:
+        total, count = self.variable_rewards.get(name, [0.0, 0.0])
+        return total / count if count else 0.0
+
+    def choose_variable(self, names: list[str], rng: np.random.Generator) -> str:
+        probabilities = variable_probabilities([self.average_reward(n) for n in names])
+        return names[int(rng.choice(len(names), p=probabilities))]
+
+    def schema_for(self, value: Any) -> dict[str, Any] | None:
+        return mutable_schema(value, self.max_instructions_length) if isinstance(value, dict) else None
+
+    # -- breeding -------------------------------------------------------------------------
+
+    async def breed(self, ctx: TrainingContext, parent: Candidate, results: list[ExampleResult]) -> Candidate | None:
+        """A mutation or (with probability ``merging_rate * epoch``) a crossover child, or None."""
+        mutable = [name for name, value in parent.variables.items() if self.schema_for(value) is not None]
+        if not mutable:
+            return None
+        if ctx.rng.random() < crossover_probability(self.merging_rate, ctx.epoch):
+            others = [c for c in self.members() if c.id != parent.id]
+            if others:
+                other = self.select_parent(ctx.rng, exclude=parent.id)
+                differing = [n for n in mutable if other.variables.get(n) != parent.variables.get(n)]
+                if differing:
+                    name = self.choose_variable(differing, ctx.rng)
+                    return await self.offspring(ctx, "crossover", parent, name, results, other)
+        name = self.choose_variable(mutable, ctx.rng)
+        return await self.offspring(ctx, "mutation", parent, name, results)
+
+    def evidence(self, ctx: TrainingContext, results: list[ExampleResult]) -> list[dict[str, Any]]:
+        """What the LM reads: failures first (lowest reward), then one success, at most ``max_evidence``."""
+        xs, ys = ctx.splits["train"]
+        ordered = sorted(results, key=lambda r: (r.reward, r.index))
+        failures = [r for r in ordered if r.reward < 1.0]
+        successes = [r for r in reversed(ordered) if r.reward >= 1.0]
+        chosen = (failures[: self.max_evidence - 1] + successes[:1]) if failures else successes[: self.max_evidence]
+        chosen = chosen[: self.max_evidence]
+        return [_shorten({
+            "inputs": to_json(xs[r.index]),
+            "predicted": to_json(r.prediction) if r.prediction is not None else f"(failed: {r.error})",
+            "expected": to_json(ys[r.index]),
+            "reward": round(float(r.reward), 3),
+            "feedback": r.feedback,
+        }) for r in chosen]
+
+    def step_request(self, operation: str, schema: dict[str, Any], inputs: dict[str, Any]
+                     ) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
+        """A ChainOfThought-style request: messages, the constrained schema and the validation schema.
+
+        The answer starts with a bounded ``thinking`` field, then the new
+        value's fields. Validation drops the length bounds, so an over-long
+        text (from a backend without constrained decoding) reaches the guard
+        rails and is rejected at once instead of being re-asked.
+        """
+        guidance = MUTATION_INSTRUCTIONS if operation == "mutation" else CROSSOVER_INSTRUCTIONS
+        lines = [f"- thinking (string): {THINKING_DESCRIPTION}"]
+        lines += [f"- {key} ({prop['type']}): {prop.get('description', '')}" for key, prop in schema["properties"].items()]
+        system = "\n".join(filter(None, [self.instructions, BASE_INSTRUCTIONS, guidance]))
+        system += "\n\nAnswer with a JSON object with these fields:\n" + "\n".join(lines)
+        messages = [{"role": "system", "content": system},
+                    {"role": "user", "content": json.dumps(inputs, ensure_ascii=False)}]
+        thinking = {"type": "string", "maxLength": THINKING_LENGTH, "description": THINKING_DESCRIPTION}
+        constrained = {**schema, "properties": {"thinking": thinking, **schema["properties"]},
+                       "required": ["thinking", *schema["required"]]}
+        return messages, constrained, _without_lengths(constrained)
+
+    async def offspring(self, ctx: TrainingContext, operation: str, parent: Candidate, name: str,
+                        results: list[ExampleResult], other: Candidate | None = None) -> Candidate | None:
+        value = parent.variables[name]
+        schema = self.schema_for(value)
+        assert schema is not None
+        fields = list(schema["properties"])
+        inputs: dict[str, Any] = {
+            "program": self._program_description,
+            "variable": name,
+            "variable_description": self._variable_descriptions.get(name, ""),
+            "average_reward": round(self.average_reward(name), 3),
+            "batch": self.evidence(ctx, results),
+            "current_value": {key: value[key] for key in fields},
+        }
+        if other is not None:
+            inputs["other_value"] = {key: other.variables[name].get(key) for key in fields}
+        try:
+            messages, constrained, validation = self.step_request(operation, schema, inputs)
+            temperature = self.mutation_temperature if operation == "mutation" else self.crossover_temperature
+            with lm_phase("optimizer"):
+                answer = await self.language_model(messages, schema=constrained, validation_schema=validation,
+                                                   temperature=temperature)
+        except Exception as error:  # a failed LM call costs this step only
+            self.stats["lm_failures"] += 1
+            logger.warning("OMEGA: %s of %s failed: %s: %s", operation, name, type(error).__name__, error)
+            await ctx.emit("mutation_failed", operation=operation, variable=name, parent=parent.id,
+                           error=f"{type(error).__name__}: {error}")
+            return None
+        new_fields = {key: answer.get(key) for key in fields}
+        problem = self.child_problem(ctx, name, value, new_fields, results)
+        if problem is not None:
+            self.stats["rejected"] += 1
+            await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id, reason=problem)
+            return None
+        new_value = {**value, **new_fields}
+        if self.few_shot_learning and "examples" in value:
+            examples = self.crossover_examples(ctx.rng, value, other.variables[name]) if other is not None else \
+                self.sample_examples(module_of(name), ctx.rng)
+            if examples:
+                new_value["examples"] = examples
+        variables = {**parent.variables, name: new_value}
+        if self.find(variables) is not None:
+            self.stats["rejected"] += 1
+            await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id,
+                           reason="copy of an earlier candidate")
+            return None
+        self.stats["mutations" if operation == "mutation" else "crossovers"] += 1
+        return self.add_candidate(variables, parent=parent.id, origin=operation)
+
+    def child_problem(self, ctx: TrainingContext, name: str, value: dict[str, Any], new_fields: dict[str, Any],
+                      results: list[ExampleResult]) -> str | None:
+        """Why the LM's new fields are not worth a validation call (guard rails), or None."""
+        changed = [key for key, item in new_fields.items() if item != value.get(key)]
+        if not changed:
+            return "copy of the parent"
+        labels = set(self._labels)
+        labels |= {leaf for r in results if r.prediction is not None for leaf in string_leaves(to_json(r.prediction))}
+        for key in changed:
+            item = new_fields[key]
+            texts = item if isinstance(item, list) else [item]
+            for text in texts:
+                if not isinstance(text, str):
+                    continue
+                known = [c.variables.get(name, {}).get(key) for c in self.candidates]
+                problem = instruction_problem(text, parent=str(value.get(key, "")), labels=labels,
+                                              max_length=self.max_instructions_length,
+                                              known=[k for k in known if isinstance(k, str)])
+                if problem is not None:
+                    return f"{key}: {problem}"
+        return None
+
+    # -- few-shot -------------------------------------------------------------------------
+
+    def sample_examples(self, module: str, rng: np.random.Generator) -> list[dict[str, Any]]:
+        """``nb_min_examples``..``nb_max_examples`` demos, drawn by softmax(reward / sampling_temperature)."""
+        demos = self.pool.for_module(module)
+        if not demos:
+            return []
+        count = min(int(rng.integers(self.nb_min_examples, self.nb_max_examples + 1)), len(demos))
+        if count == 0:
+            return []
+        weights = softmax([demo.reward - 0.1 * demo.labeled for demo in demos], self.sampling_temperature)
+        chosen = rng.choice(len(demos), size=count, replace=False, p=weights)
+        return [demos[i].as_example() for i in sorted(chosen)]
+
+    def crossover_examples(self, rng: np.random.Generator, mine: dict[str, Any], theirs: dict[str, Any]
+                           ) -> list[dict[str, Any]]:
+        merged: list[dict[str, Any]] = []
+        for example in list(mine.get("examples", [])) + list(theirs.get("examples", [])):
+            if example not in merged:
+                merged.append(example)
+        if len(merged) <= self.nb_max_examples:
+            return merged
+        chosen = rng.choice(len(merged), size=self.nb_max_examples, replace=False)
+        return [merged[i] for i in sorted(chosen)]
+
+    def few_shot_child(self, ctx: TrainingContext, parent: Candidate) -> Candidate | None:
+        """The fallback proposal: the parent with new demonstrations (None when the pool has nothing new)."""
+        names = [name for name, value in parent.variables.items() if isinstance(value, dict) and "examples" in value]
+        for _ in range(8):
+            chosen = {name: self.sample_examples(module_of(name), ctx.rng) for name in names}
+            if not any(chosen.values()):
+                return None
+            variables = self.with_examples(parent.variables, {n: e for n, e in chosen.items() if e})
+            if self.find(variables) is None:
+                self.stats["few_shot"] += 1
+                return self.add_candidate(variables, parent=parent.id, origin="few_shot")
+        return None
+
+    # -- state and config -----------------------------------------------------------------
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {
+            **super().get_extra_state(),
+            "population": list(self.population),
+            "competition": {str(k): v for k, v in self.competition.items()},
+            "variable_rewards": {k: list(v) for k, v in self.variable_rewards.items()},
+            "epoch": self.epochs_done,
+            "stats": dict(self.stats),
+        }
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        super().set_extra_state(state)
+        known = {c.id for c in self.candidates}
+        self.population = [int(i) for i in state.get("population", []) if int(i) in known]
+        if not self.population and self.best_id is not None:
+            self.population = [self.best_id]
+        self.competition = {int(k): float(v) for k, v in state.get("competition", {}).items()}
+        self.variable_rewards = {k: [float(x) for x in v] for k, v in state.get("variable_rewards", {}).items()}
+        self.stats.update(state.get("stats", {}))
+        self._embeddings = {}
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.pop("few_shot_learning", None)
+        return {
+            "language_model": serialize_object(self.language_model),
+            "embedding_model": serialize_object(self.embedding_model) if self.embedding_model is not None else None,
+            "k_nearest_fitter": self.k_nearest_fitter,
+            "distance_function": serialize_object(self.distance_function) if self.distance_function else None,
+            "mutation_temperature": self.mutation_temperature,
+            "crossover_temperature": self.crossover_temperature,
+            "selection_temperature": self.selection_temperature,
+            "sampling_temperature": self.sampling_temperature,
+            "few_shot_learning": self.few_shot_learning,
+            "merging_rate": self.merging_rate,
+            "population_size": self.population_size,
+            "algorithm": self.algorithm,
+            "selection": self.selection,
+            "instructions": self.instructions or None,
+            "max_instructions_length": self.max_instructions_length,
+            "max_evidence": self.max_evidence,
+            "fallback_few_shot": self.fallback_few_shot,
+            **config,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "OMEGA":
+        config = dict(config)
+        for key, expected in (("language_model", "language model"), ("embedding_model", "embedding model"),
+                              ("distance_function", "distance function")):
+            if isinstance(config.get(key), dict):
+                config[key] = deserialize_object(config[key], expected=expected)
+        return cls(**config)
