@@ -40,6 +40,8 @@ def bounded_schema(schema: dict[str, Any], max_string_length: int = DEFAULT_MAX_
     return result
 
 
+_CONSTRAINTS = {"minLength": "min_length", "maxLength": "max_length", "minimum": "ge", "maximum": "le",
+                "exclusiveMinimum": "gt", "exclusiveMaximum": "lt"}
 _SIMPLE_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None)}
 
 
@@ -96,7 +98,7 @@ def data_model_from_schema(
     fields: dict[str, Any] = {}
     for field_name, prop in schema.get("properties", {}).items():
         python_type = _python_type(prop, defs, field_name)
-        extra = {key: prop[key] for key in ("minLength", "maxLength", "minimum", "maximum") if key in prop}
+        extra = {pydantic_name: prop[key] for key, pydantic_name in _CONSTRAINTS.items() if key in prop}
         if field_name in required:
             fields[field_name] = (python_type, Field(description=prop.get("description"), **extra))
         else:

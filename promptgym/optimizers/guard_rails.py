@@ -38,17 +38,18 @@ def repeated_trigram_ratio(text: str) -> float:
 
 
 def repeated_line(text: str) -> str | None:
-    """A non-trivial line (or sentence) that occurs more than once, if any."""
+    """A line (or sentence) that loops: a non-trivial one twice, or any one three times."""
     pieces = [normalize_text(p) for p in re.split(r"[\n.!?]+", text)]
-    counts = Counter(p for p in pieces if len(p) >= 12)
+    counts = Counter(p for p in pieces if p)
     for piece, count in counts.items():
-        if count > 1:
+        if count >= 3 or (count > 1 and len(piece) >= 12):
             return piece
     return None
 
 
 def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = (), max_length: int = 800,
-                        known: Iterable[str] = ()) -> str | None:
+                        known: Iterable[str] = (), min_length: int = MIN_CHARACTERS, min_words: int = 2
+                        ) -> str | None:
     """Why ``text`` is not worth validating as new instructions, or None when it looks fine.
 
     Rejected: not a string, empty or tiny, a copy of ``parent`` or of a
@@ -68,10 +69,13 @@ def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = 
     label_set = {normalize_text(label) for label in labels if str(label).strip()}
     if norm in label_set or norm.strip(" .\"'") in label_set:
         return "label-only: the text is an output label"
-    if len(norm) < MIN_CHARACTERS:
+    if len(norm) < min_length:
         return f"too short: {len(norm)} characters"
-    if len(_words(norm)) < 2:
+    words = len(_words(norm))
+    if words < 2:
         return "label-only: a single word is not an instruction"
+    if words < min_words:
+        return f"too short: {words} words"
     if norm.startswith("{"):
         try:
             json.loads(text)

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.usage import LEDGER, lm_phase
 from promptgym.optimizers.base import Optimizer
+from promptgym.optimizers.guard_rails import instruction_problem
 from promptgym.training.context import TrainingContext
 
 logger = logging.getLogger("promptgym")
@@ -90,31 +91,14 @@ def degenerate_reason(text: Any, parent: str, labels: set[str] | None = None, mi
                       max_length: int = 2000) -> str | None:
     """Why a proposed instruction is not worth a rollout, or None when it looks usable.
 
+    The checks are :func:`~promptgym.optimizers.guard_rails.instruction_problem`'s,
+    with the stricter minimums a whole instruction needs (``min_length`` characters, 4 words).
+
     >>> degenerate_reason("positive", "Classify the sentiment.", {"positive"})
-    'label-only (copies an output value)'
+    'label-only: the text is an output label'
     """
-    if not isinstance(text, str) or not text.strip():
-        return "empty"
-    clean = _normalize(text)
-    if clean == _normalize(parent):
-        return "copy of the parent"
-    if labels and clean in labels:
-        return "label-only (copies an output value)"
-    if len(clean) < min_length:
-        return f"too short ({len(clean)} < {min_length} characters)"
-    if len(text) > max_length:
-        return f"too long ({len(text)} > {max_length} characters)"
-    words = re.findall(r"\w+", clean)
-    if len(words) < 4:
-        return "fewer than 4 words"
-    if len(words) >= 12:
-        trigrams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
-        if len(set(trigrams)) / len(trigrams) < 0.5:
-            return "repetitive (the same phrases loop)"
-    lines = [line.strip().lower() for line in text.splitlines() if line.strip()]
-    if len(lines) >= 3 and max(lines.count(line) for line in set(lines)) >= 3:
-        return "repetitive (a line repeats)"
-    return None
+    return instruction_problem(text, parent=parent, labels=labels or (), max_length=max_length,
+                               min_length=min_length, min_words=4)
 
 
 class PromptSearchOptimizer(Optimizer):

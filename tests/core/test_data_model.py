@@ -64,3 +64,16 @@ def test_masks():
     assert apply_mask(data, out_mask=["thinking"]) == {"answer": "y", "other": 1}
     with pytest.raises(ValueError, match="in_mask names field 'answr'"):
         check_mask(list(data), ["answr"], None, "ExactMatch")
+
+
+def test_rebuilt_models_keep_their_bounds():
+    class Bounded(pg.DataModel):
+        text: str = pg.Field(max_length=5, description="short")
+        score: float = pg.Field(ge=0.0, le=1.0)
+
+    rebuilt = data_model_from_schema(Bounded.get_schema())
+    assert rebuilt.get_schema()["properties"]["text"]["maxLength"] == 5
+    with pytest.raises(Exception):
+        rebuilt(text="too long", score=0.5)
+    with pytest.raises(Exception):
+        rebuilt(text="ok", score=2.0)
