@@ -1,0 +1,108 @@
+"""What OMEGA asks its language model, and how it turns candidates into text.
+
+The prompts, the schema of a rewritable variable, and the text of a
+candidate that the embedding model sees (for novelty distances).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+THINKING_LENGTH = 300
+THINKING_DESCRIPTION = "Brief step-by-step reasoning about the failures, written before the new value"
+EMBEDDING_TEXT_LENGTH = 1500
+EVIDENCE_TEXT_LENGTH = 300
+LABEL_LENGTH = 60
+
+BASE_INSTRUCTIONS = (
+    "You improve one JSON variable of an LM program (its instructions, or another part of its state). "
+    "You see how the program did on a batch of examples: the inputs, what it predicted, the expected output, "
+    "the reward (1 = correct, 0 = wrong) and the reward's feedback."
+)
+MUTATION_INSTRUCTIONS = (
+    "First think briefly about why the wrong predictions are wrong. Then write a new value for the variable "
+    "that fixes ONE such failure while keeping what already works. Write general instructions for every input "
+    "of this kind: never an answer, never a label alone, never a copy of the current value, no repetition."
+)
+CROSSOVER_INSTRUCTIONS = (
+    "Two good values of the variable are given. First think briefly about the strengths of each. Then write "
+    "one new value that combines the strengths of both. Write general instructions for every input of this "
+    "kind: never an answer, never a label alone, never a copy of either value, no repetition."
+)
+FIELD_DESCRIPTIONS = {
+    "instructions": "The new instructions of the module: general guidance that turns its inputs into correct outputs",
+}
+
+
+def mutable_schema(value: dict[str, Any], max_length: int) -> dict[str, Any] | None:
+    """The JSON schema of the parts of a variable an LM may rewrite (strings, numbers, lists of strings).
+
+    Examples are left out (they come from the demo pool); so are nested
+    objects. None when nothing can be rewritten.
+    """
+    properties: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "examples":
+            continue
+        description = FIELD_DESCRIPTIONS.get(key, f"The new value of {key!r}")
+        if isinstance(item, bool):
+            properties[key] = {"type": "boolean", "description": description}
+        elif isinstance(item, int):
+            properties[key] = {"type": "integer", "description": description}
+        elif isinstance(item, float):
+            properties[key] = {"type": "number", "description": description}
+        elif isinstance(item, str):
+            properties[key] = {"type": "string", "maxLength": max_length, "description": description}
+        elif isinstance(item, list) and item and all(isinstance(x, str) for x in item):
+            properties[key] = {"type": "array", "items": {"type": "string", "maxLength": max_length},
+                               "description": description}
+    if not properties:
+        return None
+    return {"title": "NewValue", "type": "object", "properties": properties, "required": list(properties)}
+
+
+def candidate_text(variables: dict[str, Any]) -> str:
+    """The text that describes a candidate for the embedding model (instructions first, then examples)."""
+    parts = []
+    for name in sorted(variables):
+        value = variables[name]
+        if isinstance(value, dict):
+            texts = [f"{key}: {item}" for key, item in value.items() if key != "examples" and isinstance(item, str)]
+            others = {key: item for key, item in value.items() if key != "examples" and not isinstance(item, str)}
+            if others:
+                texts.append(json.dumps(others, sort_keys=True, ensure_ascii=False))
+            for example in value.get("examples", []) or []:
+                texts.append(json.dumps(example, sort_keys=True, ensure_ascii=False))
+            parts.append("\n".join(texts))
+        else:
+            parts.append(json.dumps(value, sort_keys=True, ensure_ascii=False))
+    return "\n".join(parts)[:EMBEDDING_TEXT_LENGTH] or "empty"
+
+
+def string_leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in string_leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in string_leaves(item)]
+    return []
+
+
+def shorten(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > EVIDENCE_TEXT_LENGTH:
+        return value[:EVIDENCE_TEXT_LENGTH] + "..."
+    if isinstance(value, dict):
+        return {key: shorten(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shorten(item) for item in value]
+    return value
+
+
+def without_lengths(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {key: without_lengths(value) for key, value in schema.items() if key != "maxLength"}
+    if isinstance(schema, list):
+        return [without_lengths(value) for value in schema]
+    return schema
