@@ -110,3 +110,14 @@ def test_defaults_say_which_call_to_make():
         pg.get_default_language_model("OMEGA")
     lm = pg.set_default_language_model("local/smollm2-135m-instruct")
     assert pg.get_default_language_model() is lm
+
+
+def test_answers_cut_off_by_max_tokens_are_closed():
+    from promptgym.lm.json_output import close_truncated_json, parse_json_object
+
+    assert parse_json_object('{"new_instructions": "3.00, 4.00, 5.0') == {"new_instructions": "3.00, 4.00, 5.0"}
+    assert parse_json_object('{"a": ["x", "y') == {"a": ["x", "y"]}
+    assert parse_json_object('{"a": {"b": 1},') == {"a": {"b": 1}}
+    assert close_truncated_json('{"a": "done"}') is None
+    with pytest.raises(LMOutputError):
+        parse_json_object('{"a": ')
