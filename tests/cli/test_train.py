@@ -125,8 +125,10 @@ def wait_for(predicate, timeout: float = 30.0) -> None:
 def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     config = write_config(workdir, epochs=4)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTGYM_TEST_DELAY": "0.08"}
+    # A test run started in the background (`make test &`) inherits SIGINT ignored; a user's terminal doesn't.
     process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
-                               cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Interrupt inside the first epoch, while calls are still slow: later epochs re-use memoised
     # scores and finish in milliseconds, so waiting for an epoch checkpoint raced with the end of the run.
     events_file = lambda: next(iter((workdir / "runs").glob("*/events.jsonl")), None)  # noqa: E731
