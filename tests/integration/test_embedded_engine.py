@@ -56,3 +56,10 @@ async def test_embedded_embeddings_are_unit_vectors_and_meaningful():
     assert vectors.shape == (3, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+async def test_base_model_output_is_constrained_too():
+    lm = pg.LanguageModel(model="local/gemma-3-270m", cache=False, max_tokens=24)
+    answer = await pg.Generator(data_model=Sentiment, language_model=lm)(Review(text="Absolutely fantastic, I love it."))
+    assert answer.label in ("positive", "negative")
+    assert lm.usage.total().calls == 1
