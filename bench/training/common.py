@@ -1,0 +1,118 @@
+"""Shared by the training benchmark scripts; stdlib only (runs in every venv).
+
+Each ``run_<framework>.py`` reads the task file written by ``run_all.py`` (the same
+seeded train / val / test split for everyone), talks to the model only through the
+counting proxy, reads the proxy's ``/stats`` between phases (so LM calls are counted
+at the wire, per phase) and prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+
+# Every task is "one input text field -> one output string field", scored by exact match
+# after stripping whitespace (promptgym's and synalinks' ExactMatch; DSPy metric below).
+TASKS: dict[str, dict[str, Any]] = {
+    "dates_dmy": {"loader": "dates", "kwargs": {"output_format": "%d.%m.%Y"}},
+    "dates_iso": {"loader": "dates", "kwargs": {"output_format": "%Y-%m-%d"}},
+}
+
+
+def load_task(name: str) -> dict[str, Any]:
+    """``{"input": {...}, "output": {...}, "train": [...], "val": [...], "test": [...]}``."""
+    path = DATA / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"no task file {path}: run bench/training/run_all.py (it writes it) first")
+    return json.loads(path.read_text())
+
+
+def exact(predicted: Any, expected: Any) -> float:
+    return float(predicted is not None and str(predicted).strip() == str(expected).strip())
+
+
+def test_score(predictions: list[Any], task: dict[str, Any]) -> dict[str, Any]:
+    """Exact matches of ``predictions`` (strings or None) against the test targets."""
+    out = task["output"]["name"]
+    hits = [exact(p, row[out]) for p, row in zip(predictions, task["test"], strict=True)]
+    return {"correct": int(sum(hits)), "n": len(hits), "score": round(sum(hits) / len(hits), 4)}
+
+
+class Wire:
+    """Reads the counting proxy's counters; ``phase(name)`` records a delta and a wall time."""
+
+    def __init__(self, proxy_url: str) -> None:
+        self.url = proxy_url.rstrip("/")
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.wall: dict[str, float] = {}
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as response:
+            return json.loads(response.read())
+
+    def phase(self, name: str, fn: Callable[[], Any]) -> Any:
+        before, started = self.stats(), time.perf_counter()
+        result = fn()
+        self.wall[name] = round(time.perf_counter() - started, 2)
+        after = self.stats()
+        self.calls[name] = {k: after[k] - before[k] for k in ("requests", "chat_completions", "errors",
+                                                              "prompt_tokens", "completion_tokens")}
+        log(f"  {name}: {self.calls[name]['requests']} wire calls, {self.wall[name]:.1f} s")
+        return result
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--proxy-url", required=True, help="counting proxy root, e.g. http://127.0.0.1:8932")
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="model alias sent to the server")
+    parser.add_argument("--task", required=True, choices=sorted(TASKS))
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=4, help="parallel requests in the eval phases")
+    parser.add_argument("--optimizer", default="randomfewshot")
+    parser.add_argument("--settings", default="{}", help="JSON dict of framework-specific optimizer/fit settings")
+    args = parser.parse_args()
+    args.settings = json.loads(args.settings)
+    return args
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def emit(row: dict[str, Any]) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def row(framework: str, version: str, args: argparse.Namespace, task: dict[str, Any], wire: Wire,
+        untrained: dict[str, Any], trained: dict[str, Any], settings: dict[str, Any], demos: list[Any],
+        **extra: Any) -> dict[str, Any]:
+    train_calls = sum(v["requests"] for k, v in wire.calls.items() if k == "train")
+    return {
+        "framework": framework, "version": version, "task": args.task, "optimizer": args.optimizer,
+        "sizes": {k: len(task[k]) for k in ("train", "val", "test")},
+        "untrained": untrained, "trained": trained,
+        "train_calls": train_calls,
+        "eval_calls": sum(v["requests"] for k, v in wire.calls.items() if k != "train"),
+        "wire": wire.calls, "wall_s": {**wire.wall, "total": round(sum(wire.wall.values()), 2)},
+        "settings": settings, "demos": demos, **extra,
+    }
+
+
+async def timed(wire: Wire, name: str, make: Callable[[], Any]) -> Any:
+    """``Wire.phase`` for a coroutine factory."""
+    before, started = wire.stats(), time.perf_counter()
+    result = await make()
+    wire.wall[name] = round(time.perf_counter() - started, 2)
+    after = wire.stats()
+    wire.calls[name] = {k: after[k] - before[k] for k in ("requests", "chat_completions", "errors",
+                                                          "prompt_tokens", "completion_tokens")}
+    log(f"  {name}: {wire.calls[name]['requests']} wire calls, {wire.wall[name]:.1f} s")
+    return result

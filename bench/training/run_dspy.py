@@ -1,0 +1,107 @@
+"""DSPy 3.4.1 on a training-benchmark task, through the counting proxy (run in its venv).
+
+    ~/.cache/promptgym-bench/venvs/dspy/bin/python bench/training/run_dspy.py \
+        --proxy-url http://127.0.0.1:8932 --task dates_dmy
+
+``bench/peers/dspy_local.py``'s LM (cache off, temperature 0, ``max_tokens``, JSON-schema
+``response_format``) with ``JSONAdapter``; ``dspy.Predict(text -> date)``; optimizer
+``BootstrapFewShot(max_bootstrapped_demos=3, max_labeled_demos=3, max_rounds=1)`` on the
+train split (it has no use for the val split). Prints one JSON line (see common.row).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "peers"))
+
+from importlib.metadata import version
+
+import dspy
+from common import Wire, emit, load_task, log, parse_args, row, test_score
+from dspy_local import local_lm
+
+
+class ReadDate(dspy.Signature):
+    text: str = dspy.InputField(desc="A sentence that mentions a date")
+    date: str = dspy.OutputField(desc="The date mentioned in the text")
+
+
+def metric(example: dspy.Example, prediction: dspy.Prediction, trace: object = None) -> float:
+    return float(str(getattr(prediction, "date", "")).strip() == str(example.date).strip())
+
+
+COMPILE_ONLY = ("num_trials", "minibatch", "minibatch_size", "minibatch_full_eval_steps")  # MIPROv2.compile() arguments
+
+
+def make_optimizer(name: str, settings: dict, opt_lm: dspy.LM, task_lm: dspy.LM):
+    opt = dict(settings.get("optimizer", {}))
+    if name == "bootstrapfewshot":
+        opt = {"max_bootstrapped_demos": 3, "max_labeled_demos": 3, "max_rounds": 1, **opt}
+        return dspy.BootstrapFewShot(metric=metric, **opt), opt, False
+    if name == "miprov2":
+        opt = {"auto": "light", "max_bootstrapped_demos": 3, "max_labeled_demos": 3, "num_threads": 1, "seed": 0, **opt}
+        init = {k: v for k, v in opt.items() if k not in COMPILE_ONLY}
+        return dspy.MIPROv2(metric=metric, prompt_model=opt_lm, task_model=task_lm, **init), opt, True
+    if name == "gepa":
+        opt = {"auto": "light", "seed": 0, "num_threads": 1, **opt}
+
+        def feedback_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+            ok = metric(gold, pred)
+            fb = "Correct." if ok else f"Wrong: expected {gold.date!r}, got {getattr(pred, 'date', None)!r}."
+            return dspy.Prediction(score=ok, feedback=fb)
+
+        return dspy.GEPA(metric=feedback_metric, reflection_lm=opt_lm, **opt), opt, True
+    raise SystemExit(f"unknown DSPy optimizer {name}")
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    if args.optimizer == "randomfewshot":
+        args.optimizer = "bootstrapfewshot"
+    task = load_task(args.task)
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    lm = local_lm(f"{args.proxy_url}/v1", args.model, structured=True, max_tokens=args.max_tokens, temperature=0.0)
+    dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
+    trainset = [dspy.Example(text=r["text"], date=r["date"]).with_inputs("text") for r in task["train"]]
+    valset = [dspy.Example(text=r["text"], date=r["date"]).with_inputs("text") for r in task["val"]]
+    testset = [dspy.Example(text=r["text"], date=r["date"]).with_inputs("text") for r in task["test"]]
+    wire = Wire(args.proxy_url)
+
+    def predict(program: dspy.Module) -> list:
+        outs = program.batch(testset, num_threads=args.concurrency, disable_progress_bar=True,
+                             return_failed_examples=False, max_errors=len(testset) + 1)
+        return [getattr(o, "date", None) if o is not None else None for o in outs]
+
+    student = dspy.Predict(ReadDate)
+    log(f"[dspy] {args.task}: untrained eval on {len(testset)}")
+    untrained = test_score(wire.phase("untrained_eval", lambda: predict(student)), task)
+    opt_lm = lm
+    if args.settings.get("optimizer_max_tokens"):  # instruction proposals / reflections need room
+        opt_lm = local_lm(f"{args.proxy_url}/v1", args.model, structured=True,
+                          max_tokens=int(args.settings["optimizer_max_tokens"]), temperature=0.0)
+    optimizer, opt_settings, uses_val = make_optimizer(args.optimizer, args.settings, opt_lm, lm)
+    log(f"[dspy] {type(optimizer).__name__} {opt_settings}")
+    if uses_val:
+        compile_kwargs = {"trainset": trainset, "valset": valset}
+        if args.optimizer == "miprov2":
+            compile_kwargs["requires_permission_to_run"] = False
+            compile_kwargs.update({k: v for k, v in opt_settings.items() if k in COMPILE_ONLY})
+        compiled = wire.phase("train", lambda: optimizer.compile(dspy.Predict(ReadDate), **compile_kwargs))
+    else:
+        compiled = wire.phase("train", lambda: optimizer.compile(dspy.Predict(ReadDate), trainset=trainset))
+    trained = test_score(wire.phase("trained_eval", lambda: predict(compiled)), task)
+    predictor = compiled.predictors()[0]
+    demos = [{"input": d.get("text") if hasattr(d, "get") else None, "output": d.get("date") if hasattr(d, "get") else None,
+              "augmented": bool(d.get("augmented", False)) if hasattr(d, "get") else None} for d in predictor.demos]
+    emit(row("dspy", version("dspy"), args, task, wire, untrained, trained,
+             {"optimizer": {"class": type(optimizer).__name__, **opt_settings}, "adapter": "JSONAdapter",
+              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
+              "uses_val": uses_val}, demos, instructions=predictor.signature.instructions))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""promptgym on a training-benchmark task, through the counting proxy (run in /work/main/.venv).
+
+    .venv/bin/python bench/training/run_promptgym.py --proxy-url http://127.0.0.1:8932 --task dates_dmy \
+        --settings '{"epochs": 1, "batch_size": 10, "minibatch_size": 10}'
+
+``LanguageModel(model="openai/<alias>", api_base=<proxy>/v1, cache=False)``, one Generator,
+ExactMatch reward, optimizer RandomFewShot (nb 1..3), fit on train with validation_data=val.
+Prints one JSON line (see common.row).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.metadata import version
+
+import numpy as np
+
+import promptgym as pg
+from common import Wire, emit, load_task, log, parse_args, row, test_score, timed
+
+FIT_DEFAULTS = {"epochs": 1, "batch_size": 10, "minibatch_size": 10, "validation_batch_size": 32,
+                "validation_freq": 1, "shuffle": False, "seed": 0}
+
+
+class Text(pg.DataModel):  # the same fields and descriptions as promptgym.datasets.dates (and the peers' scripts)
+    text: str = pg.Field(description="A sentence that mentions a date")
+
+
+class Date(pg.DataModel):
+    date: str = pg.Field(description="The date mentioned in the text")
+
+
+def make_optimizer(name: str, settings: dict, lm: pg.LanguageModel) -> tuple[object, dict]:
+    """The optimizer; OMEGA / GEPA / MIPRO get the task model as their optimizer model too."""
+    opt = dict(settings.get("optimizer", {}))
+    if name == "randomfewshot":
+        opt = {"nb_min_examples": 1, "nb_max_examples": 3, **opt}
+        return pg.optimizers.RandomFewShot(**opt), opt
+    if name == "omega":
+        opt = {"algorithm": "ga", **opt}  # as synalinks' side: no embedding model (one model on the server)
+        return pg.optimizers.OMEGA(language_model=lm, **opt), opt
+    if name == "gepa":
+        return pg.optimizers.GEPA(reflection_language_model=lm, **opt), opt
+    if name == "mipro":
+        return pg.optimizers.MIPRO(proposal_language_model=lm, **opt), opt
+    raise SystemExit(f"unknown optimizer {name}")
+
+
+async def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    task = load_task(args.task)
+    In, Out = Text, Date
+    fin, fout = task["input"]["name"], task["output"]["name"]
+
+    def arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
+        xs = np.array([In(**{fin: r[fin]}) for r in task[split]], dtype=object)
+        ys = np.array([Out(**{fout: r[fout]}) for r in task[split]], dtype=object)
+        return xs, ys
+
+    (x_train, y_train), (x_val, y_val), (x_test, _) = arrays("train"), arrays("val"), arrays("test")
+    lm = pg.LanguageModel(model=f"openai/{args.model}", api_base=f"{args.proxy_url}/v1", api_key="local",
+                          cache=False, temperature=0.0, max_tokens=args.max_tokens)
+    inputs = pg.Input(data_model=In)
+    outputs = await pg.Generator(data_model=Out, language_model=lm)(inputs)
+    program = pg.Program(inputs=inputs, outputs=outputs, name="bench")
+    opt_lm = lm
+    if args.settings.get("optimizer_max_tokens"):  # the optimizer's own calls (instructions, reflections) need room
+        opt_lm = pg.LanguageModel(model=f"openai/{args.model}", api_base=f"{args.proxy_url}/v1", api_key="local",
+                                  cache=False, temperature=0.0, max_tokens=int(args.settings["optimizer_max_tokens"]))
+    optimizer, opt_settings = make_optimizer(args.optimizer, args.settings, opt_lm)
+    program.compile(reward=pg.rewards.ExactMatch(in_mask=[fout]), optimizer=optimizer)
+    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items() if k not in ("optimizer", "optimizer_max_tokens")}}
+    wire = Wire(args.proxy_url)
+
+    async def run_predict() -> list:
+        preds = await program.predict(x_test, batch_size=args.concurrency, verbose=0)
+        return [None if p is None else p.get(fout) for p in preds]
+
+    log(f"[promptgym] {args.task}: untrained eval on {len(x_test)}")
+    untrained = test_score(await timed(wire, "untrained_eval", run_predict), task)
+    log(f"[promptgym] fit {fit} optimizer {opt_settings}")
+    history = await timed(wire, "train", lambda: program.fit(x=x_train, y=y_train, validation_data=(x_val, y_val),
+                                                             verbose=0, **fit))
+    trained = test_score(await timed(wire, "trained_eval", run_predict), task)
+    examples = program.trainable_variables[0].get("examples") or []
+    demos = [{"input": e["inputs"].get(fin), "output": e["outputs"].get(fout)} for e in examples]
+    emit(row("promptgym", version("promptgym"), args, task, wire, untrained, trained,
+             {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings},
+              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens)}, demos,
+             history={k: v for k, v in history.history.items() if not k.startswith(("prompt_", "completion_"))}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
