@@ -179,8 +179,6 @@ class GEPA(PromptSearchOptimizer):
         self.demos = DemoPool(min_reward=0.5)
         self._order: list[int] = []
         self._position = 0
-        self._rng: np.random.Generator | None = None
-        self._rng_state: dict[str, Any] | None = None
         self._reflection_lm: Any = None
         self._step = 0
         self._steps: int | None = None
@@ -202,11 +200,7 @@ class GEPA(PromptSearchOptimizer):
         return split, list(range(ctx.size(split)))
 
     async def on_train_begin(self, ctx: TrainingContext) -> None:
-        if self._rng is None:
-            seed = self.seed if self.seed is not None else int(ctx.rng.integers(2**31))
-            self._rng = np.random.default_rng(seed)
-            if self._rng_state is not None:
-                self._rng.bit_generator.state = self._rng_state
+        self.start_rng(ctx)
         split, val = self.validation_indices(ctx)
         self.val_split = split
         self.exhausted = False
@@ -488,7 +482,7 @@ class GEPA(PromptSearchOptimizer):
         return cls(**config)
 
     def get_extra_state(self) -> dict[str, Any]:
-        rng_state = self._rng.bit_generator.state if self._rng is not None else self._rng_state
+        rng_state = self.rng_state()
         return {**super().get_extra_state(), "metric_calls": self.metric_calls, "pool": list(self.pool),
                 "next_component": {str(k): v for k, v in self.next_component.items()},
                 "iterations": self.iterations, "merges_due": self.merges_due, "merges_done": self.merges_done,
@@ -506,6 +500,5 @@ class GEPA(PromptSearchOptimizer):
         self.demos.set_state(state.get("demos", {}))
         self._order = [int(i) for i in state.get("order", [])]
         self._position = int(state.get("position", 0))
-        self._rng_state = state.get("rng")
-        self._rng = None
+        self.restore_rng(state.get("rng"))
         self.exhausted = False

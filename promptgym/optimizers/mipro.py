@@ -186,8 +186,6 @@ class MIPRO(PromptSearchOptimizer):
         self.rollout_lm_calls = 0
         self.num_trials = 0
         self.exhausted = False
-        self._rng: np.random.Generator | None = None
-        self._rng_state: dict[str, Any] | None = None
         self._study: optuna.Study | None = None
         self._proposal_lm: Any = None
         self._step = 0
@@ -209,12 +207,7 @@ class MIPRO(PromptSearchOptimizer):
         return math.inf if self.max_lm_calls is None else self.max_lm_calls - self.lm_calls
 
     async def on_train_begin(self, ctx: TrainingContext) -> None:
-        if self._rng is None:
-            seed = self.seed if self.seed is not None else int(ctx.rng.integers(2**31))
-            self._seed_used = seed
-            self._rng = np.random.default_rng(seed)
-            if self._rng_state is not None:
-                self._rng.bit_generator.state = self._rng_state
+        self.start_rng(ctx)
         self.val_split = ctx.validation_split()
         self.exhausted = False
         if not self.generators:
@@ -384,7 +377,7 @@ class MIPRO(PromptSearchOptimizer):
         return dists
 
     def _make_study(self) -> None:
-        seed = self.seed if self.seed is not None else getattr(self, "_seed_used", 0)
+        seed = self.seed if self.seed is not None else (self._seed_used or 0)
         startup = min(10, max(2, self.num_trials // 3))
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -477,12 +470,12 @@ class MIPRO(PromptSearchOptimizer):
         return cls(**config)
 
     def get_extra_state(self) -> dict[str, Any]:
-        rng_state = self._rng.bit_generator.state if self._rng is not None else self._rng_state
+        rng_state = self.rng_state()
         return {**super().get_extra_state(), "prepared": self.prepared, "summary": self.summary,
                 "instruction_candidates": self.instruction_candidates, "demo_sets": self.demo_sets,
                 "trials": self.trials, "full_evaluated": list(self.full_evaluated), "lm_calls": self.lm_calls,
                 "rollouts": self.rollouts, "rollout_lm_calls": self.rollout_lm_calls, "num_trials": self.num_trials,
-                "seed_used": getattr(self, "_seed_used", None),
+                "seed_used": self._seed_used,
                 "rng": json.loads(json.dumps(rng_state)) if rng_state is not None else None}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
@@ -499,8 +492,7 @@ class MIPRO(PromptSearchOptimizer):
         self.num_trials = int(state.get("num_trials", 0))
         if state.get("seed_used") is not None:
             self._seed_used = int(state["seed_used"])
-        self._rng_state = state.get("rng")
-        self._rng = None
+        self.restore_rng(state.get("rng"))
         self._study = None
 
 

@@ -16,6 +16,8 @@ import math
 import re
 from typing import Any, Sequence
 
+import numpy as np
+
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.usage import LEDGER, lm_phase
 from promptgym.optimizers.base import Optimizer
@@ -109,6 +111,26 @@ class PromptSearchOptimizer(Optimizer):
         self.program: Any = None
         self.proposal_failures = 0
         self.rejected_proposals = 0
+        self._rng: np.random.Generator | None = None
+        self._rng_state: dict[str, Any] | None = None
+        self._seed_used: int | None = None
+
+    def start_rng(self, ctx: TrainingContext) -> np.random.Generator:
+        """The optimizer's own generator: seeded once (its seed, else one drawn from the trainer's),
+        continuing from the saved state after a resume."""
+        if self._rng is None:
+            seed = self.seed if self.seed is not None else int(ctx.rng.integers(2**31))
+            self._seed_used = seed
+            self._rng = np.random.default_rng(seed)
+            if self._rng_state is not None:
+                self._rng.bit_generator.state = self._rng_state
+        return self._rng
+
+    def rng_state(self) -> dict[str, Any] | None:
+        return self._rng.bit_generator.state if self._rng is not None else self._rng_state
+
+    def restore_rng(self, state: dict[str, Any] | None) -> None:
+        self._rng_state, self._rng = state, None
 
     def build(self, program: Any) -> None:
         self.program = program
