@@ -42,8 +42,6 @@ import json
 import logging
 from typing import Any
 
-import numpy as np
-
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
