@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from promptgym.core.loop_scoped import LoopScoped
 from promptgym.taskapp.protocol import API_KEY_HEADER, Health, RolloutRequest, RolloutResponse, TaskInfo
 
 logger = logging.getLogger("promptgym.taskapp")
@@ -38,6 +39,8 @@ class TaskAppClient:
         self.retries = retries
         self.backoff_s = backoff_s
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        # One connection pool per event loop, not a new client (and connection) per request.
+        self._clients = LoopScoped(lambda: httpx.AsyncClient(timeout=self.timeout), lambda client: client.aclose())
 
     def _headers(self) -> dict[str, str]:
         return {API_KEY_HEADER: self.api_key} if self.api_key else {}
@@ -55,8 +58,8 @@ class TaskAppClient:
             if attempt:
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                async with httpx.AsyncClient(timeout=self.timeout) as http:
-                    response = await http.request(method, url, json=payload, headers=self._headers())
+                http = await self._clients.get()
+                response = await http.request(method, url, json=payload, headers=self._headers())
             except httpx.HTTPError as error:
                 last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
                 continue
