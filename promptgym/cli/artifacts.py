@@ -17,7 +17,8 @@ def read_history(path: Any) -> dict[str, list[float]]:
     """history.csv as columns of floats (missing cells become NaN)."""
     if not path.is_file():
         return {}
-    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    with path.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
     columns: dict[str, list[float]] = {}
     for row in rows:
         for key in row:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -55,7 +56,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
                  "checkpoint_saved", "train_end", "run_finished"):
         assert kind in kinds
-    rows = list(csv.DictReader((run.path / "history.csv").open()))
+    rows = list(csv.DictReader(io.StringIO((run.path / "history.csv").read_text())))
     assert [row["epoch"] for row in rows] == ["0", "1"]
     from promptgym.programs.program import Program
 
@@ -150,7 +151,7 @@ def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 4
     assert status["baseline"]["reward"] is not None
-    rows = list(csv.DictReader((run.path / "history.csv").open()))
+    rows = list(csv.DictReader(io.StringIO((run.path / "history.csv").read_text())))
     assert [row["epoch"] for row in rows] == ["0", "1", "2", "3"]
     after = json.loads((run.path / "candidates.json").read_text())["candidates"]
     kept = {c["id"]: c["variables"] for c in after}
