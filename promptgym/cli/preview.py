@@ -40,8 +40,13 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
     else:
         optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
     eval_size = sizes["test"] or val or train
+    training_runs = epochs * train * calls_per_run
+    budget = getattr(job.optimizer, "max_metric_calls", None)
+    if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
+        training_runs = min(training_runs, budget * calls_per_run)
+        optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)
     parts = {
-        "training runs": epochs * train * calls_per_run,
+        "training runs": training_runs,
         "candidate scoring": optimizer_calls,
         "validation": (epochs // training.validation_freq) * val * calls_per_run,
         "baseline + final evaluation": (2 if training.evaluate_baseline else 1) * eval_size * calls_per_run,

@@ -66,6 +66,18 @@ class DemoPool:
                 break
         return added
 
+    def add_label(self, module: str, index: int, inputs: dict[str, Any], outputs: dict[str, Any]) -> bool:
+        """A labelled example as a demonstration of ``module`` (unless example ``index`` already has one)."""
+        slot = self.demos.setdefault(module, {})
+        if index in slot:
+            return False
+        slot[index] = Demo(module, inputs, outputs, 1.0, index, labeled=True)
+        return True
+
+    def indices_shown(self, module: str, examples: list[dict[str, Any]]) -> set[int]:
+        """The training examples whose demonstrations appear in ``examples``."""
+        return {demo.index for demo in self.demos.get(module, {}).values() if demo.as_example() in examples}
+
     def for_module(self, module: str) -> list[Demo]:
         return sorted(self.demos.get(module, {}).values(), key=lambda demo: (-demo.reward, demo.labeled, demo.index))
 

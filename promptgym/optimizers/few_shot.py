@@ -1,23 +1,38 @@
 """Few-shot optimizers: RandomFewShot and GreedyOptimizer.
 
-Both learn which training examples to show each Generator. Every training
-batch runs the current best program; the steps of examples that earned a
-reward go to a pool; a new candidate (a different choice of demonstrations)
-is scored on a validation minibatch against the incumbent, on the same
-examples, and replaces it only if it does strictly better.
+Both learn which training examples to show each Generator, and spend as few
+program runs as they can doing it:
+
+- A Generator that reads the program's input and writes its output gets the
+  labelled training examples as demonstrations before any call (with
+  ``use_labels=True``): for it, a successful trace would be the label itself.
+- Other Generators (a ChainOfThought, a step inside a pipeline) learn from
+  traces: each step runs the newest candidate (or, before there is one, the
+  incumbent) on the training batch, and the steps of well-scored runs join
+  the pool, along with labels for the steps that produce the answer.
+- A candidate races the incumbent on a validation minibatch, a few examples
+  at a time, examples the incumbent already has scores on first; the race
+  stops as soon as the rest of the minibatch could not change the outcome.
+  The candidate replaces the incumbent only if it does strictly better on
+  the examples both ran.
+- ``max_metric_calls`` caps the program runs (training and validation) the
+  optimizer makes; it stops proposing when they are spent.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import numpy as np
-
 from promptgym.core.serialization import register_builtin
-from promptgym.optimizers.base import Candidate, Optimizer, paired_means
+from promptgym.modules.generator import as_json
+from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.demo_pool import DemoPool
 from promptgym.rewards.base import to_json
-from promptgym.training.context import TrainingContext
+from promptgym.training.context import ExampleResult, TrainingContext
+
+RACE_CHUNK = 2
+"""Validation examples per round of a race (each round runs both programs on them)."""
 
 
 def example_variables(variables: dict[str, Any]) -> list[str]:
@@ -29,45 +44,120 @@ def module_of(variable_name: str) -> str:
     return variable_name.rsplit("/", 1)[0]
 
 
+def race_decided(lead: float, left: int) -> bool:
+    """Whether ``left`` more examples (rewards in [0, 1]) can no longer change who is strictly ahead."""
+    return lead > left + 1e-9 or lead + left <= 1e-9
+
+
 class FewShotOptimizer(Optimizer):
-    """Shared loop: grow the demo pool, propose, compare on a minibatch, keep the better."""
+    """Shared loop: grow the demo pool, propose, race on a validation minibatch, keep the better."""
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
-                 use_labels: bool = True, seed: int | None = None) -> None:
+                 use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None) -> None:
         super().__init__(seed=seed)
         self.use_labels = use_labels
         if not 0 <= nb_min_examples <= nb_max_examples:
             raise ValueError(f"need 0 <= nb_min_examples <= nb_max_examples, got {nb_min_examples} and {nb_max_examples}")
+        if max_metric_calls is not None and max_metric_calls < 1:
+            raise ValueError(f"max_metric_calls must be >= 1 or None, got {max_metric_calls}")
         self.nb_min_examples = nb_min_examples
         self.nb_max_examples = nb_max_examples
+        self.max_metric_calls = max_metric_calls
+        self.metric_calls = 0
         self.pool = DemoPool(min_reward=min_reward)
+        self.labelled_modules: set[str] = set()
+
+    # -- budget ---------------------------------------------------------------------------
+
+    @property
+    def remaining(self) -> float:
+        return math.inf if self.max_metric_calls is None else self.max_metric_calls - self.metric_calls
+
+    def affordable(self, ctx: TrainingContext, split: str, indices: list[int], *programs: Candidate) -> list[int]:
+        """The longest prefix of ``indices`` on which every one of ``programs`` can be scored within budget."""
+        left, kept = self.remaining, []
+        for index in indices:
+            cost = sum(len(ctx.pending(split, [index], program.variables)) for program in programs)
+            if cost > left:
+                break
+            left -= cost
+            kept.append(index)
+        return kept
+
+    async def score(self, ctx: TrainingContext, candidate: Candidate, split: str, indices: list[int]) -> list[ExampleResult]:
+        self.metric_calls += len(ctx.pending(split, indices, candidate.variables))
+        return await super().score(ctx, candidate, split, indices)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def on_train_begin(self, ctx: TrainingContext) -> None:
+        """Labelled training examples become demonstrations of the Generators that answer directly."""
+        self.labelled_modules = set()
+        if not self.use_labels:
+            return
+        xs, ys = ctx.splits["train"]
+        target_fields = set(to_json(ys[0])) if len(ys) else set()
+        trained = {module_of(name) for name in example_variables(self.best.variables)}
+        for module in ctx.program.answer_modules():
+            fields = set(module.output_data_model(ctx.program.input_data_model).model_fields)
+            if module.name not in trained or fields != target_fields:
+                continue
+            for index, (x, y) in enumerate(zip(xs, ys)):
+                self.pool.add_label(module.name, index, as_json(x), to_json(y))
+            self.labelled_modules.add(module.name)
+
+    def needs_traces(self) -> bool:
+        return any(module_of(name) not in self.labelled_modules for name in example_variables(self.best.variables))
 
     async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
-        results = await self.score(ctx, self.best, "train", batch)
-        new = self.pool.add(results)
-        if self.use_labels:
-            new += self.pool.add_labels(results, {i: to_json(ctx.splits["train"][1][i]) for i in batch})
-        logs = {"reward": float(np.mean([r.reward for r in results])) if results else 0.0}
-        candidate = self.propose(ctx, new_demos=new)
+        if self.remaining <= 0:
+            return {"metric_calls": float(self.metric_calls)}
+        candidate = self.propose(ctx)
+        if self.needs_traces():
+            runner = candidate or self.best
+            unseen = [i for i in batch if i not in self.shown(runner)]
+            results = await self.score(ctx, runner, "train", self.affordable(ctx, "train", unseen, runner))
+            self.pool.add(results)
+            if self.use_labels:
+                self.pool.add_labels(results, {r.index: to_json(ctx.splits["train"][1][r.index]) for r in results})
+            candidate = candidate or self.propose(ctx)
         if candidate is not None:
             await self.compete(ctx, candidate)
-        return logs
+        return {"metric_calls": float(self.metric_calls), "demo_pool": float(self.pool.size())}
 
-    def propose(self, ctx: TrainingContext, new_demos: int) -> Candidate | None:
+    def propose(self, ctx: TrainingContext) -> Candidate | None:
         raise NotImplementedError
 
+    def shown(self, candidate: Candidate) -> set[int]:
+        """Training examples that ``candidate`` shows as demonstrations (scoring it on them would leak)."""
+        return {index for name in example_variables(candidate.variables)
+                for index in self.pool.indices_shown(module_of(name), candidate.variables[name]["examples"])}
+
     async def compete(self, ctx: TrainingContext, candidate: Candidate) -> bool:
-        """Score ``candidate`` and the incumbent on one validation minibatch; keep the better."""
-        split, indices = ctx.validation_split(), ctx.validation_minibatch()
+        """Race ``candidate`` against the incumbent on one validation minibatch; keep the better."""
+        split, incumbent = ctx.validation_split(), self.best
+        indices = ctx.validation_minibatch()
+        if split == "train":
+            indices = [i for i in indices if i not in self.shown(candidate) | self.shown(incumbent)]
+        known = incumbent.scores.get(split, {})
+        order = sorted(indices, key=lambda i: str(i) not in known)  # the incumbent's paid-for examples first
         await ctx.emit("candidate_proposed", candidate=candidate.id, parent=candidate.parent, origin=candidate.origin)
-        incumbent = self.best
-        await self.score(ctx, candidate, split, indices)
-        await self.score(ctx, incumbent, split, indices)
-        mine, theirs, shared = paired_means(candidate, incumbent, split)
+        raced: list[int] = []
+        while len(raced) < len(order):
+            chunk = self.affordable(ctx, split, order[len(raced):len(raced) + RACE_CHUNK], candidate, incumbent)
+            if not chunk:
+                break
+            await self.score(ctx, candidate, split, chunk)
+            await self.score(ctx, incumbent, split, chunk)
+            raced += chunk
+            lead = ((candidate.mean(split, raced) or 0.0) - (incumbent.mean(split, raced) or 0.0)) * len(raced)
+            if race_decided(lead, len(order) - len(raced)):
+                break
+        mine, theirs = (candidate.mean(split, raced) or 0.0, incumbent.mean(split, raced) or 0.0) if raced else (0.0, 0.0)
         await ctx.emit("candidate_scored", candidate=candidate.id, score=mine, incumbent=incumbent.id,
-                       incumbent_score=theirs, examples=shared)
-        if mine > theirs:
-            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {shared} validation examples")
+                       incumbent_score=theirs, examples=len(raced))
+        if raced and mine > theirs:
+            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {len(raced)} validation examples")
             return True
         return False
 
@@ -80,13 +170,14 @@ class FewShotOptimizer(Optimizer):
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "nb_min_examples": self.nb_min_examples,
                 "nb_max_examples": self.nb_max_examples, "min_reward": self.pool.min_reward,
-                "use_labels": self.use_labels}
+                "use_labels": self.use_labels, "max_metric_calls": self.max_metric_calls}
 
     def get_extra_state(self) -> dict[str, Any]:
-        return {"pool": self.pool.get_state()}
+        return {"pool": self.pool.get_state(), "metric_calls": self.metric_calls}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.pool.set_state(state.get("pool", {}))
+        self.metric_calls = int(state.get("metric_calls", 0))
 
 
 @register_builtin
@@ -98,18 +189,25 @@ class RandomFewShot(FewShotOptimizer):
             learns examples (it is what it does).
         nb_min_examples / nb_max_examples: how many demonstrations per prompt.
         min_reward: a training run must earn at least this to become a demonstration.
-        use_labels: when a run scores below ``min_reward``, its ground truth
-            may serve as a demonstration (traced successes are preferred).
+        use_labels: labelled training examples may serve as demonstrations:
+            all of them, before any call, for a Generator that reads the
+            program's input and writes its output; for other steps, the
+            label of a run that scored below ``min_reward`` (traced successes
+            are preferred).
+        max_metric_calls: cap on the program runs (training and validation)
+            the optimizer makes; None: no cap. ``fit()``'s end-of-epoch
+            validation pass is reporting and not counted.
         seed: fixes the sampling (the trainer's seed is used when None).
     """
 
     def __init__(self, few_shot_learning: bool = False, nb_min_examples: int = 1, nb_max_examples: int = 3,
-                 min_reward: float = 0.5, use_labels: bool = True, seed: int | None = None) -> None:
+                 min_reward: float = 0.5, use_labels: bool = True, max_metric_calls: int | None = None,
+                 seed: int | None = None) -> None:
         super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
-                         use_labels=use_labels, seed=seed)
+                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed)
         self.few_shot_learning = few_shot_learning
 
-    def propose(self, ctx: TrainingContext, new_demos: int) -> Candidate | None:
+    def propose(self, ctx: TrainingContext) -> Candidate | None:
         base = self.best.variables
         for _ in range(8):  # a few draws to avoid re-proposing a known candidate
             chosen = {}
@@ -132,12 +230,12 @@ class GreedyOptimizer(FewShotOptimizer):
     """Forward selection: try adding (or swapping in) the best untried demonstration; keep it if it helps."""
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
-                 use_labels: bool = True, seed: int | None = None) -> None:
+                 use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None) -> None:
         super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
-                         use_labels=use_labels, seed=seed)
+                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed)
         self.tried: set[str] = set()
 
-    def propose(self, ctx: TrainingContext, new_demos: int) -> Candidate | None:
+    def propose(self, ctx: TrainingContext) -> Candidate | None:
         base = self.best.variables
         for name in example_variables(base):
             current = list(base[name].get("examples", []))

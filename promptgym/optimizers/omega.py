@@ -104,7 +104,9 @@ class OMEGA(RandomFewShot):
         max_evidence: how many batch examples the LM sees (failures first).
         fallback_few_shot: when a mutation fails or is rejected, propose new
             demonstrations instead (even with ``few_shot_learning=False``).
-        min_reward / use_labels / seed: as for :class:`RandomFewShot`.
+        min_reward / use_labels / max_metric_calls / seed: as for
+            :class:`RandomFewShot` (the budget counts program runs, not the
+            optimizer's own mutation and crossover calls).
     """
 
     def __init__(
@@ -130,10 +132,12 @@ class OMEGA(RandomFewShot):
         fallback_few_shot: bool = True,
         min_reward: float = 0.5,
         use_labels: bool = True,
+        max_metric_calls: int | None = None,
         seed: int | None = None,
     ) -> None:
         super().__init__(few_shot_learning=few_shot_learning, nb_min_examples=nb_min_examples,
-                         nb_max_examples=nb_max_examples, min_reward=min_reward, use_labels=use_labels, seed=seed)
+                         nb_max_examples=nb_max_examples, min_reward=min_reward, use_labels=use_labels,
+                         max_metric_calls=max_metric_calls, seed=seed)
         for name, value in (("mutation_temperature", mutation_temperature), ("crossover_temperature", crossover_temperature),
                             ("selection_temperature", selection_temperature), ("sampling_temperature", sampling_temperature)):
             if not isinstance(value, (int, float)) or value <= 0:
@@ -202,6 +206,7 @@ class OMEGA(RandomFewShot):
         self.population = [self.best_id]  # type: ignore[list-item]
 
     async def on_train_begin(self, ctx: TrainingContext) -> None:
+        await super().on_train_begin(ctx)  # labelled demonstrations for the Generators that answer directly
         self._fitness_split = ctx.validation_split()
         # The task's short output values: a "rewrite" equal to one of them is an answer, not instructions.
         self._labels = {leaf for y in ctx.splits["train"][1] for leaf in string_leaves(to_json(y))
@@ -210,8 +215,11 @@ class OMEGA(RandomFewShot):
             self.population.append(self.best_id)
 
     async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
+        if self.remaining <= 0:
+            return {"metric_calls": float(self.metric_calls), "population": float(len(self.population))}
         parent = self.select_parent(ctx.rng)
-        results = await self.score(ctx, parent, "train", batch)
+        unseen = [i for i in batch if i not in self.shown(parent)]
+        results = await self.score(ctx, parent, "train", self.affordable(ctx, "train", unseen, parent))
         self.pool.add(results)
         if self.use_labels:
             self.pool.add_labels(results, {i: to_json(ctx.splits["train"][1][i]) for i in batch})
@@ -222,8 +230,7 @@ class OMEGA(RandomFewShot):
         if child is not None:
             self.population.append(child.id)
             await self.compete(ctx, child)
-        return {"reward": float(np.mean([r.reward for r in results])) if results else 0.0,
-                "population": float(len(self.population))}
+        return {"metric_calls": float(self.metric_calls), "population": float(len(self.population))}
 
     async def on_epoch_end(self, ctx: TrainingContext, epoch: int) -> None:
         await self.compete_population(ctx)

@@ -54,6 +54,16 @@ class FunctionalGraph:
             unique.setdefault(id(node.module), node.module)
         return list(unique.values())
 
+    def answer_modules(self) -> list[Module]:
+        """Modules that read the program's only input and write one of its outputs, with nothing in between.
+
+        Their training demonstrations can be the labelled examples themselves.
+        """
+        if len(self.inputs) != 1:
+            return []
+        input_id, output_ids = self.inputs[0].id, {symbolic.id for symbolic in self.outputs}
+        return [node.module for node in self.nodes if node.parents == [input_id] and node.output in output_ids]
+
     async def run(self, values: dict[str, Any], training: bool = False) -> list[Any]:
         for node in self.nodes:
             parents = [values[parent] for parent in node.parents]

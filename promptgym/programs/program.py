@@ -93,6 +93,10 @@ class Program(Module):
                 return module
         raise KeyError(f"no module named {name!r}; modules: {', '.join(m.name for m in self.modules)}")
 
+    def answer_modules(self) -> list[Module]:
+        """Modules whose input is the program's input and whose output is its output (functional programs only)."""
+        return self._graph.answer_modules() if self._graph else []
+
     @property
     def input_data_model(self) -> type[DataModel] | None:
         return self._graph.inputs[0].data_model if self._graph else None

@@ -81,6 +81,8 @@ class TrainingContext:
         self.steps = 1
         """Training steps per epoch."""
         self.step = 0
+        self.step_results: dict[int, ExampleResult] = {}
+        """Training-split results the optimizer got during the current step (the trainer logs them)."""
         self._memo: dict[tuple[str, str, int], ExampleResult] = {}
 
     def size(self, split: str) -> int:
@@ -120,13 +122,20 @@ class TrainingContext:
             if outcome.error:
                 await self._count_failure(result)
         results = [self._memo[(key, split, i)] for i in indices]
-        if with_metrics and self.metrics:
-            for result in results:
-                if not result.metrics:
-                    with lm_phase("reward"):
-                        for metric in self.metrics:
-                            result.metrics[metric.name] = (await metric.score(ys[result.index], result.prediction)).score
+        if split == "train":
+            self.step_results.update((result.index, result) for result in results)
+        if with_metrics:
+            await self.add_metrics(results)
         return results
+
+    async def add_metrics(self, results: Sequence[ExampleResult]) -> None:
+        """Score the compiled metrics on results that have none yet (monitoring only)."""
+        for result in results:
+            if self.metrics and not result.metrics:
+                with lm_phase("reward"):
+                    for metric in self.metrics:
+                        target = self.splits[result.split][1][result.index]
+                        result.metrics[metric.name] = (await metric.score(target, result.prediction)).score
 
     async def _count_failure(self, result: ExampleResult) -> None:
         self.errors += 1

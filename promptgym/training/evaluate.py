@@ -40,6 +40,6 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
         indices = list(range(start, min(start + batch_size, len(xs))))
         results += await ctx.run("test", indices, with_metrics=True, on_done=example_done)
         await callback_list.call("on_test_batch_end", batch, {"done": len(results)})
-    logs = scored_logs(results, compiled.reward.name)
+    logs = scored_logs(results, compiled)
     await callback_list.call("on_test_end", logs)
     return logs

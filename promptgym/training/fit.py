@@ -55,9 +55,13 @@ def usage_logs(since: dict[str, Any]) -> dict[str, int]:
     return logs
 
 
-def scored_logs(results: list[ExampleResult], reward_name: str = "reward", prefix: str = "") -> dict[str, float]:
-    logs = {f"{prefix}{reward_name}": mean([r.reward for r in results])}
-    for name in results[0].metrics if results else []:
+def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -> dict[str, float | None]:
+    """Mean reward and metrics of ``results`` (None when there are none: an optimizer may run no training example)."""
+    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
+    if not results:
+        return {f"{prefix}{name}": None for name in names}
+    logs = {f"{prefix}{names[0]}": mean([r.reward for r in results])}
+    for name in names[1:]:
         logs[f"{prefix}{name}"] = mean([r.metrics.get(name, 0.0) for r in results])
     return logs
 
@@ -121,18 +125,19 @@ async def fit_program(
             ctx.step = step
             batch = [int(i) for i in order[step * batch_size:(step + 1) * batch_size]]
             await callback_list.call("on_train_batch_begin", step, {"size": len(batch)})
-            used = optimizer.best.variables
+            ctx.step_results = {}
             step_logs = await optimizer.train_step(ctx, batch)
-            results = await ctx.run("train", batch, variables=used, with_metrics=True)
+            results = list(ctx.step_results.values())  # what the optimizer ran on training examples: no extra call
+            await ctx.add_metrics(results)
             train_results += results
             program_assign(program, optimizer.best.variables)
-            logs = {**scored_logs(train_results, compiled.reward.name), **{k: v for k, v in step_logs.items() if k != "reward"}}
+            logs = {**scored_logs(train_results, compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
             await callback_list.call("on_train_batch_end", step, logs)
         await optimizer.on_epoch_end(ctx, epoch)
         program_assign(program, optimizer.best.variables)
-        epoch_logs: dict[str, Any] = scored_logs(train_results, compiled.reward.name)
+        epoch_logs: dict[str, Any] = scored_logs(train_results, compiled)
         if len(x_val) and (epoch + 1) % validation_freq == 0:
-            epoch_logs.update(await validate(ctx, callback_list, validation_batch_size, compiled.reward.name))
+            epoch_logs.update(await validate(ctx, callback_list, validation_batch_size, compiled))
         epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
         epoch_logs["failures"] = ctx.errors
         await callback_list.event("epoch_end", epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id)
@@ -152,7 +157,7 @@ def program_assign(program: Any, variables: dict[str, Any]) -> None:
         by_name[name].assign(value)
 
 
-async def validate(ctx: TrainingContext, callback_list: CallbackList, batch_size: int, reward_name: str) -> dict[str, float]:
+async def validate(ctx: TrainingContext, callback_list: CallbackList, batch_size: int, compiled: Any) -> dict[str, Any]:
     total = ctx.size("val")
     await callback_list.call("on_test_begin", {"total": total, "in_fit": True})
     results: list[ExampleResult] = []
@@ -160,6 +165,6 @@ async def validate(ctx: TrainingContext, callback_list: CallbackList, batch_size
         indices = list(range(start, min(start + batch_size, total)))
         results += await ctx.run("val", indices, variables=ctx.program.get_variables(), with_metrics=True)
         await callback_list.call("on_test_batch_end", batch, {"done": len(results), "in_fit": True})
-    logs = scored_logs(results, reward_name, prefix="val_")
+    logs = scored_logs(results, compiled, prefix="val_")
     await callback_list.call("on_test_end", {**logs, "in_fit": True})
     return logs

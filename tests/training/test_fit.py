@@ -75,13 +75,15 @@ async def test_failures_score_zero_and_max_errors_aborts():
         def on_event(self, event):
             events.append(event)
 
-    history = await program.fit(x=x, y=y, validation_split=0.0, epochs=1, batch_size=5, verbose=0, callbacks=[Recorder()])
-    failed = {e["index"] for e in events if e["event"] == "example_failed"}
-    assert failed == {1, 2} and history.history["failures"][0] >= 2
-    assert history.history["reward"][0] == 0.5  # batch 1 runs zero-shot (all wrong), batch 2 with demos
+    history = await program.fit(x=x, y=y, validation_data=(x, y), epochs=1, batch_size=5, minibatch_size=10,
+                                verbose=0, callbacks=[Recorder()])
+    failed = {(e["split"], e["index"]) for e in events if e["event"] == "example_failed"}
+    assert failed == {("val", 1), ("val", 2)} and history.history["failures"][0] >= 2
+    assert history.history["val_reward"][0] == 0.8  # trained: right everywhere except the two crashes
     program2, _ = await compiled_program(lm=ScriptedLanguageModel(respond=flaky, output_retries=0), name="p2")
     with pytest.raises(synalinks.training.TrainingAborted, match="more than max_errors=1"):
-        await program2.fit(x=x, y=y, epochs=1, batch_size=5, verbose=0, max_errors=1)
+        await program2.fit(x=x, y=y, validation_data=(x, y), epochs=1, batch_size=5, minibatch_size=10, verbose=0,
+                           max_errors=1)
 
 
 async def test_clear_errors_before_any_call():

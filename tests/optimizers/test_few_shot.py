@@ -1,0 +1,138 @@
+"""RandomFewShot / GreedyOptimizer: free labelled demonstrations, racing, budgets, leaks, traces."""
+
+import numpy as np
+import pytest
+
+import promptgym as pg
+from promptgym.optimizers.few_shot import race_decided
+from promptgym.testing import ScriptedLanguageModel, last_user_json
+from tests.support import Answer, Question, questions
+
+
+def shows_examples(request):
+    """Right (the upper-cased question) only when the prompt carries at least one demonstration."""
+    question = last_user_json(request)["question"]
+    answer = {"answer": question.upper() if len(request.messages) > 2 else "?"}
+    return {"thinking": "t", **answer} if "thinking" in request.schema["properties"] else answer
+
+
+def always_right(request):
+    return {"answer": last_user_json(request)["question"].upper()}
+
+
+def data(prefix, n):
+    x = questions(*[f"{prefix}{i}" for i in range(n)])
+    y = np.array([Answer(answer=f"{prefix.upper()}{i}") for i in range(n)], dtype=object)
+    return x, y
+
+
+async def program_with(lm, optimizer, module=pg.Generator, name="fs"):
+    inputs = pg.Input(data_model=Question)
+    outputs = await module(data_model=Answer, language_model=lm)(inputs)
+    program = pg.Program(inputs=inputs, outputs=outputs, name=name)
+    program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]), optimizer=optimizer)
+    return program
+
+
+def asked(lm):
+    return [last_user_json(request)["question"] for request in lm.requests]
+
+
+@pytest.mark.parametrize(("lead", "left", "decided"), [(3, 2, True), (2, 2, False), (0, 0, True), (-1, 1, True),
+                                                        (0, 1, False), (0.5, 0, True)])
+def test_race_is_decided_when_the_rest_cannot_change_the_winner(lead, left, decided):
+    assert race_decided(lead, left) is decided
+
+
+async def test_labels_are_demonstrations_before_any_call_and_the_race_stops_early():
+    lm = ScriptedLanguageModel(respond=shows_examples)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=3, nb_max_examples=3))
+    (x, y), (x_val, y_val) = data("t", 20), data("v", 10)
+    history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=20, minibatch_size=10,
+                                validation_freq=2, verbose=0)
+    # No training example ran: the Generator answers directly, so its demonstrations are the labels.
+    assert all(q.startswith("v") for q in asked(lm))
+    # Candidate right, incumbent wrong: after 3 rounds of 2 the lead (6) exceeds what 4 examples can undo.
+    assert len(lm.requests) == 12 and history.history["lm_calls"] == [12]
+    assert history.history["reward"] == [None]  # no training rollout to report
+    optimizer = program.training_state.optimizer
+    assert optimizer.metric_calls == 12 and optimizer.best.origin == "random_few_shot"
+    examples = program.trainable_variables[0].get("examples")
+    assert len(examples) == 3 and all(e["outputs"]["answer"] == e["inputs"]["question"].upper() for e in examples)
+
+
+async def test_budget_caps_program_runs_exactly():
+    lm = ScriptedLanguageModel(respond=shows_examples)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(max_metric_calls=5), name="budget")
+    (x, y), (x_val, y_val) = data("t", 30), data("v", 10)
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=2, batch_size=10, minibatch_size=10,
+                      validation_freq=3, verbose=0)
+    # Step 1: one round (candidate + incumbent on 2 validation examples) = 4 runs, accepted 2/2 against 0/2;
+    # a second round would cost 4. Step 2: the new incumbent is known on those examples, so one run of the
+    # next candidate fits the last unit of budget. Step 3: nothing left, nothing run.
+    assert len(lm.requests) == 5 and program.training_state.optimizer.metric_calls == 5
+    assert program.training_state.optimizer.get_candidate(1).origin == "random_few_shot"
+
+
+async def test_a_tie_keeps_the_incumbent():
+    lm = ScriptedLanguageModel(respond=always_right)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(), name="tie")
+    (x, y), (x_val, y_val) = data("t", 10), data("v", 6)
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=6,
+                      validation_freq=2, verbose=0)
+    optimizer = program.training_state.optimizer
+    assert optimizer.best.origin == "initial" and program.trainable_variables[0].get("examples") == []
+    assert len(lm.requests) == 12  # a tie is only settled by the last example: 6 pairs
+
+
+async def test_validating_on_training_data_never_scores_a_demonstration_on_itself():
+    lm = ScriptedLanguageModel(respond=shows_examples)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=3, nb_max_examples=3), name="leak")
+    x, y = data("t", 8)
+    await program.fit(x, y, validation_split=0.0, epochs=1, batch_size=8, minibatch_size=8, validation_freq=2,
+                      verbose=0)
+    optimizer = program.training_state.optimizer
+    candidate = optimizer.get_candidate(1)
+    shown = optimizer.shown(candidate)
+    assert len(shown) == 3 and not shown & {int(i) for i in candidate.scores["train"]}
+
+
+async def test_chain_of_thought_learns_from_traces():
+    def right_on_even(request):
+        question = last_user_json(request)["question"]
+        good = len(request.messages) > 2 or int(question[1:]) % 2 == 0
+        return {"thinking": "t", "answer": question.upper() if good else "?"}
+
+    lm = ScriptedLanguageModel(respond=right_on_even)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(), module=pg.ChainOfThought, name="cot")
+    (x, y), (x_val, y_val) = data("t", 6), data("v", 6)
+    history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=6, minibatch_size=6,
+                                verbose=0)
+    assert asked(lm)[:6] == [f"t{i}" for i in range(6)]  # the incumbent ran on the batch for traces
+    assert history.history["reward"] == [0.5]
+    examples = program.trainable_variables[0].get("examples")
+    assert examples and all(e["outputs"]["thinking"] == "t" for e in examples)  # traced, not bare labels
+    assert history.history["val_reward"] == [1.0]
+
+
+async def test_without_labels_traces_are_needed():
+    lm = ScriptedLanguageModel(respond=always_right)
+    program = await program_with(lm, pg.optimizers.GreedyOptimizer(use_labels=False), name="nolabels")
+    (x, y), (x_val, y_val) = data("t", 4), data("v", 4)
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, minibatch_size=4, verbose=0)
+    assert asked(lm)[:4] == ["t0", "t1", "t2", "t3"]
+    assert program.training_state.optimizer.pool.size() == 4
+
+
+async def test_budget_and_spend_survive_save_and_load(tmp_path):
+    lm = ScriptedLanguageModel(respond=shows_examples)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(max_metric_calls=6), name="saved")
+    (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
+                      validation_freq=2, verbose=0)
+    program.save(tmp_path / "p.json")
+    loaded = pg.Program.load(tmp_path / "p.json")
+    optimizer = loaded.training_state.optimizer
+    assert optimizer.max_metric_calls == 6 and optimizer.metric_calls == program.training_state.optimizer.metric_calls
+    with pytest.raises(ValueError, match="max_metric_calls must be >= 1"):
+        pg.optimizers.RandomFewShot(max_metric_calls=0)
