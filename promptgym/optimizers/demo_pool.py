@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from promptgym.training.context import ExampleResult
+from promptgym.modules.generator import as_json
+from promptgym.rewards.base import to_json
+from promptgym.training.context import ExampleResult, TrainingContext
 
 
 @dataclass
@@ -107,3 +109,25 @@ class DemoPool:
         for item in state.get("demos", []):
             demo = Demo(**item)
             self.demos.setdefault(demo.module, {})[demo.index] = demo
+
+
+def seed_labelled_demos(pool: DemoPool, ctx: TrainingContext, modules: set[str]) -> set[str]:
+    """Put every labelled training example in ``pool`` for each of ``modules`` that answers directly.
+
+    A module answers directly when it reads the program's input and writes
+    its output, with the label's fields: a successful run of it would
+    produce exactly the labelled example, so no call is needed to get one.
+    Returns the names of the modules that got demonstrations.
+    """
+    xs, ys = ctx.splits["train"]
+    if not len(ys):
+        return set()
+    target_fields, seeded = set(to_json(ys[0]) or {}), set()
+    for module in ctx.program.answer_modules():
+        fields = set(module.output_data_model(ctx.program.input_data_model).model_fields)
+        if module.name not in modules or fields != target_fields:
+            continue
+        for index, (x, y) in enumerate(zip(xs, ys)):
+            pool.add_label(module.name, index, as_json(x), to_json(y) or {})
+        seeded.add(module.name)
+    return seeded

@@ -25,9 +25,8 @@ import math
 from typing import Any
 
 from promptgym.core.serialization import register_builtin
-from promptgym.modules.generator import as_json
 from promptgym.optimizers.base import Candidate, Optimizer
-from promptgym.optimizers.demo_pool import DemoPool
+from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
 from promptgym.rewards.base import to_json
 from promptgym.training.context import ExampleResult, TrainingContext
 
@@ -92,19 +91,8 @@ class FewShotOptimizer(Optimizer):
 
     async def on_train_begin(self, ctx: TrainingContext) -> None:
         """Labelled training examples become demonstrations of the Generators that answer directly."""
-        self.labelled_modules = set()
-        if not self.use_labels:
-            return
-        xs, ys = ctx.splits["train"]
-        target_fields = set(to_json(ys[0])) if len(ys) else set()
         trained = {module_of(name) for name in example_variables(self.best.variables)}
-        for module in ctx.program.answer_modules():
-            fields = set(module.output_data_model(ctx.program.input_data_model).model_fields)
-            if module.name not in trained or fields != target_fields:
-                continue
-            for index, (x, y) in enumerate(zip(xs, ys)):
-                self.pool.add_label(module.name, index, as_json(x), to_json(y))
-            self.labelled_modules.add(module.name)
+        self.labelled_modules = seed_labelled_demos(self.pool, ctx, trained) if self.use_labels else set()
 
     def needs_traces(self) -> bool:
         return any(module_of(name) not in self.labelled_modules for name in example_variables(self.best.variables))

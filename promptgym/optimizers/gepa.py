@@ -45,7 +45,7 @@ from typing import Any
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
-from promptgym.optimizers.demo_pool import DemoPool
+from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
@@ -199,6 +199,8 @@ class GEPA(PromptSearchOptimizer):
 
     async def on_train_begin(self, ctx: TrainingContext) -> None:
         self.start_rng(ctx)
+        if self.optimize_examples:  # labelled examples of the Generators that answer directly: no call needed
+            seed_labelled_demos(self.demos, ctx, {module_of(name) for name in instruction_variables(self.best.variables)})
         split, val = self.validation_indices(ctx)
         self.val_split = split
         self.exhausted = False

@@ -210,3 +210,14 @@ def test_string_names_resolve():
     assert isinstance(pg.optimizers.get("gepa"), GEPA)
     with pytest.raises(ValueError, match="max_metric_calls"):
         GEPA(max_metric_calls=0)
+
+
+async def test_optimize_examples_starts_with_every_training_label_without_a_call():
+    lm = task_lm()
+    program = await program_for(lm)
+    optimizer = GEPA(max_metric_calls=1, optimize_examples=True, seed=0)  # too small to score anything
+    ctx = context(program, optimizer)
+    await optimizer.on_train_begin(ctx)
+    assert lm.requests == []
+    demos = optimizer.demos.for_module("qa")
+    assert len(demos) == ctx.size("train") and all(d.labeled and d.outputs["answer"].isupper() for d in demos)
