@@ -42,7 +42,7 @@ import optuna
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.usage import LEDGER
 from promptgym.optimizers.base import Candidate
-from promptgym.optimizers.demo_pool import DemoPool
+from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
@@ -298,7 +298,9 @@ class MIPRO(PromptSearchOptimizer):
         affordable = indices[:max(0, int(self.remaining_calls // self.calls_per_rollout()))] \
             if self.max_lm_calls is not None else indices
         pool = DemoPool(min_reward=self.min_reward)
-        if affordable:
+        # Generators that answer directly get the labelled examples for free; run only for the others.
+        seeded = seed_labelled_demos(pool, ctx, {module_of(n) for n in self.generators}) if self.use_labels else set()
+        if affordable and any(module_of(name) not in seeded for name in self.generators):
             results = await self.run_counted(ctx, base, "train", affordable)
             pool.add(results)
             if self.use_labels:

@@ -45,6 +45,10 @@ async def test_stages_propose_bootstrap_search_and_keep_the_best():
     prompt = next(r for r in lm.requests if "proposed_instruction" in r.schema["properties"]).messages[0]["content"]
     assert "upper case" in prompt and "Module qa" in prompt  # dataset summary + program structure
     assert optimizer.lm_calls == len(lm.requests)  # every call MIPRO caused, rollouts and proposals alike
+    # The Generator answers directly: its demo sets are labelled examples, and no training example ran.
+    train_inputs = {x.question for x in ctx.splits["train"][0]}
+    assert not any(json.loads(r.messages[-1]["content"]).get("question") in train_inputs
+                   for r in lm.requests if "answer" in r.schema["properties"] and len(r.messages) == 2)
 
 
 async def test_tpe_search_is_seeded_and_reproducible():
