@@ -99,7 +99,7 @@ class FewShotOptimizer(Optimizer):
 
     async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
         if self.remaining <= 0:
-            return {"metric_calls": float(self.metric_calls)}
+            return {"metric_calls": self.metric_calls}
         candidate = self.propose(ctx)
         if self.needs_traces():
             runner = candidate or self.best
@@ -111,7 +111,7 @@ class FewShotOptimizer(Optimizer):
             candidate = candidate or self.propose(ctx)
         if candidate is not None:
             await self.compete(ctx, candidate)
-        return {"metric_calls": float(self.metric_calls), "demo_pool": float(self.pool.size())}
+        return {"metric_calls": self.metric_calls, "demo_pool": self.pool.size()}
 
     def propose(self, ctx: TrainingContext) -> Candidate | None:
         raise NotImplementedError

@@ -216,7 +216,7 @@ class OMEGA(RandomFewShot):
 
     async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
         if self.remaining <= 0:
-            return {"metric_calls": float(self.metric_calls), "population": float(len(self.population))}
+            return {"metric_calls": self.metric_calls, "population": len(self.population)}
         parent = self.select_parent(ctx.rng)
         unseen = [i for i in batch if i not in self.shown(parent)]
         results = await self.score(ctx, parent, "train", self.affordable(ctx, "train", unseen, parent))
@@ -230,7 +230,7 @@ class OMEGA(RandomFewShot):
         if child is not None:
             self.population.append(child.id)
             await self.compete(ctx, child)
-        return {"metric_calls": float(self.metric_calls), "population": float(len(self.population))}
+        return {"metric_calls": self.metric_calls, "population": len(self.population)}
 
     async def on_epoch_end(self, ctx: TrainingContext, epoch: int) -> None:
         await self.compete_population(ctx)
