@@ -101,7 +101,8 @@ class OMEGA(RandomFewShot):
         selection: ``"softmax"``, ``"best"`` or ``"random"`` parent selection.
         instructions: task-specific guidance for the mutation and crossover steps.
         max_instructions_length: bound (characters) on every text the LM writes.
-        max_evidence: how many batch examples the LM sees (failures first).
+        max_evidence: how many examples of each batch the parent runs on and
+            the LM sees (failures first).
         fallback_few_shot: when a mutation fails or is rejected, propose new
             demonstrations instead (even with ``few_shot_learning=False``).
         min_reward / use_labels / max_metric_calls / seed: as for
@@ -218,7 +219,7 @@ class OMEGA(RandomFewShot):
         if self.remaining <= 0:
             return {"metric_calls": self.metric_calls, "population": len(self.population)}
         parent = self.select_parent(ctx.rng)
-        unseen = [i for i in batch if i not in self.shown(parent)]
+        unseen = [i for i in batch if i not in self.shown(parent)][: self.max_evidence]  # no run nobody reads
         results = await self.score(ctx, parent, "train", self.affordable(ctx, "train", unseen, parent))
         self.pool.add(results)
         if self.use_labels:
