@@ -325,3 +325,18 @@ async def test_save_and_resume(tmp_path):
     new = [c for c in restored.candidates if c.id not in known]
     assert new and min(c.id for c in new) > max(known) and {c.epoch for c in new} == {1}
     assert KEYWORD in loaded.trainable_variables[0].get("instructions")
+
+
+async def test_parent_runs_only_on_the_examples_the_mutation_reads_and_budget_caps_runs():
+    program = await functional_program(task_lm())
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=make(max_evidence=2, max_metric_calls=5))
+    x, y = data()
+    await program.fit(x, y, epochs=1, batch_size=4, validation_split=1 / 3, minibatch_size=2, verbose=0)
+    task = program.modules[0].language_model
+    train_words = {w for w in WORDS[:4]}
+    ran_on_train = [last_user_json(r)["question"] for r in task.requests if last_user_json(r)["question"] in train_words]
+    assert ran_on_train == list(WORDS[:2])  # batch of 4, but the mutation reads 2
+    optimizer = program.training_state.optimizer
+    # 2 parent runs + a race that can afford only one validation pair (2 more would make 6 > 5);
+    # fit()'s end-of-epoch validation then scores the other validation example, outside the budget.
+    assert optimizer.metric_calls == 4 and len(task.requests) == 5
