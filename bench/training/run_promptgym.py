@@ -87,7 +87,10 @@ async def main() -> None:
     emit(row("promptgym", version("promptgym"), args, task, wire, untrained, trained,
              {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings},
               "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens)}, demos,
-             history={k: v for k, v in history.history.items() if not k.startswith(("prompt_", "completion_"))}))
+             history={k: v for k, v in history.history.items() if not k.startswith(("prompt_", "completion_"))},
+             instructions=program.trainable_variables[0].get("instructions"),
+             optimizer_stats={k: getattr(optimizer, k) for k in ("metric_calls", "lm_calls", "stats")
+                              if isinstance(getattr(optimizer, k, None), (int, dict))}))
 
 
 if __name__ == "__main__":
