@@ -113,10 +113,10 @@ async def fit_program(
     await callback_list.call("on_train_begin", {"epochs": epochs, "steps": steps, "train_size": len(x_train),
                                                 "val_size": len(x_val)})
     await callback_list.event("train_begin", epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val))
+    usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in the first epoch
     await optimizer.on_train_begin(ctx)
     for epoch in range(initial_epoch, epochs):
         ctx.epoch = epoch
-        usage_start = LEDGER.snapshot()
         await callback_list.call("on_epoch_begin", epoch, {"steps": steps})
         await optimizer.on_epoch_begin(ctx, epoch)
         order = np.random.default_rng(seed + epoch).permutation(len(x_train)) if shuffle else np.arange(len(x_train))
@@ -139,6 +139,7 @@ async def fit_program(
         if len(x_val) and (epoch + 1) % validation_freq == 0:
             epoch_logs.update(await validate(ctx, callback_list, validation_batch_size, compiled))
         epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
+        usage_start = LEDGER.snapshot()
         epoch_logs["failures"] = ctx.errors
         await callback_list.event("epoch_end", epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id)
         await callback_list.call("on_epoch_end", epoch, epoch_logs)

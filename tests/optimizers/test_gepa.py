@@ -197,6 +197,10 @@ async def test_fit_runs_the_whole_budget_in_one_epoch_and_saves_state(tmp_path):
     optimizer = program.training_state.optimizer
     assert 4 + 4 + 4 <= optimizer.metric_calls <= 30  # start, one minibatch pair, child validation
     assert history.history["val_reward"][-1] == 1.0
+    # Every call is in the History, the starting program's validation (made before the first epoch) too,
+    # and fit() runs nothing outside the budget: rollouts are exactly GEPA's metric calls.
+    assert sum(history.history["lm_calls"]) == len(lm.requests)
+    assert task_requests(lm) == optimizer.metric_calls
     assert program.get_variables()["qa/state"]["instructions"] == GOOD
     path = tmp_path / "p.json"
     program.save(str(path))
