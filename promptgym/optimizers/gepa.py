@@ -46,6 +46,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
+from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
@@ -374,7 +375,7 @@ class GEPA(PromptSearchOptimizer):
                                 temperature=self.reflection_temperature)
         if answer is None:
             return None
-        text = answer.get("new_instructions")
+        text = cut_repetition(answer.get("new_instructions"))
         labels = output_strings([step.outputs for r in results for step in r.trace.steps]
                                 + [to_json(ctx.splits["train"][1][r.index]) for r in results])
         reason = degenerate_reason(text, current, labels, self.min_instruction_length, self.max_instruction_length)

@@ -47,6 +47,28 @@ def repeated_line(text: str) -> str | None:
     return None
 
 
+def cut_repetition(text: object) -> object:
+    """``text`` up to where it starts repeating a sentence; anything else unchanged.
+
+    A small model often writes one useful sentence, then loops until it runs
+    out of tokens; the part before the loop is worth checking on its own::
+
+        cut_repetition("Write dates as DD.MM.YYYY. Be exact. Be exact. Be exact.")
+        # -> 'Write dates as DD.MM.YYYY. Be exact.'
+    """
+    if not isinstance(text, str):
+        return text
+    seen: set[str] = set()
+    for match in re.finditer(r"[^\n.!?]+[\n.!?]*", text):
+        piece = normalize_text(match.group().strip(" \n.!?"))
+        if not piece:
+            continue
+        if piece in seen or (len(piece) >= 12 and any(earlier.startswith(piece) for earlier in seen)):
+            return text[: match.start()].rstrip()  # a repeat, or the start of one cut off by max_tokens
+        seen.add(piece)
+    return text
+
+
 def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = (), max_length: int = 800,
                         known: Iterable[str] = (), min_length: int = MIN_CHARACTERS, min_words: int = 2
                         ) -> str | None:

@@ -43,6 +43,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.usage import LEDGER
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
+from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
@@ -347,7 +348,7 @@ class MIPRO(PromptSearchOptimizer):
                                                 f"instruction proposal {number} for {name}")
                 if answer is None:
                     continue
-                text = answer.get("proposed_instruction")
+                text = cut_repetition(answer.get("proposed_instruction"))
                 reason = degenerate_reason(text, known[0], labels, self.min_instruction_length,
                                            self.max_instruction_length)
                 if reason is None and any(text.strip() == other for other in known):

@@ -49,7 +49,7 @@ from promptgym.optimizers.dns import (
     variable_probabilities,
 )
 from promptgym.optimizers.few_shot import RandomFewShot, module_of
-from promptgym.optimizers.guard_rails import instruction_problem
+from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
 from promptgym.optimizers.omega_prompts import (
     BASE_INSTRUCTIONS,
     CROSSOVER_INSTRUCTIONS,
@@ -415,7 +415,7 @@ class OMEGA(RandomFewShot):
             await ctx.emit("mutation_failed", operation=operation, variable=name, parent=parent.id,
                            error=f"{type(error).__name__}: {error}")
             return None
-        new_fields = {key: answer.get(key) for key in fields}
+        new_fields = {key: cut_repetition(answer.get(key)) for key in fields}
         problem = self.child_problem(ctx, name, value, new_fields, results)
         if problem is not None:
             self.stats["rejected"] += 1

@@ -13,7 +13,7 @@ from promptgym.optimizers.dns import (
     selection_probabilities,
     variable_probabilities,
 )
-from promptgym.optimizers.guard_rails import instruction_problem, repeated_trigram_ratio
+from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem, repeated_trigram_ratio
 
 
 def symmetric(n, pairs):
@@ -130,3 +130,16 @@ def test_guard_rails_accept_a_real_rewrite():
     text = "Decide whether the review is positive or negative; sarcasm and negations flip the meaning."
     assert instruction_problem(text, parent="Classify the review.", labels={"positive", "negative"}) is None
     assert repeated_trigram_ratio(text) == 0.0
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("Write dates as DD.MM.YYYY. Be exact. Be exact. Be exact.", "Write dates as DD.MM.YYYY. Be exact."),
+    ("Give the date as DD.MM.YYYY. Give the date as DD.MM", "Give the date as DD.MM.YYYY."),  # cut-off repeat
+    ("Answer with the date\nBe brief\nAnswer with the date\n", "Answer with the date\nBe brief"),
+    ("No repetition here. None at all.", "No repetition here. None at all."),
+    (None, None),
+])
+def test_cut_repetition_keeps_the_part_before_the_loop(text, kept):
+    assert cut_repetition(text) == kept
+    if isinstance(kept, str) and kept != text:
+        assert instruction_problem(text) is not None and instruction_problem(kept) is None
