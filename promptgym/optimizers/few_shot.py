@@ -14,7 +14,8 @@ program runs as they can doing it:
   at a time, examples the incumbent already has scores on first; the race
   stops as soon as the rest of the minibatch could not change the outcome.
   The candidate replaces the incumbent only if it does strictly better on
-  the examples both ran.
+  the examples both ran; a tie goes to a second race on training examples
+  neither program shows.
 - ``max_metric_calls`` caps the program runs (training and validation) the
   optimizer makes; it stops proposing when they are spent.
 """
@@ -122,14 +123,40 @@ class FewShotOptimizer(Optimizer):
                 for index in self.pool.indices_shown(module_of(name), candidate.variables[name]["examples"])}
 
     async def compete(self, ctx: TrainingContext, candidate: Candidate) -> bool:
-        """Race ``candidate`` against the incumbent on one validation minibatch; keep the better."""
+        """Race ``candidate`` against the incumbent on one validation minibatch; keep the better.
+
+        A tie on validation data (typically both perfect: a minibatch that
+        every candidate aces cannot tell them apart) goes to a second race on
+        training examples that neither program shows as a demonstration.
+        """
         split, incumbent = ctx.validation_split(), self.best
-        indices = ctx.validation_minibatch()
-        if split == "train":
-            indices = [i for i in indices if i not in self.shown(candidate) | self.shown(incumbent)]
-        known = incumbent.scores.get(split, {})
-        order = sorted(indices, key=lambda i: str(i) not in known)  # the incumbent's paid-for examples first
+        hidden = self.shown(candidate) | self.shown(incumbent)
+        indices = [i for i in ctx.validation_minibatch() if split != "train" or i not in hidden]
         await ctx.emit("candidate_proposed", candidate=candidate.id, parent=candidate.parent, origin=candidate.origin)
+        mine, theirs, raced = await self.race(ctx, candidate, incumbent, split, indices)
+        where = f"{raced} {split} examples"
+        if raced and mine == theirs and split != "train":
+            held_out = [int(i) for i in ctx.rng.permutation(ctx.size("train")) if int(i) not in hidden]
+            tie = mine
+            mine, theirs, more = await self.race(ctx, candidate, incumbent, "train", held_out[: ctx.minibatch_size])
+            where = f"{more} held-out train examples after a {tie:.3f} tie on {raced} {split} examples"
+            raced = more
+        await ctx.emit("candidate_scored", candidate=candidate.id, score=mine, incumbent=incumbent.id,
+                       incumbent_score=theirs, examples=raced)
+        if raced and mine > theirs:
+            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {where}")
+            return True
+        return False
+
+    async def race(self, ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, split: str,
+                   indices: list[int]) -> tuple[float, float, int]:
+        """Score both, a few examples at a time, until the rest could not change the winner.
+
+        Examples the incumbent already has scores on go first (they cost one
+        run, not two). Returns both means over the examples raced, and how many.
+        """
+        known = incumbent.scores.get(split, {})
+        order = sorted(indices, key=lambda i: str(i) not in known)
         raced: list[int] = []
         while len(raced) < len(order):
             chunk = self.affordable(ctx, split, order[len(raced):len(raced) + RACE_CHUNK], candidate, incumbent)
@@ -141,13 +168,9 @@ class FewShotOptimizer(Optimizer):
             lead = ((candidate.mean(split, raced) or 0.0) - (incumbent.mean(split, raced) or 0.0)) * len(raced)
             if race_decided(lead, len(order) - len(raced)):
                 break
-        mine, theirs = (candidate.mean(split, raced) or 0.0, incumbent.mean(split, raced) or 0.0) if raced else (0.0, 0.0)
-        await ctx.emit("candidate_scored", candidate=candidate.id, score=mine, incumbent=incumbent.id,
-                       incumbent_score=theirs, examples=len(raced))
-        if raced and mine > theirs:
-            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {len(raced)} validation examples")
-            return True
-        return False
+        if not raced:
+            return 0.0, 0.0, 0
+        return candidate.mean(split, raced) or 0.0, incumbent.mean(split, raced) or 0.0, len(raced)
 
     def with_examples(self, base: dict[str, Any], chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         variables = {name: dict(value) for name, value in base.items()}

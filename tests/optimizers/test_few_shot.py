@@ -82,7 +82,34 @@ async def test_a_tie_keeps_the_incumbent():
                       validation_freq=2, verbose=0)
     optimizer = program.training_state.optimizer
     assert optimizer.best.origin == "initial" and program.trainable_variables[0].get("examples") == []
-    assert len(lm.requests) == 12  # a tie is only settled by the last example: 6 pairs
+    # A tie is only settled by the last validation example (6 pairs), then goes to a second race on 6
+    # training examples neither program shows (6 more pairs): still a tie, so the incumbent stays.
+    assert len(lm.requests) == 24
+    assert sum(q.startswith("t") for q in asked(lm)) == 12
+
+
+async def test_a_tie_on_validation_is_broken_on_held_out_training_examples():
+    def demos_help_on_training_questions(request):
+        question = last_user_json(request)["question"]
+        good = question.startswith("v") or len(request.messages) > 2
+        return {"answer": question.upper() if good else "?"}
+
+    lm = ScriptedLanguageModel(respond=demos_help_on_training_questions)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2), name="tb")
+    (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
+    events = []
+
+    class Recorder(pg.callbacks.Callback):
+        def on_event(self, event):
+            events.append(event)
+
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
+                      validation_freq=2, verbose=0, callbacks=[Recorder()])
+    accepted = [e for e in events if e["event"] == "candidate_accepted"]
+    assert accepted and accepted[0]["reason"] == "1.000 > 0.000 on 4 held-out train examples after a 1.000 tie on 4 val examples"
+    optimizer = program.training_state.optimizer
+    shown = optimizer.shown(optimizer.best)
+    assert not shown & {int(i) for i in optimizer.best.scores["train"]}  # never scored on its own demonstrations
 
 
 async def test_validating_on_training_data_never_scores_a_demonstration_on_itself():

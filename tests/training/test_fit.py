@@ -78,7 +78,8 @@ async def test_failures_score_zero_and_max_errors_aborts():
     history = await program.fit(x=x, y=y, validation_data=(x, y), epochs=1, batch_size=5, minibatch_size=10,
                                 verbose=0, callbacks=[Recorder()])
     failed = {(e["split"], e["index"]) for e in events if e["event"] == "example_failed"}
-    assert failed == {("val", 1), ("val", 2)} and history.history["failures"][0] >= 2
+    assert {index for _, index in failed} == {1, 2} and ("val", 1) in failed and ("val", 2) in failed
+    assert history.history["failures"][0] >= 2
     assert history.history["val_reward"][0] == 0.8  # trained: right everywhere except the two crashes
     program2, _ = await compiled_program(lm=ScriptedLanguageModel(respond=flaky, output_retries=0), name="p2")
     with pytest.raises(synalinks.training.TrainingAborted, match="more than max_errors=1"):
