@@ -41,7 +41,7 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
         optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
     eval_size = sizes["test"] or val or train
     training_runs = epochs * train * calls_per_run
-    budget = getattr(job.optimizer, "max_metric_calls", None)
+    budget = getattr(job.optimizer, "max_metric_calls", None) or getattr(job.optimizer, "max_lm_calls", None)
     if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
         training_runs = min(training_runs, budget * calls_per_run)
         optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)
