@@ -28,12 +28,9 @@ from typing import Any
 from promptgym.core.serialization import register_builtin
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
+from promptgym.optimizers import racing
 from promptgym.rewards.base import to_json
 from promptgym.training.context import ExampleResult, TrainingContext
-
-RACE_CHUNK = 2
-"""Validation examples per round of a race (each round runs both programs on them)."""
-
 
 def example_variables(variables: dict[str, Any]) -> list[str]:
     """Names of the variables that hold few-shot examples (Generator states)."""
@@ -42,11 +39,6 @@ def example_variables(variables: dict[str, Any]) -> list[str]:
 
 def module_of(variable_name: str) -> str:
     return variable_name.rsplit("/", 1)[0]
-
-
-def race_decided(lead: float, left: int) -> bool:
-    """Whether ``left`` more examples (rewards in [0, 1]) can no longer change who is strictly ahead."""
-    return lead > left + 1e-9 or lead + left <= 1e-9
 
 
 class FewShotOptimizer(Optimizer):
@@ -150,27 +142,15 @@ class FewShotOptimizer(Optimizer):
 
     async def race(self, ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, split: str,
                    indices: list[int]) -> tuple[float, float, int]:
-        """Score both, a few examples at a time, until the rest could not change the winner.
+        """A paired race within this optimizer's budget (see :mod:`promptgym.optimizers.racing`)."""
 
-        Examples the incumbent already has scores on go first (they cost one
-        run, not two). Returns both means over the examples raced, and how many.
-        """
-        known = incumbent.scores.get(split, {})
-        order = sorted(indices, key=lambda i: str(i) not in known)
-        raced: list[int] = []
-        while len(raced) < len(order):
-            chunk = self.affordable(ctx, split, order[len(raced):len(raced) + RACE_CHUNK], candidate, incumbent)
-            if not chunk:
-                break
-            await self.score(ctx, candidate, split, chunk)
-            await self.score(ctx, incumbent, split, chunk)
-            raced += chunk
-            lead = ((candidate.mean(split, raced) or 0.0) - (incumbent.mean(split, raced) or 0.0)) * len(raced)
-            if race_decided(lead, len(order) - len(raced)):
-                break
-        if not raced:
-            return 0.0, 0.0, 0
-        return candidate.mean(split, raced) or 0.0, incumbent.mean(split, raced) or 0.0, len(raced)
+        async def score(program: Candidate, part: str, chunk: list[int]) -> None:
+            await self.score(ctx, program, part, chunk)
+
+        def affordable(part: str, chunk: list[int], *programs: Candidate) -> list[int]:
+            return self.affordable(ctx, part, chunk, *programs)
+
+        return await racing.race(candidate, incumbent, split, indices, score, affordable)
 
     def with_examples(self, base: dict[str, Any], chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         variables = {name: dict(value) for name, value in base.items()}

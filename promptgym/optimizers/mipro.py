@@ -43,6 +43,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.usage import LEDGER
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
+from promptgym.optimizers import racing
 from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
@@ -447,6 +448,30 @@ class MIPRO(PromptSearchOptimizer):
         if incumbent is None or score > incumbent:
             await self.accept(ctx, candidate, reason=f"full validation {score:.3f}"
                               + ("" if incumbent is None else f" > {incumbent:.3f}"))
+        elif score == incumbent and candidate.id != self.best_id and self.val_split != "train":
+            await self.break_tie(ctx, candidate, score)
+
+    async def break_tie(self, ctx: TrainingContext, candidate: Candidate, score: float) -> None:
+        """Equal on the whole validation split (often both perfect): race on held-out training examples."""
+        incumbent = self.best
+        held_out = racing.held_out_training_examples(ctx, ctx.minibatch_size, candidate, incumbent)
+
+        async def run(program: Candidate, split: str, chunk: list[int]) -> None:
+            await self.run_counted(ctx, program, split, chunk)
+
+        def affordable(split: str, chunk: list[int], *programs: Candidate) -> list[int]:
+            kept: list[int] = []
+            for index in chunk:
+                rollouts = sum(pending_rollouts(ctx, split, kept + [index], p.variables) for p in programs)
+                if not self.affordable(rollouts):
+                    break
+                kept.append(index)
+            return kept
+
+        mine, theirs, raced = await racing.race(candidate, incumbent, "train", held_out, run, affordable)
+        if raced and mine > theirs:
+            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {raced} held-out train examples "
+                                                     f"after a {score:.3f} tie on full validation")
 
     # -- state ----------------------------------------------------------------------------
 

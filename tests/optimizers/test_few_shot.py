@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import promptgym as pg
-from promptgym.optimizers.few_shot import race_decided
+from promptgym.optimizers.racing import race_decided
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 from tests.support import Answer, Question, questions
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import promptgym as pg
 from promptgym.optimizers import MIPRO
 from promptgym.optimizers.mipro import default_num_trials
 from tests.optimizers.prompt_search_support import GOOD, context, data, program_for, task_lm, task_requests
+from tests.support import Answer, Question
 
 
 async def search(optimizer: MIPRO, ctx, steps: int = 2) -> None:
@@ -45,10 +47,12 @@ async def test_stages_propose_bootstrap_search_and_keep_the_best():
     prompt = next(r for r in lm.requests if "proposed_instruction" in r.schema["properties"]).messages[0]["content"]
     assert "upper case" in prompt and "Module qa" in prompt  # dataset summary + program structure
     assert optimizer.lm_calls == len(lm.requests)  # every call MIPRO caused, rollouts and proposals alike
-    # The Generator answers directly: its demo sets are labelled examples, and no training example ran.
+    # The Generator answers directly: its demo sets are labelled examples; bootstrapping (before the first
+    # proposal call) ran no training example.
+    first_proposal = next(i for i, r in enumerate(lm.requests) if "answer" not in r.schema["properties"])
     train_inputs = {x.question for x in ctx.splits["train"][0]}
     assert not any(json.loads(r.messages[-1]["content"]).get("question") in train_inputs
-                   for r in lm.requests if "answer" in r.schema["properties"] and len(r.messages) == 2)
+                   for r in lm.requests[:first_proposal])
 
 
 async def test_tpe_search_is_seeded_and_reproducible():
@@ -127,3 +131,33 @@ async def test_fit_runs_every_trial_in_one_epoch():
     optimizer = program.training_state.optimizer
     assert len(optimizer.trials) == 7
     assert history.history["val_reward"][-1] == 1.0
+
+
+async def test_a_tie_on_full_validation_is_broken_on_held_out_training_examples():
+    def respond(request):
+        if "answer" not in request.schema["properties"]:
+            return {"summary": "Short questions."}
+        text = json.loads(request.messages[-1]["content"])["question"]
+        good = text.startswith("v") or len(request.messages) > 2  # validation is easy; training needs demos
+        return {"answer": text.upper() if good else "?"}
+
+    lm = pg.testing.ScriptedLanguageModel(respond=respond)
+    program = await program_for(lm)
+    program.compile(reward="exactmatch", optimizer=MIPRO(num_candidates=2, num_trials=4, minibatch_size=4,
+                                                         minibatch_full_eval_steps=2, optimize_instructions=False,
+                                                         seed=0))
+    x, y = data(8)
+    x_val = np.array([Question(question=f"v{i}") for i in range(4)], dtype=object)
+    y_val = np.array([Answer(answer=f"V{i}") for i in range(4)], dtype=object)
+    events = []
+
+    class Recorder(pg.callbacks.Callback):
+        def on_event(self, event):
+            events.append(event)
+
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=8, minibatch_size=4, verbose=0,
+                      callbacks=[Recorder()])
+    accepted = [e["reason"] for e in events if e["event"] == "candidate_accepted"]
+    # Zero-shot and every demo set are perfect on validation; only held-out training examples tell them apart.
+    assert any(r.endswith("held-out train examples after a 1.000 tie on full validation") for r in accepted), accepted
+    assert len(program.get_variables()["qa/state"]["examples"]) == 3
