@@ -54,15 +54,6 @@ class Candidate:
         return asdict(self)
 
 
-def paired_means(a: Candidate, b: Candidate, split: str) -> tuple[float, float, int]:
-    """Means of ``a`` and ``b`` over the examples both were scored on."""
-    shared = sorted(set(a.scores.get(split, {})) & set(b.scores.get(split, {})), key=int)
-    if not shared:
-        return 0.0, 0.0, 0
-    indices = [int(i) for i in shared]
-    return a.mean(split, indices) or 0.0, b.mean(split, indices) or 0.0, len(shared)
-
-
 class Optimizer:
     """Base class: bookkeeping of candidates, the best one, and the saved state."""
 

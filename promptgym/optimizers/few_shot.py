@@ -26,11 +26,12 @@ import math
 from typing import Any
 
 from promptgym.core.serialization import register_builtin
+from promptgym.optimizers import racing
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
-from promptgym.optimizers import racing
 from promptgym.rewards.base import to_json
 from promptgym.training.context import ExampleResult, TrainingContext
+
 
 def example_variables(variables: dict[str, Any]) -> list[str]:
     """Names of the variables that hold few-shot examples (Generator states)."""
@@ -67,14 +68,7 @@ class FewShotOptimizer(Optimizer):
 
     def affordable(self, ctx: TrainingContext, split: str, indices: list[int], *programs: Candidate) -> list[int]:
         """The longest prefix of ``indices`` on which every one of ``programs`` can be scored within budget."""
-        left, kept = self.remaining, []
-        for index in indices:
-            cost = sum(len(ctx.pending(split, [index], program.variables)) for program in programs)
-            if cost > left:
-                break
-            left -= cost
-            kept.append(index)
-        return kept
+        return racing.affordable_prefix(ctx, split, indices, programs, lambda runs: runs <= self.remaining)
 
     async def score(self, ctx: TrainingContext, candidate: Candidate, split: str, indices: list[int]) -> list[ExampleResult]:
         self.metric_calls += len(ctx.pending(split, indices, candidate.variables))
@@ -96,7 +90,8 @@ class FewShotOptimizer(Optimizer):
         candidate = self.propose(ctx)
         if self.needs_traces():
             runner = candidate or self.best
-            unseen = [i for i in batch if i not in self.shown(runner)]
+            shown = self.shown(runner)
+            unseen = [i for i in batch if i not in shown]
             results = await self.score(ctx, runner, "train", self.affordable(ctx, "train", unseen, runner))
             self.pool.add(results)
             if self.use_labels:
@@ -128,9 +123,9 @@ class FewShotOptimizer(Optimizer):
         mine, theirs, raced = await self.race(ctx, candidate, incumbent, split, indices)
         where = f"{raced} {split} examples"
         if raced and mine == theirs and split != "train":
-            held_out = [int(i) for i in ctx.rng.permutation(ctx.size("train")) if int(i) not in hidden]
+            held_out = racing.held_out_training_examples(ctx, ctx.minibatch_size, hidden)
             tie = mine
-            mine, theirs, more = await self.race(ctx, candidate, incumbent, "train", held_out[: ctx.minibatch_size])
+            mine, theirs, more = await self.race(ctx, candidate, incumbent, "train", held_out)
             where = f"{more} held-out train examples after a {tie:.3f} tie on {raced} {split} examples"
             raced = more
         await ctx.emit("candidate_scored", candidate=candidate.id, score=mine, incumbent=incumbent.id,

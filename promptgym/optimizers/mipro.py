@@ -41,9 +41,9 @@ import optuna
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.usage import LEDGER
+from promptgym.optimizers import racing
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
-from promptgym.optimizers import racing
 from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
@@ -454,19 +454,14 @@ class MIPRO(PromptSearchOptimizer):
     async def break_tie(self, ctx: TrainingContext, candidate: Candidate, score: float) -> None:
         """Equal on the whole validation split (often both perfect): race on held-out training examples."""
         incumbent = self.best
-        held_out = racing.held_out_training_examples(ctx, ctx.minibatch_size, candidate, incumbent)
+        hidden = racing.shown_training_examples(ctx, candidate, incumbent)
+        held_out = racing.held_out_training_examples(ctx, ctx.minibatch_size, hidden)
 
         async def run(program: Candidate, split: str, chunk: list[int]) -> None:
             await self.run_counted(ctx, program, split, chunk)
 
         def affordable(split: str, chunk: list[int], *programs: Candidate) -> list[int]:
-            kept: list[int] = []
-            for index in chunk:
-                rollouts = sum(pending_rollouts(ctx, split, kept + [index], p.variables) for p in programs)
-                if not self.affordable(rollouts):
-                    break
-                kept.append(index)
-            return kept
+            return racing.affordable_prefix(ctx, split, chunk, programs, self.affordable)
 
         mine, theirs, raced = await racing.race(candidate, incumbent, "train", held_out, run, affordable)
         if raced and mine > theirs:

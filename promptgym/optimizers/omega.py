@@ -219,7 +219,8 @@ class OMEGA(RandomFewShot):
         if self.remaining <= 0:
             return {"metric_calls": self.metric_calls, "population": len(self.population)}
         parent = self.select_parent(ctx.rng)
-        unseen = [i for i in batch if i not in self.shown(parent)][: self.max_evidence]  # no run nobody reads
+        shown = self.shown(parent)
+        unseen = [i for i in batch if i not in shown][: self.max_evidence]  # no run nobody reads
         results = await self.score(ctx, parent, "train", self.affordable(ctx, "train", unseen, parent))
         self.pool.add(results)
         if self.use_labels:

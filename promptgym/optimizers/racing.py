@@ -52,6 +52,21 @@ async def race(candidate: Candidate, incumbent: Candidate, split: str, indices: 
     return candidate.mean(split, raced) or 0.0, incumbent.mean(split, raced) or 0.0, len(raced)
 
 
+def affordable_prefix(ctx: TrainingContext, split: str, indices: Sequence[int], programs: Sequence[Candidate],
+                      fits: Callable[[int], bool]) -> list[int]:
+    """The longest prefix of ``indices`` whose new runs of every one of ``programs`` still ``fits(total_runs)``.
+
+    Memoised scores cost nothing, so they never count against a budget.
+    """
+    runs, kept = 0, []
+    for index in indices:
+        runs += sum(len(ctx.pending(split, [index], program.variables)) for program in programs)
+        if not fits(runs):
+            break
+        kept.append(index)
+    return kept
+
+
 def shown_training_examples(ctx: TrainingContext, *programs: Candidate) -> set[int]:
     """Training examples whose inputs appear among the demonstrations of any of ``programs``."""
     shown_inputs = [example.get("inputs") for program in programs for value in program.variables.values()
@@ -61,7 +76,6 @@ def shown_training_examples(ctx: TrainingContext, *programs: Candidate) -> set[i
     return {index for index, x in enumerate(ctx.splits["train"][0]) if as_json(x) in shown_inputs}
 
 
-def held_out_training_examples(ctx: TrainingContext, count: int, *programs: Candidate) -> list[int]:
-    """``count`` training examples (seeded order) that none of ``programs`` shows as a demonstration."""
-    hidden = shown_training_examples(ctx, *programs)
+def held_out_training_examples(ctx: TrainingContext, count: int, hidden: set[int]) -> list[int]:
+    """``count`` training examples, in a seeded order, leaving out ``hidden`` (the ones a program shows)."""
     return [int(i) for i in ctx.rng.permutation(ctx.size("train")) if int(i) not in hidden][:count]
