@@ -38,7 +38,6 @@ budget; later epochs continue only while budget remains.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from typing import Any
 
@@ -483,12 +482,10 @@ class GEPA(PromptSearchOptimizer):
         return cls(**config)
 
     def get_extra_state(self) -> dict[str, Any]:
-        rng_state = self.rng_state()
         return {**super().get_extra_state(), "metric_calls": self.metric_calls, "pool": list(self.pool),
                 "next_component": {str(k): v for k, v in self.next_component.items()},
                 "iterations": self.iterations, "merges_due": self.merges_due, "merges_done": self.merges_done,
-                "demos": self.demos.get_state(), "order": list(self._order), "position": self._position,
-                "rng": json.loads(json.dumps(rng_state)) if rng_state is not None else None}
+                "demos": self.demos.get_state(), "order": list(self._order), "position": self._position}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
@@ -501,5 +498,4 @@ class GEPA(PromptSearchOptimizer):
         self.demos.set_state(state.get("demos", {}))
         self._order = [int(i) for i in state.get("order", [])]
         self._position = int(state.get("position", 0))
-        self.restore_rng(state.get("rng"))
         self.exhausted = False

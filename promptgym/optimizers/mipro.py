@@ -31,7 +31,6 @@ cost (pending rollouts x measured calls per rollout) fits in what is left.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Any
@@ -493,13 +492,11 @@ class MIPRO(PromptSearchOptimizer):
         return cls(**config)
 
     def get_extra_state(self) -> dict[str, Any]:
-        rng_state = self.rng_state()
         return {**super().get_extra_state(), "prepared": self.prepared, "summary": self.summary,
                 "instruction_candidates": self.instruction_candidates, "demo_sets": self.demo_sets,
                 "trials": self.trials, "full_evaluated": list(self.full_evaluated), "lm_calls": self.lm_calls,
                 "rollouts": self.rollouts, "rollout_lm_calls": self.rollout_lm_calls, "num_trials": self.num_trials,
-                "seed_used": self._seed_used,
-                "rng": json.loads(json.dumps(rng_state)) if rng_state is not None else None}
+                "seed_used": self._seed_used}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
@@ -515,7 +512,6 @@ class MIPRO(PromptSearchOptimizer):
         self.num_trials = int(state.get("num_trials", 0))
         if state.get("seed_used") is not None:
             self._seed_used = int(state["seed_used"])
-        self.restore_rng(state.get("rng"))
         self._study = None
 
 

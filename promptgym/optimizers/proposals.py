@@ -126,11 +126,14 @@ class PromptSearchOptimizer(Optimizer):
                 self._rng.bit_generator.state = self._rng_state
         return self._rng
 
-    def rng_state(self) -> dict[str, Any] | None:
-        return self._rng.bit_generator.state if self._rng is not None else self._rng_state
+    def get_extra_state(self) -> dict[str, Any]:
+        """The generator's state goes with the optimizer's, so a resumed search draws what it would have."""
+        state = self._rng.bit_generator.state if self._rng is not None else self._rng_state
+        return {**super().get_extra_state(), "rng": json.loads(json.dumps(state)) if state is not None else None}
 
-    def restore_rng(self, state: dict[str, Any] | None) -> None:
-        self._rng_state, self._rng = state, None
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        super().set_extra_state(state)
+        self._rng_state, self._rng = state.get("rng"), None
 
     def build(self, program: Any) -> None:
         self.program = program
