@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from promptgym.datasets.loaders import DatasetError, iter_jsonl
+from promptgym.datasets.loaders import DatasetError, iter_jsonl, records_to_arrays
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -52,3 +52,11 @@ def seeded_split(records: list[Any], n_train: int, seed: int,
     if limit is not None:
         train, test = train[:limit], test[:limit]
     return train, test
+
+
+def split_arrays(records: list[dict[str, Any]], path: str, input_model: Any, output_model: Any, n_train: int,
+                 seed: int, limit: int | None = None) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """``seeded_split`` of ``records`` as ``(x_train, y_train), (x_test, y_test)`` object arrays of the models."""
+    train, test = seeded_split(records, n_train, seed, limit)
+    return (records_to_arrays(train, input_model, output_model, path=path),
+            records_to_arrays(test, input_model, output_model, path=path))

@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import Literal
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, seeded_split
-from promptgym.datasets.loaders import records_to_arrays
+from promptgym.datasets._bundled import read_records, split_arrays
 
 __all__ = [
     "LABELS",
@@ -63,6 +62,4 @@ def load_data(n_train: int = 300, seed: int = 0, limit: int | None = None):
         seed: shuffles the examples before the cut; same seed, same split.
         limit: keep at most this many examples in each split.
     """
-    train, test = seeded_split(read_records(_FILE), n_train, seed, limit)
-    return (records_to_arrays(train, Question, Answer, path=_FILE),
-            records_to_arrays(test, Question, Answer, path=_FILE))
+    return split_arrays(read_records(_FILE), _FILE, Question, Answer, n_train, seed, limit)

@@ -28,8 +28,7 @@ from __future__ import annotations
 from typing import Literal
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, seeded_split
-from promptgym.datasets.loaders import records_to_arrays
+from promptgym.datasets._bundled import read_records, seeded_split, split_arrays
 
 __all__ = [
     "LABELS",
@@ -74,9 +73,7 @@ def load_data(n_train: int = 400, seed: int = 0, limit: int | None = None):
         seed: shuffles the questions before the cut; same seed, same split.
         limit: keep at most this many examples in each split.
     """
-    train, test = seeded_split(read_records(_FILE), n_train, seed, limit)
-    return (records_to_arrays(train, Question, Topic, path=_FILE),
-            records_to_arrays(test, Question, Topic, path=_FILE))
+    return split_arrays(read_records(_FILE), _FILE, Question, Topic, n_train, seed, limit)
 
 
 def load_subjects(n_train: int = 400, seed: int = 0, limit: int | None = None):

@@ -17,8 +17,7 @@
 from __future__ import annotations
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, seeded_split
-from promptgym.datasets.loaders import records_to_arrays
+from promptgym.datasets._bundled import read_records, seeded_split, split_arrays
 
 __all__ = [
     "LICENSE",
@@ -65,9 +64,7 @@ def load_data(n_train: int = 500, seed: int = 0, limit: int | None = None):
         seed: shuffles the questions before the cut; same seed, same split.
         limit: keep at most this many examples in each split.
     """
-    train, test = seeded_split(_records(), n_train, seed, limit)
-    return (records_to_arrays(train, Question, Answer, path=_FILE),
-            records_to_arrays(test, Question, Answer, path=_FILE))
+    return split_arrays(_records(), _FILE, Question, Answer, n_train, seed, limit)
 
 
 def load_answers(n_train: int = 500, seed: int = 0, limit: int | None = None):
