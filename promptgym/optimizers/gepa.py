@@ -41,7 +41,7 @@ import copy
 import logging
 from typing import Any
 
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
@@ -137,6 +137,8 @@ class GEPA(PromptSearchOptimizer):
             (default: the model's own).
         seed: fixes parent sampling and minibatches (default: from the trainer's seed).
     """
+
+    model_argument = "reflection_language_model"
 
     def __init__(self, reflection_language_model: Any = None, max_metric_calls: int = 150,
                  reflection_minibatch_size: int = 3, candidate_selection: str = "pareto",
@@ -460,9 +462,7 @@ class GEPA(PromptSearchOptimizer):
     # -- state ----------------------------------------------------------------------------
 
     def get_config(self) -> dict[str, Any]:
-        model = self.reflection_language_model
         return {**super().get_config(),
-                "reflection_language_model": serialize_object(model) if model is not None else None,
                 "max_metric_calls": self.max_metric_calls,
                 "reflection_minibatch_size": self.reflection_minibatch_size,
                 "candidate_selection": self.candidate_selection, "optimize_examples": self.optimize_examples,
@@ -472,14 +472,6 @@ class GEPA(PromptSearchOptimizer):
                 "min_instruction_length": self.min_instruction_length,
                 "max_instruction_length": self.max_instruction_length,
                 "reflection_temperature": self.reflection_temperature}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "GEPA":
-        config = dict(config)
-        if config.get("reflection_language_model"):
-            config["reflection_language_model"] = deserialize_object(config["reflection_language_model"],
-                                                                     expected="language model")
-        return cls(**config)
 
     def get_extra_state(self) -> dict[str, Any]:
         return {**super().get_extra_state(), "metric_calls": self.metric_calls, "pool": list(self.pool),

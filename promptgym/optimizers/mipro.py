@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin
 from promptgym.lm.usage import LEDGER
 from promptgym.optimizers import racing
 from promptgym.optimizers.base import Candidate
@@ -135,6 +135,8 @@ class MIPRO(PromptSearchOptimizer):
         proposal_temperature: sampling temperature of proposal calls.
         seed: fixes demo sets, tips, minibatches and the TPE sampler.
     """
+
+    model_argument = "proposal_language_model"
 
     def __init__(self, auto: str | None = "light", num_candidates: int | None = None, num_trials: int | None = None,
                  max_lm_calls: int | None = None, proposal_language_model: Any = None,
@@ -470,10 +472,8 @@ class MIPRO(PromptSearchOptimizer):
     # -- state ----------------------------------------------------------------------------
 
     def get_config(self) -> dict[str, Any]:
-        model = self.proposal_language_model
         return {**super().get_config(), "auto": self.auto, "num_candidates": self.num_candidates,
                 "num_trials": self.requested_trials, "max_lm_calls": self.max_lm_calls,
-                "proposal_language_model": serialize_object(model) if model is not None else None,
                 "optimize_instructions": self.optimize_instructions, "optimize_examples": self.optimize_examples,
                 "max_bootstrapped_demos": self.max_bootstrapped_demos,
                 "max_bootstrap_examples": self.max_bootstrap_examples, "min_reward": self.min_reward,
@@ -482,14 +482,6 @@ class MIPRO(PromptSearchOptimizer):
                 "min_instruction_length": self.min_instruction_length,
                 "max_instruction_length": self.max_instruction_length,
                 "proposal_temperature": self.proposal_temperature}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "MIPRO":
-        config = dict(config)
-        if config.get("proposal_language_model"):
-            config["proposal_language_model"] = deserialize_object(config["proposal_language_model"],
-                                                                   expected="language model")
-        return cls(**config)
 
     def get_extra_state(self) -> dict[str, Any]:
         return {**super().get_extra_state(), "prepared": self.prepared, "summary": self.summary,

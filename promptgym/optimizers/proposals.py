@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.usage import LEDGER, lm_phase
 from promptgym.optimizers.base import Optimizer
@@ -106,6 +107,9 @@ def degenerate_reason(text: Any, parent: str, labels: set[str] | None = None, mi
 class PromptSearchOptimizer(Optimizer):
     """Base of GEPA and MIPRO: program access, the proposal model, guarded calls, loading candidates."""
 
+    model_argument = ""
+    """The constructor argument that holds the optimizer's own language model (saved in its config)."""
+
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed=seed)
         self.program: Any = None
@@ -134,6 +138,17 @@ class PromptSearchOptimizer(Optimizer):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
         self._rng_state, self._rng = state.get("rng"), None
+
+    def get_config(self) -> dict[str, Any]:
+        model = getattr(self, self.model_argument)
+        return {**super().get_config(), self.model_argument: serialize_object(model) if model is not None else None}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "PromptSearchOptimizer":
+        config = dict(config)
+        if config.get(cls.model_argument):
+            config[cls.model_argument] = deserialize_object(config[cls.model_argument], expected="language model")
+        return cls(**config)
 
     def build(self, program: Any) -> None:
         self.program = program
