@@ -9,12 +9,13 @@ at the wire, per phase) and prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -58,15 +59,20 @@ class Wire:
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as response:
             return json.loads(response.read())
 
-    def phase(self, name: str, fn: Callable[[], Any]) -> Any:
+    @contextlib.contextmanager
+    def measure(self, name: str) -> Iterator[None]:
+        """Record the wall time and the proxy's counts of the block as phase ``name``."""
         before, started = self.stats(), time.perf_counter()
-        result = fn()
+        yield
         self.wall[name] = round(time.perf_counter() - started, 2)
         after = self.stats()
         self.calls[name] = {k: after[k] - before[k] for k in ("requests", "chat_completions", "errors",
                                                               "prompt_tokens", "completion_tokens")}
         log(f"  {name}: {self.calls[name]['requests']} wire calls, {self.wall[name]:.1f} s")
-        return result
+
+    def phase(self, name: str, fn: Callable[[], Any]) -> Any:
+        with self.measure(name):
+            return fn()
 
 
 def parse_args(description: str) -> argparse.Namespace:
@@ -108,11 +114,5 @@ def row(framework: str, version: str, args: argparse.Namespace, task: dict[str, 
 
 async def timed(wire: Wire, name: str, make: Callable[[], Any]) -> Any:
     """``Wire.phase`` for a coroutine factory."""
-    before, started = wire.stats(), time.perf_counter()
-    result = await make()
-    wire.wall[name] = round(time.perf_counter() - started, 2)
-    after = wire.stats()
-    wire.calls[name] = {k: after[k] - before[k] for k in ("requests", "chat_completions", "errors",
-                                                          "prompt_tokens", "completion_tokens")}
-    log(f"  {name}: {wire.calls[name]['requests']} wire calls, {wire.wall[name]:.1f} s")
-    return result
+    with wire.measure(name):
+        return await make()
