@@ -22,8 +22,8 @@ def describe(event: dict[str, Any]) -> str | None:
         return (f"training: {event['epochs']} epoch(s), {event['steps']} step(s) per epoch, "
                 f"{event['train_size']} train / {event['val_size']} validation examples")
     if kind == "candidate_scored":
-        return (f"  candidate {event['candidate']}: {_fmt(event['score'])} vs incumbent {event['incumbent']}: "
-                f"{_fmt(event['incumbent_score'])} on {event['examples']} examples")
+        return (f"  candidate {event['candidate']} vs incumbent {event['incumbent']}: "
+                f"lead {event['lead']:+g} on {event['where']}")
     if kind == "candidate_accepted":
         return f"  accepted candidate {event['candidate']} ({event.get('reason', '')})"
     if kind == "example_failed":

@@ -13,9 +13,10 @@ program runs as they can doing it:
 - A candidate races the incumbent on a validation minibatch, a few examples
   at a time, examples the incumbent already has scores on first; the race
   stops as soon as the rest of the minibatch could not change the outcome.
-  The candidate replaces the incumbent only if it does strictly better on
-  the examples both ran; a tie goes to a second race on training examples
-  neither program shows.
+  A race that ends within one example either way is too close to call on
+  a minibatch: it goes on over training examples neither program shows,
+  the validation lead carried over. The candidate replaces the incumbent
+  only if it ends strictly ahead.
 - ``max_metric_calls`` caps the program runs (training and validation) the
   optimizer makes; it stops proposing when they are spent.
 """
@@ -112,32 +113,15 @@ class FewShotOptimizer(Optimizer):
     async def compete(self, ctx: TrainingContext, candidate: Candidate) -> bool:
         """Race ``candidate`` against the incumbent on one validation minibatch; keep the better.
 
-        A tie on validation data (typically both perfect: a minibatch that
-        every candidate aces cannot tell them apart) goes to a second race on
-        training examples that neither program shows as a demonstration.
+        A validation minibatch is small: a race it leaves within one example
+        either way (typically both perfect) is too close to call, and goes on
+        over training examples that neither program shows as a demonstration,
+        the validation lead carried over (see :func:`racing.contest`).
         """
         split, incumbent = ctx.validation_split(), self.best
         hidden = self.shown(candidate) | self.shown(incumbent)
         indices = [i for i in ctx.validation_minibatch() if split != "train" or i not in hidden]
         await ctx.emit("candidate_proposed", candidate=candidate.id, parent=candidate.parent, origin=candidate.origin)
-        mine, theirs, raced = await self.race(ctx, candidate, incumbent, split, indices)
-        where = f"{raced} {split} examples"
-        if raced and mine == theirs and split != "train":
-            held_out = racing.held_out_training_examples(ctx, ctx.minibatch_size, hidden)
-            tie = mine
-            mine, theirs, more = await self.race(ctx, candidate, incumbent, "train", held_out)
-            where = f"{more} held-out train examples after a {tie:.3f} tie on {raced} {split} examples"
-            raced = more
-        await ctx.emit("candidate_scored", candidate=candidate.id, score=mine, incumbent=incumbent.id,
-                       incumbent_score=theirs, examples=raced)
-        if raced and mine > theirs:
-            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {where}")
-            return True
-        return False
-
-    async def race(self, ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, split: str,
-                   indices: list[int]) -> tuple[float, float, int]:
-        """A paired race within this optimizer's budget (see :mod:`promptgym.optimizers.racing`)."""
 
         async def score(program: Candidate, part: str, chunk: list[int]) -> None:
             await self.score(ctx, program, part, chunk)
@@ -145,7 +129,13 @@ class FewShotOptimizer(Optimizer):
         def affordable(part: str, chunk: list[int], *programs: Candidate) -> list[int]:
             return self.affordable(ctx, part, chunk, *programs)
 
-        return await racing.race(candidate, incumbent, split, indices, score, affordable)
+        outcome = await racing.contest(ctx, candidate, incumbent, indices, hidden, score, affordable)
+        await ctx.emit("candidate_scored", candidate=candidate.id, lead=outcome.lead, incumbent=incumbent.id,
+                       examples=outcome.examples, where=outcome.where)
+        if outcome.won:
+            await self.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
+            return True
+        return False
 
     def with_examples(self, base: dict[str, Any], chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         variables = {name: dict(value) for name, value in base.items()}

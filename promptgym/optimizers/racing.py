@@ -1,15 +1,24 @@
-"""Paired races between a candidate and the incumbent, stopped as soon as the winner is known.
+"""Paired races between a candidate and the incumbent, stopped as soon as the verdict is known.
 
 Both programs run on the same examples, a few at a time; rewards are in
-[0, 1], so once the lead is larger than the examples left (or cannot become
-positive), the rest would not change who is strictly ahead::
+[0, 1], so the candidate's final lead (in examples) lies within ``left`` of
+its current lead. A plain race asks "is the candidate strictly ahead?"::
 
     race_decided(lead=3, left=2)   # True: 2 more examples cannot undo a lead of 3
     race_decided(lead=0, left=1)   # False: one more example may break the tie
+
+A validation minibatch is small, so a race there also has a third verdict:
+*too close to call* (a final lead within ``CLOSE_MARGIN`` examples either
+way). :func:`contest` settles a close call on training examples that
+neither program shows, carrying the validation lead over::
+
+    race_decided(lead=-1, left=0, margin=CLOSE_MARGIN)   # True: close, settle it on held-out examples
+    race_decided(lead=-1, left=1, margin=CLOSE_MARGIN)   # False: it may still end close
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from promptgym.modules.generator import as_json
@@ -19,24 +28,40 @@ from promptgym.training.context import TrainingContext
 RACE_CHUNK = 2
 """Examples per round of a race (each round runs both programs on them)."""
 
+CLOSE_MARGIN = 1.0
+"""A validation lead of at most this many examples (either way) is settled on held-out training examples."""
+
+_EPS = 1e-9
+
 Score = Callable[[Candidate, str, list[int]], Awaitable[Any]]
 Affordable = Callable[[str, list[int], Candidate, Candidate], list[int]]
 
 
-def race_decided(lead: float, left: int) -> bool:
-    """Whether ``left`` more examples (rewards in [0, 1]) can no longer change who is strictly ahead."""
-    return lead > left + 1e-9 or lead + left <= 1e-9
+def verdict(lead: float, margin: float | None = None) -> int:
+    """+1 candidate ahead, -1 not; with a ``margin``, 0 when the lead is within it either way."""
+    if margin is None:
+        return 1 if lead > _EPS else -1
+    return 1 if lead > margin + _EPS else -1 if lead < -margin - _EPS else 0
+
+
+def race_decided(lead: float, left: int, margin: float | None = None) -> bool:
+    """Whether ``left`` more examples (rewards in [0, 1]) can no longer change the verdict on ``lead``."""
+    return verdict(lead - left, margin) == verdict(lead + left, margin)
 
 
 async def race(candidate: Candidate, incumbent: Candidate, split: str, indices: Sequence[int],
-               score: Score, affordable: Affordable) -> tuple[float, float, int]:
-    """Score both on ``indices`` until decided or unaffordable; their means over the examples raced, and how many.
+               score: Score, affordable: Affordable, head_start: float = 0.0,
+               margin: float | None = None) -> tuple[float, int]:
+    """Score both on ``indices`` until the verdict is known or unaffordable; the lead gained and examples raced.
 
-    Examples the incumbent already has scores on go first (they cost one run, not two).
+    ``head_start`` is a lead carried over from an earlier race (it counts in
+    deciding when to stop, not in the returned lead). Examples the incumbent
+    already has scores on go first (they cost one run, not two).
     """
     known = incumbent.scores.get(split, {})
     order = sorted(indices, key=lambda i: str(i) not in known)
     raced: list[int] = []
+    lead = 0.0
     while len(raced) < len(order):
         chunk = affordable(split, order[len(raced):len(raced) + RACE_CHUNK], candidate, incumbent)
         if not chunk:
@@ -45,11 +70,52 @@ async def race(candidate: Candidate, incumbent: Candidate, split: str, indices: 
         await score(incumbent, split, chunk)
         raced += chunk
         lead = ((candidate.mean(split, raced) or 0.0) - (incumbent.mean(split, raced) or 0.0)) * len(raced)
-        if race_decided(lead, len(order) - len(raced)):
+        if race_decided(head_start + lead, len(order) - len(raced), margin):
             break
-    if not raced:
-        return 0.0, 0.0, 0
-    return candidate.mean(split, raced) or 0.0, incumbent.mean(split, raced) or 0.0, len(raced)
+    return lead, len(raced)
+
+
+@dataclass
+class Outcome:
+    """How a contest ended: the candidate's lead (in examples), where it was measured, and whether it won."""
+
+    lead: float
+    examples: int
+    where: str
+
+    @property
+    def won(self) -> bool:
+        return self.examples > 0 and verdict(self.lead) > 0
+
+
+async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, lead: float,
+                            examples: int, where: str, hidden: set[int], score: Score,
+                            affordable: Affordable) -> Outcome:
+    """A validation ``lead`` too close to call goes on over ``minibatch_size`` training examples not in ``hidden``."""
+    if examples == 0 or verdict(lead, CLOSE_MARGIN) != 0:
+        return Outcome(lead, examples, where)
+    held_out = held_out_training_examples(ctx, ctx.minibatch_size, hidden)
+    more, count = await race(candidate, incumbent, "train", held_out, score, affordable, head_start=lead)
+    if count == 0:
+        return Outcome(lead, examples, where)
+    return Outcome(lead + more, examples + count,
+                   f"{where} (lead {lead:+g}: too close to call) and {count} held-out train examples")
+
+
+async def contest(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, indices: Sequence[int],
+                  hidden: set[int], score: Score, affordable: Affordable) -> Outcome:
+    """Race on the validation ``indices``; a close call is settled on training examples not in ``hidden``.
+
+    Without validation data (the validation split is the training set) there
+    is nothing held out, and the plain race decides.
+    """
+    split = ctx.validation_split()
+    margin = None if split == "train" else CLOSE_MARGIN
+    lead, raced = await race(candidate, incumbent, split, indices, score, affordable, margin=margin)
+    where = f"{raced} {split} examples"
+    if margin is None:
+        return Outcome(lead, raced, where)
+    return await settle_close_call(ctx, candidate, incumbent, lead, raced, where, hidden, score, affordable)
 
 
 def affordable_prefix(ctx: TrainingContext, split: str, indices: Sequence[int], programs: Sequence[Candidate],

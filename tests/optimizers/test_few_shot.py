@@ -44,6 +44,13 @@ def test_race_is_decided_when_the_rest_cannot_change_the_winner(lead, left, deci
     assert race_decided(lead, left) is decided
 
 
+@pytest.mark.parametrize(("lead", "left", "decided"), [(-1, 0, True), (-1, 1, False), (0, 1, True), (2, 1, False),
+                                                        (3, 1, True), (-3, 1, True), (-2, 1, False)])
+def test_a_close_call_is_its_own_verdict_with_a_margin(lead, left, decided):
+    # Verdicts with a margin of one example: ahead by more, within it (too close to call), behind by more.
+    assert race_decided(lead, left, margin=1) is decided
+
+
 async def test_labels_are_demonstrations_before_any_call_and_the_race_stops_early():
     lm = ScriptedLanguageModel(respond=shows_examples)
     program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=3, nb_max_examples=3))
@@ -106,10 +113,53 @@ async def test_a_tie_on_validation_is_broken_on_held_out_training_examples():
     await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
                       validation_freq=2, verbose=0, callbacks=[Recorder()])
     accepted = [e for e in events if e["event"] == "candidate_accepted"]
-    assert accepted and accepted[0]["reason"] == "1.000 > 0.000 on 4 held-out train examples after a 1.000 tie on 4 val examples"
+    assert accepted and accepted[0]["reason"] == ("ahead by 4 on 4 val examples (lead +0: too close to call) "
+                                                  "and 4 held-out train examples")
     optimizer = program.training_state.optimizer
     shown = optimizer.shown(optimizer.best)
     assert not shown & {int(i) for i in optimizer.best.scores["train"]}  # never scored on its own demonstrations
+
+
+def demos_slip_once_on_validation(request):
+    """Zero-shot: right on validation, wrong on training questions; with demos right, except on question v0."""
+    question = last_user_json(request)["question"]
+    with_demos = len(request.messages) > 2
+    good = (question != "v0") if with_demos else question.startswith("v")
+    return {"answer": question.upper() if good else "?"}
+
+
+async def test_one_example_behind_on_validation_is_too_close_to_call():
+    lm = ScriptedLanguageModel(respond=demos_slip_once_on_validation)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2), name="close")
+    (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
+    events = []
+
+    class Recorder(pg.callbacks.Callback):
+        def on_event(self, event):
+            events.append(event)
+
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
+                      validation_freq=2, verbose=0, callbacks=[Recorder()])
+    scored = [e for e in events if e["event"] == "candidate_scored"]
+    # 3/4 against 4/4 on validation, then 4/4 against 0/4 on held-out training examples: ahead by 3 in all.
+    assert scored[0]["lead"] == 3 and scored[0]["examples"] == 8
+    assert [e["reason"] for e in events if e["event"] == "candidate_accepted"][0] == (
+        "ahead by 3 on 4 val examples (lead -1: too close to call) and 4 held-out train examples")
+
+
+async def test_two_examples_behind_on_validation_loses_without_training_runs():
+    def slips_twice(request):
+        question = last_user_json(request)["question"]
+        good = question not in ("v0", "v1") if len(request.messages) > 2 else question.startswith("v")
+        return {"answer": question.upper() if good else "?"}
+
+    lm = ScriptedLanguageModel(respond=slips_twice)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2), name="far")
+    (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
+                      validation_freq=2, verbose=0)
+    assert program.training_state.optimizer.best.origin == "initial"
+    assert not any(q.startswith("t") for q in asked(lm))  # behind by 2 after one round of 2: no held-out race
 
 
 async def test_validating_on_training_data_never_scores_a_demonstration_on_itself():

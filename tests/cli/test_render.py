@@ -1,0 +1,13 @@
+"""One readable line per trainer event."""
+
+from promptgym.cli.render import describe
+
+
+def test_a_scored_candidate_says_its_lead_and_where_it_was_measured():
+    line = describe({"event": "candidate_scored", "candidate": 3, "incumbent": 0, "lead": -1.0, "examples": 10,
+                     "where": "10 val examples"})
+    assert line == "  candidate 3 vs incumbent 0: lead -1 on 10 val examples"
+
+
+def test_events_without_a_line_are_skipped():
+    assert describe({"event": "step", "logs": {}}) is None
