@@ -103,6 +103,10 @@ Write new instructions for this step (proposal {number}). Describe the task and 
 precisely, so that the step answers new inputs correctly. Answer only with the instructions."""
 
 
+MAX_FREE_REPEATS = 20
+"""Asks per trial that may land on an already-scored configuration before one is spent on a repeat."""
+
+
 def default_num_trials(num_generators: int, num_candidates: int, search_examples: bool) -> int:
     """DSPy's rule: max(2 * variables * log2(candidates), 1.5 * candidates)."""
     variables = num_generators * (2 if search_examples else 1)
@@ -119,7 +123,10 @@ class MIPRO(PromptSearchOptimizer):
             explicit arguments override the preset; ``None`` uses "light" values.
         num_candidates: instructions and demo sets per Generator (each includes the current one).
         num_trials: trials of the search (default: DSPy's rule from the
-            number of Generators and candidates).
+            number of Generators and candidates). A configuration TPE asks
+            for again on a minibatch where all its scores are known costs
+            nothing and teaches nothing: TPE is told its value and asked
+            again, and the trial is not spent (``repeats`` counts these).
         max_lm_calls: cap on every model call MIPRO causes (None: no cap).
         proposal_language_model: the model that summarises the data and writes
             instructions (default: the default model, else the program's).
@@ -183,6 +190,7 @@ class MIPRO(PromptSearchOptimizer):
         self.instruction_candidates: dict[str, list[str]] = {}
         self.demo_sets: dict[str, list[list[dict[str, Any]]]] = {}
         self.trials: list[dict[str, Any]] = []
+        self.repeats = 0
         self.full_evaluated: list[int] = []
         self.lm_calls = 0
         self.rollouts = 0
@@ -403,11 +411,18 @@ class MIPRO(PromptSearchOptimizer):
         assert self._study is not None and self._rng is not None
         size = ctx.size(self.val_split)
         minibatch = sorted(self._rng.choice(size, size=min(self.minibatch_size, size), replace=False).tolist())
-        trial = self._study.ask(self.distributions())
-        params = {key: int(value) for key, value in trial.params.items()}
-        variables = self.variables_for(params)
-        candidate = self.find(variables)
-        pending = pending_rollouts(ctx, self.val_split, minibatch, variables)
+        for repeat in range(MAX_FREE_REPEATS + 1):
+            trial = self._study.ask(self.distributions())
+            params = {key: int(value) for key, value in trial.params.items()}
+            variables = self.variables_for(params)
+            candidate = self.find(variables)
+            pending = pending_rollouts(ctx, self.val_split, minibatch, variables)
+            if pending or candidate is None or repeat == MAX_FREE_REPEATS:
+                break
+            # Already scored on every example of this minibatch: nothing to learn or pay for. TPE hears the
+            # known value, and the trial is asked again instead of being spent on a repeat.
+            self._study.tell(trial, candidate.mean(self.val_split, minibatch) or 0.0)
+            self.repeats += 1
         if not self.affordable(pending):
             self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
             self.exhausted = True
@@ -446,17 +461,22 @@ class MIPRO(PromptSearchOptimizer):
         score = candidate.mean(self.val_split) or 0.0
         incumbent = self.best.mean(self.val_split) if self.best.id in self.full_evaluated else None
         await ctx.emit("full_evaluation", optimizer="MIPRO", candidate=candidate.id, score=score)
-        if incumbent is None or score > incumbent:
-            await self.accept(ctx, candidate, reason=f"full validation {score:.3f}"
-                              + ("" if incumbent is None else f" > {incumbent:.3f}"))
-        elif score == incumbent and candidate.id != self.best_id and self.val_split != "train":
-            await self.break_tie(ctx, candidate, score)
+        if incumbent is None:
+            await self.accept(ctx, candidate, reason=f"full validation {score:.3f}")
+            return
+        if candidate.id == self.best_id:
+            return
+        lead, where = (score - incumbent) * len(indices), f"full validation ({score:.3f} vs {incumbent:.3f})"
+        if self.val_split != "train":
+            outcome = await self.settle_close_call(ctx, candidate, lead, len(indices), where)
+            lead, where = outcome.lead, outcome.where
+        if racing.verdict(lead) > 0:
+            await self.accept(ctx, candidate, reason=f"ahead by {lead:g} on {where}")
 
-    async def break_tie(self, ctx: TrainingContext, candidate: Candidate, score: float) -> None:
-        """Equal on the whole validation split (often both perfect): race on held-out training examples."""
+    async def settle_close_call(self, ctx: TrainingContext, candidate: Candidate, lead: float, examples: int,
+                                where: str) -> racing.Outcome:
+        """Within one example of the incumbent on full validation: go on over held-out training examples."""
         incumbent = self.best
-        hidden = racing.shown_training_examples(ctx, candidate, incumbent)
-        held_out = racing.held_out_training_examples(ctx, ctx.minibatch_size, hidden)
 
         async def run(program: Candidate, split: str, chunk: list[int]) -> None:
             await self.run_counted(ctx, program, split, chunk)
@@ -464,10 +484,8 @@ class MIPRO(PromptSearchOptimizer):
         def affordable(split: str, chunk: list[int], *programs: Candidate) -> list[int]:
             return racing.affordable_prefix(ctx, split, chunk, programs, self.affordable)
 
-        mine, theirs, raced = await racing.race(candidate, incumbent, "train", held_out, run, affordable)
-        if raced and mine > theirs:
-            await self.accept(ctx, candidate, reason=f"{mine:.3f} > {theirs:.3f} on {raced} held-out train examples "
-                                                     f"after a {score:.3f} tie on full validation")
+        hidden = racing.shown_training_examples(ctx, candidate, incumbent)
+        return await racing.settle_close_call(ctx, candidate, incumbent, lead, examples, where, hidden, run, affordable)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -486,7 +504,7 @@ class MIPRO(PromptSearchOptimizer):
     def get_extra_state(self) -> dict[str, Any]:
         return {**super().get_extra_state(), "prepared": self.prepared, "summary": self.summary,
                 "instruction_candidates": self.instruction_candidates, "demo_sets": self.demo_sets,
-                "trials": self.trials, "full_evaluated": list(self.full_evaluated), "lm_calls": self.lm_calls,
+                "trials": self.trials, "repeats": self.repeats, "full_evaluated": list(self.full_evaluated), "lm_calls": self.lm_calls,
                 "rollouts": self.rollouts, "rollout_lm_calls": self.rollout_lm_calls, "num_trials": self.num_trials,
                 "seed_used": self._seed_used}
 
@@ -497,6 +515,7 @@ class MIPRO(PromptSearchOptimizer):
         self.instruction_candidates = {k: list(v) for k, v in state.get("instruction_candidates", {}).items()}
         self.demo_sets = {k: list(v) for k, v in state.get("demo_sets", {}).items()}
         self.trials = list(state.get("trials", []))
+        self.repeats = int(state.get("repeats", 0))
         self.full_evaluated = [int(c) for c in state.get("full_evaluated", [])]
         self.lm_calls = int(state.get("lm_calls", 0))
         self.rollouts = int(state.get("rollouts", 0))
