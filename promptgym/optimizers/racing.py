@@ -143,5 +143,5 @@ def shown_training_examples(ctx: TrainingContext, *programs: Candidate) -> set[i
 
 
 def held_out_training_examples(ctx: TrainingContext, count: int, hidden: set[int]) -> list[int]:
-    """``count`` training examples, in a seeded order, leaving out ``hidden`` (the ones a program shows)."""
-    return [int(i) for i in ctx.rng.permutation(ctx.size("train")) if int(i) not in hidden][:count]
+    """The first ``count`` training examples of ``ctx.held_out_order()`` that are not in ``hidden`` (shown ones)."""
+    return [i for i in ctx.held_out_order() if i not in hidden][:count]

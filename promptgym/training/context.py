@@ -84,12 +84,24 @@ class TrainingContext:
         self.step_results: dict[int, ExampleResult] = {}
         """Training-split results the optimizer got during the current step (the trainer logs them)."""
         self._memo: dict[tuple[str, str, int], ExampleResult] = {}
+        self._held_out_order: list[int] | None = None
 
     def size(self, split: str) -> int:
         return len(self.splits[split][0])
 
     def validation_split(self) -> str:
         return "val" if self.size("val") else "train"
+
+    def held_out_order(self) -> list[int]:
+        """The training examples in one seeded order, fixed for the whole fit.
+
+        Optimizers that need training examples beyond the validation set take
+        them in this order, so every comparison uses the same ones and the
+        scores already paid for are reused.
+        """
+        if self._held_out_order is None:
+            self._held_out_order = [int(i) for i in self.rng.permutation(self.size("train"))]
+        return self._held_out_order
 
     def validation_minibatch(self, size: int | None = None) -> list[int]:
         split = self.validation_split()

@@ -128,6 +128,23 @@ def demos_slip_once_on_validation(request):
     return {"answer": question.upper() if good else "?"}
 
 
+async def test_close_calls_reuse_the_held_out_examples_the_incumbent_already_ran():
+    lm = ScriptedLanguageModel(respond=always_right)
+    program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=1, nb_max_examples=1), name="reuse")
+    (x, y), (x_val, y_val) = data("t", 12), data("v", 4)
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, minibatch_size=4,
+                      validation_freq=2, verbose=0)
+    optimizer = program.training_state.optimizer
+    challengers = optimizer.candidates[1:]
+    assert len(challengers) == 3 and optimizer.best.origin == "initial"  # three ties, each settled on 4 examples
+    # One fixed order of held-out examples: the incumbent ran on 5 training examples, not 3 x 4; each
+    # challenger skipped only the example it shows.
+    assert len(optimizer.best.scores["train"]) == 5
+    assert all(len(c.scores["train"]) == 4 and not optimizer.shown(c) & {int(i) for i in c.scores["train"]}
+               for c in challengers)
+    assert len(lm.requests) == 4 + 3 * 4 + 3 * 4 + 5
+
+
 async def test_one_example_behind_on_validation_is_too_close_to_call():
     lm = ScriptedLanguageModel(respond=demos_slip_once_on_validation)
     program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2), name="close")
