@@ -4,6 +4,9 @@
         server.base_url  # http://127.0.0.1:<port>/v1
 
 or ``python bench/llama_server.py --model model.gguf --port 8080`` (runs until Ctrl-C).
+``extra_models={"alias": path}`` serves more models from the same server (through
+``--config_file``): a request names one by its alias, anything else gets the first model,
+and the server swaps the loaded model when a request asks for another one.
 The server needs ``llama-cpp-python[server]`` in the given interpreter's environment
 (built with portable CMAKE_ARGS, see MODELS.md). It rejects ``response_format`` of type
 ``json_schema`` (HTTP 422); put ``counting_proxy.py --json-object-schema`` in front.
@@ -12,6 +15,7 @@ The server needs ``llama-cpp-python[server]`` in the given interpreter's environ
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -43,14 +47,26 @@ class LlamaServer:
         n_ctx: int = 4096,
         extra_args: tuple[str, ...] = (),
         log_path: str | Path | None = None,
+        alias: str | None = None,
+        extra_models: dict[str, str | Path] | None = None,
     ) -> None:
         self.model = Path(model)
+        self.models = [self.model, *(Path(p) for p in (extra_models or {}).values())]
         self.python = str(python)
         self.port = port or free_port()
-        self.command = [
-            self.python, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
-            "--port", str(self.port), "--n_threads", str(n_threads), "--n_ctx", str(n_ctx), *extra_args,
-        ]
+        if extra_models:
+            served = [{"model": str(self.model), "model_alias": alias or self.model.stem}]
+            served += [{"model": str(path), "model_alias": name} for name, path in extra_models.items()]
+            config = {"host": "127.0.0.1", "port": self.port,
+                      "models": [{**m, "n_threads": n_threads, "n_ctx": n_ctx} for m in served]}
+            self.config_path = Path(f"/tmp/promptgym-bench-llama-{self.port}.json")
+            self.config_path.write_text(json.dumps(config))
+            self.command = [self.python, "-m", "llama_cpp.server", "--config_file", str(self.config_path), *extra_args]
+        else:
+            self.command = [
+                self.python, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
+                "--port", str(self.port), "--n_threads", str(n_threads), "--n_ctx", str(n_ctx), *extra_args,
+            ]
         self.log_path = Path(log_path) if log_path else None
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -65,8 +81,9 @@ class LlamaServer:
 
     def start(self, timeout: float = 180.0) -> Self:
         """Launch the server and block until ``GET /v1/models`` answers 200."""
-        if not self.model.is_file():
-            raise FileNotFoundError(f"model file not found: {self.model}")
+        for path in self.models:
+            if not path.is_file():
+                raise FileNotFoundError(f"model file not found: {path}")
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout

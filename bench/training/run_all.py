@@ -71,10 +71,10 @@ def write_task(name: str, n_train: int, n_val: int, n_test: int, seed: int) -> P
     return path
 
 
-def model_path() -> str:
+def model_path(name: str = "qwen2.5-coder-0.5b-instruct") -> str:
     from promptgym.lm.local_models import ensure_local_model
 
-    return str(ensure_local_model("qwen2.5-coder-0.5b-instruct"))
+    return str(ensure_local_model(name))
 
 
 def interpreter(framework: str) -> Path:
@@ -104,8 +104,9 @@ def run_one(framework: str, task: str, optimizer: str, settings: dict[str, Any],
                 "error": f"no venv at {python}: run bench/peers/setup.sh"}
     log_path = Path(f"/tmp/promptgym-bench-llama-{framework}-{task}.log")
     with model_lock(f"{framework} {task} {optimizer}", held=args.lock_scope != "run"):
+        extra = {args.optimizer_model: model_path(args.optimizer_model)} if args.optimizer_model else None
         server = LlamaServer(args.model_path, python=args.server_python, n_threads=2, n_ctx=args.n_ctx,
-                             log_path=log_path)
+                             log_path=log_path, alias="qwen2.5-coder-0.5b-instruct", extra_models=extra)
         proxy = None
         try:
             started = time.perf_counter()
@@ -173,6 +174,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--server-python", default=sys.executable, help="interpreter with llama-cpp-python[server]")
     parser.add_argument("--model-path", default=None)
+    parser.add_argument("--optimizer-model", default=None,
+                        help="a second local model (e.g. qwen2.5-coder-1.5b-instruct) served next to the task model "
+                             "and given to every framework's optimizer as its own LM (settings key optimizer_model)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--lock-scope", default="run", choices=["run", "task"],
                         help="hold the model lock per (framework, task) run, or per task (its frameworks back to back)")
@@ -189,6 +193,8 @@ def main() -> None:
                 if framework not in PEER_OPTIMIZER[args.optimizer]:
                     continue
                 settings = json.loads(getattr(args, f"{framework}_settings"))
+                if args.optimizer_model:
+                    settings["optimizer_model"] = args.optimizer_model
                 result = run_one(framework, task, args.optimizer, settings, args)
                 save(out, result)
                 results.append(result)

@@ -80,9 +80,10 @@ def main() -> None:
     log(f"[dspy] {args.task}: untrained eval on {len(testset)}")
     untrained = test_score(wire.phase("untrained_eval", lambda: predict(student)), task)
     opt_lm = lm
-    if args.settings.get("optimizer_max_tokens"):  # instruction proposals / reflections need room
-        opt_lm = local_lm(f"{args.proxy_url}/v1", args.model, structured=True,
-                          max_tokens=int(args.settings["optimizer_max_tokens"]), temperature=0.0)
+    if args.settings.get("optimizer_max_tokens") or args.settings.get("optimizer_model"):
+        # Instruction proposals / reflections need room, and may use a second model.
+        opt_lm = local_lm(f"{args.proxy_url}/v1", args.settings.get("optimizer_model", args.model), structured=True,
+                          max_tokens=int(args.settings.get("optimizer_max_tokens", args.max_tokens)), temperature=0.0)
     optimizer, opt_settings, uses_val = make_optimizer(args.optimizer, args.settings, opt_lm, lm)
     log(f"[dspy] {type(optimizer).__name__} {opt_settings}")
     if uses_val:
@@ -100,7 +101,7 @@ def main() -> None:
     emit(row("dspy", version("dspy"), args, task, wire, untrained, trained,
              {"optimizer": {"class": type(optimizer).__name__, **opt_settings}, "adapter": "JSONAdapter",
               "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
-              "uses_val": uses_val}, demos, instructions=predictor.signature.instructions))
+              "optimizer_model": args.settings.get("optimizer_model", args.model), "uses_val": uses_val}, demos, instructions=predictor.signature.instructions))
 
 
 if __name__ == "__main__":

@@ -64,12 +64,14 @@ async def main() -> None:
     outputs = await pg.Generator(data_model=Out, language_model=lm)(inputs)
     program = pg.Program(inputs=inputs, outputs=outputs, name="bench")
     opt_lm = lm
-    if args.settings.get("optimizer_max_tokens"):  # the optimizer's own calls (instructions, reflections) need room
-        opt_lm = pg.LanguageModel(model=f"openai/{args.model}", api_base=f"{args.proxy_url}/v1", api_key="local",
-                                  cache=False, temperature=0.0, max_tokens=int(args.settings["optimizer_max_tokens"]))
+    if args.settings.get("optimizer_max_tokens") or args.settings.get("optimizer_model"):
+        # The optimizer's own calls (instructions, reflections) need room, and may use a second model.
+        opt_lm = pg.LanguageModel(model=f"openai/{args.settings.get('optimizer_model', args.model)}",
+                                  api_base=f"{args.proxy_url}/v1", api_key="local", cache=False, temperature=0.0,
+                                  max_tokens=int(args.settings.get("optimizer_max_tokens", args.max_tokens)))
     optimizer, opt_settings = make_optimizer(args.optimizer, args.settings, opt_lm)
     program.compile(reward=pg.rewards.ExactMatch(in_mask=[fout]), optimizer=optimizer)
-    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items() if k not in ("optimizer", "optimizer_max_tokens")}}
+    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items() if k not in ("optimizer", "optimizer_max_tokens", "optimizer_model")}}
     wire = Wire(args.proxy_url)
 
     async def run_predict() -> list:
@@ -86,11 +88,21 @@ async def main() -> None:
     demos = [{"input": e["inputs"].get(fin), "output": e["outputs"].get(fout)} for e in examples]
     emit(row("promptgym", version("promptgym"), args, task, wire, untrained, trained,
              {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings},
-              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens)}, demos,
+              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
+              "optimizer_model": args.settings.get("optimizer_model", args.model)}, demos,
              history={k: v for k, v in history.history.items() if not k.startswith(("prompt_", "completion_"))},
              instructions=program.trainable_variables[0].get("instructions"),
              optimizer_stats={k: getattr(optimizer, k) for k in ("metric_calls", "lm_calls", "stats")
-                              if isinstance(getattr(optimizer, k, None), (int, dict))}))
+                              if isinstance(getattr(optimizer, k, None), (int, dict))},
+             candidates=[candidate_summary(c) for c in optimizer.candidates]))
+
+
+def candidate_summary(candidate) -> dict:
+    """What each candidate the optimizer scored was: origin, instructions, demos, and its scores per split."""
+    state = next(iter(candidate.variables.values()), {})
+    return {"id": candidate.id, "parent": candidate.parent, "origin": candidate.origin,
+            "instructions": str(state.get("instructions", ""))[:300], "demos": len(state.get("examples") or []),
+            "scores": {split: [sum(v.values()), len(v)] for split, v in candidate.scores.items()}}
 
 
 if __name__ == "__main__":

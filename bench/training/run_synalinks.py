@@ -64,9 +64,17 @@ async def main() -> None:
     inputs = synalinks.Input(data_model=Text)
     outputs = await synalinks.Generator(data_model=Date, language_model=lm)(inputs)
     program = synalinks.Program(inputs=inputs, outputs=outputs, name="bench")
-    optimizer, opt_settings = make_optimizer(args.optimizer, args.settings, lm)
+    opt_lm = lm
+    if args.settings.get("optimizer_max_tokens") or args.settings.get("optimizer_model"):
+        # OMEGA's mutations need room, and may use a second model.
+        opt_lm = synalinks.LanguageModel(model=f"openai/{args.settings.get('optimizer_model', args.model)}",
+                                         api_base=f"{args.proxy_url}/v1", caching=False, cache_dir=None,
+                                         temperature=0.0,
+                                         max_tokens=int(args.settings.get("optimizer_max_tokens", args.max_tokens)))
+    optimizer, opt_settings = make_optimizer(args.optimizer, args.settings, opt_lm)
     program.compile(reward=synalinks.rewards.ExactMatch(in_mask=["date"]), optimizer=optimizer)
-    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items() if k != "optimizer"}}
+    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items()
+                              if k not in ("optimizer", "optimizer_max_tokens", "optimizer_model")}}
     wire = Wire(args.proxy_url)
 
     async def run_predict() -> list:
@@ -95,7 +103,9 @@ async def main() -> None:
         demos = [f"could not read examples: {exc}"]
     hist = {k: [float(x) for x in v] for k, v in (history.history or {}).items()}
     emit(row("synalinks", version("synalinks"), args, task, wire, untrained, trained,
-             {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings}}, demos, history=hist))
+             {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings},
+              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
+              "optimizer_model": args.settings.get("optimizer_model", args.model)}, demos, history=hist))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,19 @@ async def program_with(lm, optimizer, module=pg.Generator, name="fs"):
     return program
 
 
+async def fit_recording_events(program, x, y, x_val, y_val) -> list[dict]:
+    """One epoch over a batch of 10, minibatches of 4, no end-of-epoch validation; the trainer's events."""
+    events = []
+
+    class Recorder(pg.callbacks.Callback):
+        def on_event(self, event):
+            events.append(event)
+
+    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
+                      validation_freq=2, verbose=0, callbacks=[Recorder()])
+    return events
+
+
 def asked(lm):
     return [last_user_json(request)["question"] for request in lm.requests]
 
@@ -104,14 +117,7 @@ async def test_a_tie_on_validation_is_broken_on_held_out_training_examples():
     lm = ScriptedLanguageModel(respond=demos_help_on_training_questions)
     program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2), name="tb")
     (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
-    events = []
-
-    class Recorder(pg.callbacks.Callback):
-        def on_event(self, event):
-            events.append(event)
-
-    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
-                      validation_freq=2, verbose=0, callbacks=[Recorder()])
+    events = await fit_recording_events(program, x, y, x_val, y_val)
     accepted = [e for e in events if e["event"] == "candidate_accepted"]
     assert accepted and accepted[0]["reason"] == ("ahead by 4 on 4 val examples (lead +0: too close to call) "
                                                   "and 4 held-out train examples")
@@ -149,14 +155,7 @@ async def test_one_example_behind_on_validation_is_too_close_to_call():
     lm = ScriptedLanguageModel(respond=demos_slip_once_on_validation)
     program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2), name="close")
     (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
-    events = []
-
-    class Recorder(pg.callbacks.Callback):
-        def on_event(self, event):
-            events.append(event)
-
-    await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
-                      validation_freq=2, verbose=0, callbacks=[Recorder()])
+    events = await fit_recording_events(program, x, y, x_val, y_val)
     scored = [e for e in events if e["event"] == "candidate_scored"]
     # 3/4 against 4/4 on validation, then 4/4 against 0/4 on held-out training examples: ahead by 3 in all.
     assert scored[0]["lead"] == 3 and scored[0]["examples"] == 8
