@@ -1,0 +1,55 @@
+"""Score one fixed promptgym program (given demonstrations, no training) on a task's splits.
+
+    .venv/bin/python bench/training/score_fixed_program.py --task dates_iso --splits train,val,test \
+        --demos '[{"input": "Tickets go on sale September 11, 2021.", "output": "2021-09-11"}]'
+
+Runs the embedded model in-process (``local/qwen2.5-coder-0.5b-instruct``, temperature 0,
+``max_tokens=64``, no cache) with the bench's program (one Generator, the task's field
+descriptions) and prints each miss and the exact-match count per split. Used to check
+what a peer's learned demonstrations are worth in promptgym's prompt, and what an
+optimizer could have seen of it on validation. Take ``/tmp/promptgym-llm.lock`` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+import numpy as np
+
+import promptgym as pg
+from common import exact, load_task
+from run_promptgym import Date, Text
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--splits", default="val,test")
+    parser.add_argument("--demos", default="[]", help='JSON list of {"input": text, "output": date}')
+    args = parser.parse_args()
+    task = load_task(args.task)
+    lm = pg.LanguageModel(model="local/qwen2.5-coder-0.5b-instruct", cache=False, temperature=0.0, max_tokens=64)
+    inputs = pg.Input(data_model=Text)
+    outputs = await pg.Generator(data_model=Date, language_model=lm)(inputs)
+    program = pg.Program(inputs=inputs, outputs=outputs, name="bench")
+    state = program.trainable_variables[0]
+    state.assign({**state.value, "examples": [{"inputs": {"text": d["input"]}, "outputs": {"date": d["output"]},
+                                               "reward": 1.0} for d in json.loads(args.demos)]})
+    for split in args.splits.split(","):
+        rows = task[split]
+        predictions = await program.predict(np.array([Text(text=r["text"]) for r in rows], dtype=object),
+                                            batch_size=4, verbose=0)
+        hits = 0
+        for prediction, row in zip(predictions, rows):
+            got = None if prediction is None else prediction.get("date")
+            if exact(got, row["date"]):
+                hits += 1
+            else:
+                print(f"  miss {split}: {row['text']!r} -> {got!r}, expected {row['date']!r}")
+        print(f"{split}: {hits}/{len(rows)}", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
