@@ -23,15 +23,19 @@ BASE_INSTRUCTIONS = (
 MUTATION_INSTRUCTIONS = (
     "First think briefly about why the wrong predictions are wrong. Then write a new value for the variable "
     "that fixes ONE such failure while keeping what already works. Write general instructions for every input "
-    "of this kind: never an answer, never a label alone, never a copy of the current value, no repetition."
+    "of this kind: never an answer, never a label alone, never a copy of the current value, no repetition. "
+    "The instructions are read by the model that does the task: tell it what to do, in the imperative; "
+    "do not discuss the fix, and write no code."
 )
 CROSSOVER_INSTRUCTIONS = (
     "Two good values of the variable are given. First think briefly about the strengths of each. Then write "
     "one new value that combines the strengths of both. Write general instructions for every input of this "
-    "kind: never an answer, never a label alone, never a copy of either value, no repetition."
+    "kind: never an answer, never a label alone, never a copy of either value, no repetition. "
+    "The instructions are read by the model that does the task: tell it what to do, in the imperative."
 )
 FIELD_DESCRIPTIONS = {
-    "instructions": "The new instructions of the module: general guidance that turns its inputs into correct outputs",
+    "instructions": ("The new instructions, addressed to the model that does the task: what to do with any "
+                     "input to produce a correct output (not a discussion of the fix)"),
 }
 
 
