@@ -504,7 +504,8 @@ class MIPRO(PromptSearchOptimizer):
     def get_extra_state(self) -> dict[str, Any]:
         return {**super().get_extra_state(), "prepared": self.prepared, "summary": self.summary,
                 "instruction_candidates": self.instruction_candidates, "demo_sets": self.demo_sets,
-                "trials": self.trials, "repeats": self.repeats, "full_evaluated": list(self.full_evaluated), "lm_calls": self.lm_calls,
+                "trials": self.trials, "repeats": self.repeats, "full_evaluated": list(self.full_evaluated),
+                "lm_calls": self.lm_calls,
                 "rollouts": self.rollouts, "rollout_lm_calls": self.rollout_lm_calls, "num_trials": self.num_trials,
                 "seed_used": self._seed_used}
 
