@@ -54,6 +54,7 @@ class LlamaServer:
         self.models = [self.model, *(Path(p) for p in (extra_models or {}).values())]
         self.python = str(python)
         self.port = port or free_port()
+        self.config_path: Path | None = None
         if extra_models:
             served = [{"model": str(self.model), "model_alias": alias or self.model.stem}]
             served += [{"model": str(path), "model_alias": name} for name, path in extra_models.items()]
@@ -105,7 +106,9 @@ class LlamaServer:
             return False
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Terminate our child (its own process group), then kill it if it lingers."""
+        """Terminate our child (its own process group), then kill it if it lingers; remove its config file."""
+        if self.config_path is not None:
+            self.config_path.unlink(missing_ok=True)
         if self.process is None or self.process.poll() is not None:
             return
         os.killpg(self.process.pid, signal.SIGTERM)
