@@ -89,6 +89,32 @@ def parse_args(description: str) -> argparse.Namespace:
     return args
 
 
+OPTIMIZER_LM_KEYS = ("optimizer_max_tokens", "optimizer_model")
+"""Settings keys about the optimizer's own LM (never passed to ``fit()``)."""
+
+
+def optimizer_lm(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The optimizer's own LM, ``{"optimizer_model": alias, "optimizer_max_tokens": n}``, or None: the task's LM.
+
+    Instruction proposals and reflections need more output room than the task
+    (``optimizer_max_tokens``), and may use a second model (``optimizer_model``).
+    """
+    if not any(args.settings.get(key) for key in OPTIMIZER_LM_KEYS):
+        return None
+    return {"optimizer_model": args.settings.get("optimizer_model", args.model),
+            "optimizer_max_tokens": int(args.settings.get("optimizer_max_tokens", args.max_tokens))}
+
+
+def recorded_optimizer_lm(args: argparse.Namespace) -> dict[str, Any]:
+    """What a row records of the optimizer's LM (the task's model and bound when it has none of its own)."""
+    return optimizer_lm(args) or {"optimizer_model": args.model, "optimizer_max_tokens": args.max_tokens}
+
+
+def fit_settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` updated with the settings that are neither the optimizer's arguments nor its LM's."""
+    return {**defaults, **{k: v for k, v in args.settings.items() if k not in ("optimizer", *OPTIMIZER_LM_KEYS)}}
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "peers"))
 from importlib.metadata import version
 
 import dspy
-from common import Wire, emit, load_task, log, parse_args, row, test_score
+from common import Wire, emit, load_task, log, optimizer_lm, parse_args, recorded_optimizer_lm, row, test_score
 from dspy_local import local_lm
 
 
@@ -79,11 +79,9 @@ def main() -> None:
     student = dspy.Predict(ReadDate)
     log(f"[dspy] {args.task}: untrained eval on {len(testset)}")
     untrained = test_score(wire.phase("untrained_eval", lambda: predict(student)), task)
-    opt_lm = lm
-    if args.settings.get("optimizer_max_tokens") or args.settings.get("optimizer_model"):
-        # Instruction proposals / reflections need room, and may use a second model.
-        opt_lm = local_lm(f"{args.proxy_url}/v1", args.settings.get("optimizer_model", args.model), structured=True,
-                          max_tokens=int(args.settings.get("optimizer_max_tokens", args.max_tokens)), temperature=0.0)
+    own = optimizer_lm(args)
+    opt_lm = lm if own is None else local_lm(f"{args.proxy_url}/v1", own["optimizer_model"], structured=True,
+                                             max_tokens=own["optimizer_max_tokens"], temperature=0.0)
     optimizer, opt_settings, uses_val = make_optimizer(args.optimizer, args.settings, opt_lm, lm)
     log(f"[dspy] {type(optimizer).__name__} {opt_settings}")
     if uses_val:
@@ -100,8 +98,8 @@ def main() -> None:
               "augmented": bool(d.get("augmented", False)) if hasattr(d, "get") else None} for d in predictor.demos]
     emit(row("dspy", version("dspy"), args, task, wire, untrained, trained,
              {"optimizer": {"class": type(optimizer).__name__, **opt_settings}, "adapter": "JSONAdapter",
-              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
-              "optimizer_model": args.settings.get("optimizer_model", args.model), "uses_val": uses_val}, demos, instructions=predictor.signature.instructions))
+              **recorded_optimizer_lm(args), "uses_val": uses_val}, demos,
+             instructions=predictor.signature.instructions))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from importlib.metadata import version
 import numpy as np
 
 import promptgym as pg
-from common import Wire, emit, load_task, log, parse_args, row, test_score, timed
+from common import (Wire, emit, fit_settings, load_task, log, optimizer_lm, parse_args, recorded_optimizer_lm, row,
+                    test_score, timed)
 
 FIT_DEFAULTS = {"epochs": 1, "batch_size": 10, "minibatch_size": 10, "validation_batch_size": 32,
                 "validation_freq": 1, "shuffle": False, "seed": 0}
@@ -28,6 +29,13 @@ class Text(pg.DataModel):  # the same fields and descriptions as promptgym.datas
 
 class Date(pg.DataModel):
     date: str = pg.Field(description="The date mentioned in the text")
+
+
+async def bench_program(lm: pg.LanguageModel) -> pg.Program:
+    """The benchmark's program: one Generator from ``Text`` to ``Date`` on ``lm``."""
+    inputs = pg.Input(data_model=Text)
+    outputs = await pg.Generator(data_model=Date, language_model=lm)(inputs)
+    return pg.Program(inputs=inputs, outputs=outputs, name="bench")
 
 
 def make_optimizer(name: str, settings: dict, lm: pg.LanguageModel) -> tuple[object, dict]:
@@ -60,18 +68,14 @@ async def main() -> None:
     (x_train, y_train), (x_val, y_val), (x_test, _) = arrays("train"), arrays("val"), arrays("test")
     lm = pg.LanguageModel(model=f"openai/{args.model}", api_base=f"{args.proxy_url}/v1", api_key="local",
                           cache=False, temperature=0.0, max_tokens=args.max_tokens)
-    inputs = pg.Input(data_model=In)
-    outputs = await pg.Generator(data_model=Out, language_model=lm)(inputs)
-    program = pg.Program(inputs=inputs, outputs=outputs, name="bench")
-    opt_lm = lm
-    if args.settings.get("optimizer_max_tokens") or args.settings.get("optimizer_model"):
-        # The optimizer's own calls (instructions, reflections) need room, and may use a second model.
-        opt_lm = pg.LanguageModel(model=f"openai/{args.settings.get('optimizer_model', args.model)}",
-                                  api_base=f"{args.proxy_url}/v1", api_key="local", cache=False, temperature=0.0,
-                                  max_tokens=int(args.settings.get("optimizer_max_tokens", args.max_tokens)))
+    program = await bench_program(lm)
+    own = optimizer_lm(args)
+    opt_lm = lm if own is None else pg.LanguageModel(
+        model=f"openai/{own['optimizer_model']}", api_base=f"{args.proxy_url}/v1", api_key="local", cache=False,
+        temperature=0.0, max_tokens=own["optimizer_max_tokens"])
     optimizer, opt_settings = make_optimizer(args.optimizer, args.settings, opt_lm)
     program.compile(reward=pg.rewards.ExactMatch(in_mask=[fout]), optimizer=optimizer)
-    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items() if k not in ("optimizer", "optimizer_max_tokens", "optimizer_model")}}
+    fit = fit_settings(args, FIT_DEFAULTS)
     wire = Wire(args.proxy_url)
 
     async def run_predict() -> list:
@@ -88,8 +92,7 @@ async def main() -> None:
     demos = [{"input": e["inputs"].get(fin), "output": e["outputs"].get(fout)} for e in examples]
     emit(row("promptgym", version("promptgym"), args, task, wire, untrained, trained,
              {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings},
-              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
-              "optimizer_model": args.settings.get("optimizer_model", args.model)}, demos,
+              **recorded_optimizer_lm(args)}, demos,
              history={k: v for k, v in history.history.items() if not k.startswith(("prompt_", "completion_"))},
              instructions=program.trainable_variables[0].get("instructions"),
              optimizer_stats={k: getattr(optimizer, k) for k in ("metric_calls", "lm_calls", "stats")

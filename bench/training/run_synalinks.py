@@ -21,7 +21,8 @@ from importlib.metadata import version
 
 import numpy as np
 import synalinks
-from common import Wire, emit, load_task, log, parse_args, row, test_score, timed
+from common import (Wire, emit, fit_settings, load_task, log, optimizer_lm, parse_args, recorded_optimizer_lm, row,
+                    test_score, timed)
 
 FIT_DEFAULTS = {"epochs": 1, "batch_size": 10, "minibatch_size": 10, "validation_batch_size": 32,
                 "validation_freq": 1, "shuffle": False}
@@ -64,17 +65,13 @@ async def main() -> None:
     inputs = synalinks.Input(data_model=Text)
     outputs = await synalinks.Generator(data_model=Date, language_model=lm)(inputs)
     program = synalinks.Program(inputs=inputs, outputs=outputs, name="bench")
-    opt_lm = lm
-    if args.settings.get("optimizer_max_tokens") or args.settings.get("optimizer_model"):
-        # OMEGA's mutations need room, and may use a second model.
-        opt_lm = synalinks.LanguageModel(model=f"openai/{args.settings.get('optimizer_model', args.model)}",
-                                         api_base=f"{args.proxy_url}/v1", caching=False, cache_dir=None,
-                                         temperature=0.0,
-                                         max_tokens=int(args.settings.get("optimizer_max_tokens", args.max_tokens)))
+    own = optimizer_lm(args)
+    opt_lm = lm if own is None else synalinks.LanguageModel(
+        model=f"openai/{own['optimizer_model']}", api_base=f"{args.proxy_url}/v1", caching=False, cache_dir=None,
+        temperature=0.0, max_tokens=own["optimizer_max_tokens"])
     optimizer, opt_settings = make_optimizer(args.optimizer, args.settings, opt_lm)
     program.compile(reward=synalinks.rewards.ExactMatch(in_mask=["date"]), optimizer=optimizer)
-    fit = {**FIT_DEFAULTS, **{k: v for k, v in args.settings.items()
-                              if k not in ("optimizer", "optimizer_max_tokens", "optimizer_model")}}
+    fit = fit_settings(args, FIT_DEFAULTS)
     wire = Wire(args.proxy_url)
 
     async def run_predict() -> list:
@@ -104,8 +101,7 @@ async def main() -> None:
     hist = {k: [float(x) for x in v] for k, v in (history.history or {}).items()}
     emit(row("synalinks", version("synalinks"), args, task, wire, untrained, trained,
              {"fit": fit, "optimizer": {"class": type(optimizer).__name__, **opt_settings},
-              "optimizer_max_tokens": args.settings.get("optimizer_max_tokens", args.max_tokens),
-              "optimizer_model": args.settings.get("optimizer_model", args.model)}, demos, history=hist))
+              **recorded_optimizer_lm(args)}, demos, history=hist))
 
 
 if __name__ == "__main__":

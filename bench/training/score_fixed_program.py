@@ -20,7 +20,7 @@ import numpy as np
 
 import promptgym as pg
 from common import exact, load_task
-from run_promptgym import Date, Text
+from run_promptgym import Text, bench_program
 
 
 async def main() -> None:
@@ -31,9 +31,7 @@ async def main() -> None:
     args = parser.parse_args()
     task = load_task(args.task)
     lm = pg.LanguageModel(model="local/qwen2.5-coder-0.5b-instruct", cache=False, temperature=0.0, max_tokens=64)
-    inputs = pg.Input(data_model=Text)
-    outputs = await pg.Generator(data_model=Date, language_model=lm)(inputs)
-    program = pg.Program(inputs=inputs, outputs=outputs, name="bench")
+    program = await bench_program(lm)
     state = program.trainable_variables[0]
     state.assign({**state.value, "examples": [{"inputs": {"text": d["input"]}, "outputs": {"date": d["output"]},
                                                "reward": 1.0} for d in json.loads(args.demos)]})
