@@ -466,12 +466,11 @@ class MIPRO(PromptSearchOptimizer):
             return
         if candidate.id == self.best_id:
             return
-        lead, where = (score - incumbent) * len(indices), f"full validation ({score:.3f} vs {incumbent:.3f})"
-        if self.val_split != "train":
-            outcome = await self.settle_close_call(ctx, candidate, lead, len(indices), where)
-            lead, where = outcome.lead, outcome.where
-        if racing.verdict(lead) > 0:
-            await self.accept(ctx, candidate, reason=f"ahead by {lead:g} on {where}")
+        lead = (score - incumbent) * len(indices)
+        outcome = await self.settle_close_call(ctx, candidate, lead, len(indices),
+                                               f"full validation ({score:.3f} vs {incumbent:.3f})")
+        if outcome.won:
+            await self.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
 
     async def settle_close_call(self, ctx: TrainingContext, candidate: Candidate, lead: float, examples: int,
                                 where: str) -> racing.Outcome:

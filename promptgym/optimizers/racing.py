@@ -91,8 +91,12 @@ class Outcome:
 async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, lead: float,
                             examples: int, where: str, hidden: set[int], score: Score,
                             affordable: Affordable) -> Outcome:
-    """A validation ``lead`` too close to call goes on over ``minibatch_size`` training examples not in ``hidden``."""
-    if examples == 0 or verdict(lead, CLOSE_MARGIN) != 0:
+    """A validation ``lead`` too close to call goes on over ``minibatch_size`` training examples not in ``hidden``.
+
+    Without validation data (the validation split is the training set) there
+    is nothing held out, and the lead stands.
+    """
+    if examples == 0 or ctx.validation_split() == "train" or verdict(lead, CLOSE_MARGIN) != 0:
         return Outcome(lead, examples, where)
     held_out = held_out_training_examples(ctx, ctx.minibatch_size, hidden)
     more, count = await race(candidate, incumbent, "train", held_out, score, affordable, head_start=lead)
@@ -106,15 +110,13 @@ async def contest(ctx: TrainingContext, candidate: Candidate, incumbent: Candida
                   hidden: set[int], score: Score, affordable: Affordable) -> Outcome:
     """Race on the validation ``indices``; a close call is settled on training examples not in ``hidden``.
 
-    Without validation data (the validation split is the training set) there
-    is nothing held out, and the plain race decides.
+    Without validation data (the validation split is the training set) the
+    plain race decides.
     """
     split = ctx.validation_split()
     margin = None if split == "train" else CLOSE_MARGIN
     lead, raced = await race(candidate, incumbent, split, indices, score, affordable, margin=margin)
     where = f"{raced} {split} examples"
-    if margin is None:
-        return Outcome(lead, raced, where)
     return await settle_close_call(ctx, candidate, incumbent, lead, raced, where, hidden, score, affordable)
 
 
