@@ -18,6 +18,11 @@ from typing import Iterable
 
 MIN_CHARACTERS = 8
 MAX_REPEATED_TRIGRAMS = 0.3
+META_PROSE = re.compile(
+    r"^(to (fix|address|resolve|correct|solve) (this|the|these|that)\b[^.]{0,40}?\b(issue|problem|error|failure|bug|mistake)s?\b"
+    r"|([^.]{0,80}?\b)?(we|i) (need|should|can|must|will|could) "
+    r"|the (issue|problem|error|bug|mistake)s? (is|are|was|were|here|with|in)\b)")
+"""The start of a text about the fix ("To fix this issue, we need to ..."), not instructions for the model."""
 
 
 def normalize_text(text: str) -> str:
@@ -77,7 +82,9 @@ def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = 
     Rejected: not a string, empty or tiny, a copy of ``parent`` or of a
     ``known`` text, one of the task's output ``labels`` (or a bare word, or a
     JSON object: an answer, not instructions), longer than ``max_length``,
-    or repetitive (a repeated line, or over 30% repeated word trigrams).
+    repetitive (a repeated line, or over 30% repeated word trigrams), or a
+    discussion of the fix ("To fix this issue, we need to ...") that the
+    model doing the task would read as its instructions.
     """
     if not isinstance(text, str):
         return f"not text: got {type(text).__name__}"
@@ -106,6 +113,8 @@ def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = 
             pass
     if len(text) > max_length:
         return f"too long: {len(text)} characters > {max_length}"
+    if META_PROSE.match(norm):
+        return f"discusses the fix instead of instructing the model: {text.strip()[:40]!r}..."
     line = repeated_line(text)
     if line is not None:
         return f"repeated line: {line[:60]!r}"

@@ -10,7 +10,11 @@ fitness by default), runs it on the batch, and breeds one child:
   a Generator, new ``instructions``; with ``few_shot_learning=True`` it also
   gets demonstrations sampled from the demo pool);
 - **crossover** (probability ``merging_rate * epoch``): the same step merges
-  the variable of two good candidates.
+  the variable of two good candidates;
+- **grounded rewrite** (``grounded_start``, promptgym's addition): while a
+  Generator still has its starting instructions, its first mutation reads
+  labelled training examples and describes the task and its output format,
+  instead of fixing failures of instructions that say nothing about the task.
 
 A child that is degenerate (empty, a copy, a label, too long, repetitive) is
 rejected before it costs a validation call, and a few-shot proposal takes
@@ -53,6 +57,8 @@ from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
 from promptgym.optimizers.omega_prompts import (
     BASE_INSTRUCTIONS,
     CROSSOVER_INSTRUCTIONS,
+    GROUNDED_INSTRUCTIONS,
+    GROUNDED_THINKING_DESCRIPTION,
     LABEL_LENGTH,
     MUTATION_INSTRUCTIONS,
     THINKING_DESCRIPTION,
@@ -69,6 +75,11 @@ from promptgym.training.context import ExampleResult, TrainingContext
 logger = logging.getLogger("promptgym")
 
 DistanceFunction = Callable[..., Awaitable[float]]
+
+GROUNDED_ATTEMPTS = 2
+"""Grounded rewrites tried per Generator while its instructions are still the starting ones."""
+GROUNDED_EXAMPLES = 8
+"""Labelled training examples a grounded rewrite reads."""
 
 def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_by: str) -> Any:
     if model is None:
@@ -105,6 +116,10 @@ class OMEGA(RandomFewShot):
             the LM sees (failures first).
         fallback_few_shot: when a mutation fails or is rejected, propose new
             demonstrations instead (even with ``few_shot_learning=False``).
+        grounded_start: while a Generator still has its starting instructions,
+            its first mutations (up to two) describe the task from labelled
+            training examples instead of fixing the batch's failures, and keep
+            the parent's demonstrations (one change at a time).
         min_reward / use_labels / max_metric_calls / seed: as for
             :class:`RandomFewShot` (the budget counts program runs, not the
             optimizer's own mutation and crossover calls).
@@ -131,6 +146,7 @@ class OMEGA(RandomFewShot):
         max_instructions_length: int = 800,
         max_evidence: int = 6,
         fallback_few_shot: bool = True,
+        grounded_start: bool = True,
         min_reward: float = 0.5,
         use_labels: bool = True,
         max_metric_calls: int | None = None,
@@ -186,10 +202,13 @@ class OMEGA(RandomFewShot):
         self.max_instructions_length = max_instructions_length
         self.max_evidence = max_evidence
         self.fallback_few_shot = fallback_few_shot
+        self.grounded_start = grounded_start
+        self.grounded_attempts: dict[str, int] = {}
         self.population: list[int] = []
         self.competition: dict[int, float] = {}
         self.variable_rewards: dict[str, list[float]] = {}
-        self.stats = {"mutations": 0, "crossovers": 0, "few_shot": 0, "rejected": 0, "lm_failures": 0}
+        self.stats = {"mutations": 0, "crossovers": 0, "few_shot": 0, "grounded": 0, "rejected": 0,
+                      "lm_failures": 0}
         self._embeddings: dict[int, np.ndarray] = {}
         self._program_description = ""
         self._variable_descriptions: dict[str, str] = {}
@@ -340,6 +359,11 @@ class OMEGA(RandomFewShot):
         mutable = [name for name, value in parent.variables.items() if self.schema_for(value) is not None]
         if not mutable:
             return None
+        ungrounded = [name for name in mutable if self.wants_grounding(parent, name)]
+        if ungrounded:
+            name = self.choose_variable(ungrounded, ctx.rng)
+            self.grounded_attempts[name] = self.grounded_attempts.get(name, 0) + 1
+            return await self.offspring(ctx, "grounded", parent, name, results)
         if ctx.rng.random() < crossover_probability(self.merging_rate, ctx.epoch):
             others = [c for c in self.members() if c.id != parent.id]
             if others:
@@ -350,6 +374,20 @@ class OMEGA(RandomFewShot):
                     return await self.offspring(ctx, "crossover", parent, name, results, other)
         name = self.choose_variable(mutable, ctx.rng)
         return await self.offspring(ctx, "mutation", parent, name, results)
+
+    def wants_grounding(self, parent: Candidate, name: str) -> bool:
+        """Whether ``name`` still holds its starting instructions and may get a grounded rewrite."""
+        if not self.grounded_start or self.grounded_attempts.get(name, 0) >= GROUNDED_ATTEMPTS:
+            return False
+        value, start = parent.variables.get(name), self.candidates[0].variables.get(name)
+        return isinstance(value, dict) and isinstance(start, dict) and "instructions" in value \
+            and value["instructions"] == start.get("instructions")
+
+    def labelled_examples(self, ctx: TrainingContext) -> list[dict[str, Any]]:
+        """``GROUNDED_EXAMPLES`` training examples, input and expected output, drawn at random."""
+        xs, ys = ctx.splits["train"]
+        picks = sorted(ctx.rng.permutation(len(xs))[:GROUNDED_EXAMPLES].tolist())
+        return [shorten({"inputs": to_json(xs[i]), "expected": to_json(ys[i])}) for i in picks]
 
     def evidence(self, ctx: TrainingContext, results: list[ExampleResult]) -> list[dict[str, Any]]:
         """What the LM reads: failures first (lowest reward), then one success, at most ``max_evidence``."""
@@ -376,14 +414,16 @@ class OMEGA(RandomFewShot):
         text (from a backend without constrained decoding) reaches the guard
         rails and is rejected at once instead of being re-asked.
         """
-        guidance = MUTATION_INSTRUCTIONS if operation == "mutation" else CROSSOVER_INSTRUCTIONS
-        lines = [f"- thinking (string): {THINKING_DESCRIPTION}"]
+        guidance = {"mutation": MUTATION_INSTRUCTIONS, "grounded": GROUNDED_INSTRUCTIONS,
+                    "crossover": CROSSOVER_INSTRUCTIONS}[operation]
+        thinking_description = GROUNDED_THINKING_DESCRIPTION if operation == "grounded" else THINKING_DESCRIPTION
+        lines = [f"- thinking (string): {thinking_description}"]
         lines += [f"- {key} ({prop['type']}): {prop.get('description', '')}" for key, prop in schema["properties"].items()]
         system = "\n".join(filter(None, [self.instructions, BASE_INSTRUCTIONS, guidance]))
         system += "\n\nAnswer with a JSON object with these fields:\n" + "\n".join(lines)
         messages = [{"role": "system", "content": system},
                     {"role": "user", "content": json.dumps(inputs, ensure_ascii=False)}]
-        thinking = {"type": "string", "maxLength": THINKING_LENGTH, "description": THINKING_DESCRIPTION}
+        thinking = {"type": "string", "maxLength": THINKING_LENGTH, "description": thinking_description}
         constrained = {**schema, "properties": {"thinking": thinking, **schema["properties"]},
                        "required": ["thinking", *schema["required"]]}
         return messages, constrained, without_lengths(constrained)
@@ -404,9 +444,11 @@ class OMEGA(RandomFewShot):
         }
         if other is not None:
             inputs["other_value"] = {key: other.variables[name].get(key) for key in fields}
+        if operation == "grounded":
+            inputs["examples"] = self.labelled_examples(ctx)
         try:
             messages, constrained, validation = self.step_request(operation, schema, inputs)
-            temperature = self.mutation_temperature if operation == "mutation" else self.crossover_temperature
+            temperature = self.crossover_temperature if operation == "crossover" else self.mutation_temperature
             with lm_phase("optimizer"):
                 answer = await self.language_model(messages, schema=constrained, validation_schema=validation,
                                                    temperature=temperature)
@@ -423,7 +465,7 @@ class OMEGA(RandomFewShot):
             await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id, reason=problem)
             return None
         new_value = {**value, **new_fields}
-        if self.few_shot_learning and "examples" in value:
+        if self.few_shot_learning and "examples" in value and operation != "grounded":
             examples = self.crossover_examples(ctx.rng, value, other.variables[name]) if other is not None else \
                 self.sample_examples(module_of(name), ctx.rng)
             if examples:
@@ -434,7 +476,7 @@ class OMEGA(RandomFewShot):
             await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id,
                            reason="copy of an earlier candidate")
             return None
-        self.stats["mutations" if operation == "mutation" else "crossovers"] += 1
+        self.stats[{"mutation": "mutations", "grounded": "grounded", "crossover": "crossovers"}[operation]] += 1
         return self.add_candidate(variables, parent=parent.id, origin=operation)
 
     def child_problem(self, ctx: TrainingContext, name: str, value: dict[str, Any], new_fields: dict[str, Any],
@@ -507,6 +549,7 @@ class OMEGA(RandomFewShot):
             "variable_rewards": {k: list(v) for k, v in self.variable_rewards.items()},
             "epoch": self.epochs_done,
             "stats": dict(self.stats),
+            "grounded_attempts": dict(self.grounded_attempts),
         }
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
@@ -518,6 +561,7 @@ class OMEGA(RandomFewShot):
         self.competition = {int(k): float(v) for k, v in state.get("competition", {}).items()}
         self.variable_rewards = {k: [float(x) for x in v] for k, v in state.get("variable_rewards", {}).items()}
         self.stats.update(state.get("stats", {}))
+        self.grounded_attempts = {k: int(v) for k, v in state.get("grounded_attempts", {}).items()}
         self._embeddings = {}
 
     def get_config(self) -> dict[str, Any]:
@@ -541,6 +585,7 @@ class OMEGA(RandomFewShot):
             "max_instructions_length": self.max_instructions_length,
             "max_evidence": self.max_evidence,
             "fallback_few_shot": self.fallback_few_shot,
+            "grounded_start": self.grounded_start,
             **config,
         }
 

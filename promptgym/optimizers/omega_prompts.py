@@ -27,6 +27,17 @@ MUTATION_INSTRUCTIONS = (
     "The instructions are read by the model that does the task: tell it what to do, in the imperative; "
     "do not discuss the fix, and write no code."
 )
+GROUNDED_INSTRUCTIONS = (
+    "The variable still holds the program's starting instructions, which say nothing about this task. "
+    "Labelled examples of the task are given (input and expected output). First think briefly about what they "
+    "have in common: what the inputs are, what is asked, and the exact format of the expected outputs. Then write "
+    "new instructions that describe the task and that format precisely, so that every new input of this kind is "
+    "answered correctly: never an answer, never a label alone, never a copy of the current value, no repetition. "
+    "The instructions are read by the model that does the task: tell it what to do, in the imperative; "
+    "write no code."
+)
+GROUNDED_THINKING_DESCRIPTION = ("Brief description of the task and of the exact format of the expected outputs, "
+                                 "written before the new value")
 CROSSOVER_INSTRUCTIONS = (
     "Two good values of the variable are given. First think briefly about the strengths of each. Then write "
     "one new value that combines the strengths of both. Write general instructions for every input of this "

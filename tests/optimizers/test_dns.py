@@ -119,6 +119,13 @@ def test_crossover_schedule():
     ("Read the review carefully and decide.\nRead the review carefully and decide.", "repeated line"),
     ("think about the words and the tone think about the words and the tone think about the words", "repetitive"),
     ("An old idea we tried already.", "copy of an earlier candidate"),
+    # What the 1.5B package model wrote as OMEGA mutations on the dates bench (docs/benchmarks.md).
+    ("To fix this issue, we need to modify the current value of the variable to handle the full date format.",
+     "discusses the fix"),
+    ("To fix the wrong predictions related to dates, we need to ensure that the program can parse dates.",
+     "discusses the fix"),
+    ("We need to use regular expressions to extract the date.", "discusses the fix"),
+    ("The problem is that the model reads the day as the month.", "discusses the fix"),
 ])
 def test_guard_rails_reject_degenerate_instructions(text, reason):
     problem = instruction_problem(text, parent="Classify the review.", labels={"positive", "negative"},
@@ -126,8 +133,12 @@ def test_guard_rails_reject_degenerate_instructions(text, reason):
     assert problem is not None and problem.startswith(reason), problem
 
 
-def test_guard_rails_accept_a_real_rewrite():
-    text = "Decide whether the review is positive or negative; sarcasm and negations flip the meaning."
+@pytest.mark.parametrize("text", [
+    "Decide whether the review is positive or negative; sarcasm and negations flip the meaning.",
+    "To solve the task, read the review and decide whether it is positive or negative.",
+    "The review is positive when the author would recommend the product; answer positive or negative.",
+])
+def test_guard_rails_accept_a_real_rewrite(text):
     assert instruction_problem(text, parent="Classify the review.", labels={"positive", "negative"}) is None
     assert repeated_trigram_ratio(text) == 0.0
 

@@ -230,7 +230,7 @@ async def test_lm_failure_during_mutation_is_not_fatal():
 
 
 async def test_few_shot_learning_gives_mutated_generators_demonstrations():
-    optimizer = make(few_shot_learning=True, nb_min_examples=2, nb_max_examples=2)
+    optimizer = make(few_shot_learning=True, nb_min_examples=2, nb_max_examples=2, grounded_start=False)
     await fitted(optimizer, epochs=1)
     mutated = [c for c in optimizer.candidates if c.origin == "mutation"]
     assert mutated
@@ -238,6 +238,43 @@ async def test_few_shot_learning_gives_mutated_generators_demonstrations():
         (value,) = candidate.variables.values()
         examples = value["examples"]
         assert len(examples) == 2 and all(e["outputs"]["answer"] == e["inputs"]["question"].upper() for e in examples)
+
+
+async def test_the_first_rewrite_of_starting_instructions_is_grounded_in_labelled_examples():
+    lm = optimizer_lm(vary=True)
+    optimizer = make(language_model=lm, few_shot_learning=True, nb_min_examples=2, nb_max_examples=2)
+    await fitted(optimizer, epochs=1)
+    first, second = (last_user_json(r) for r in lm.requests[:2])
+    # It reads training examples with their labels, and is asked to describe the task, not to fix a failure.
+    _, train_y = data()
+    labels = {y.answer for y in train_y}
+    assert first["examples"] and all(e["expected"]["answer"] in labels for e in first["examples"])
+    assert "describe the task" in lm.requests[0].messages[0]["content"]
+    assert "format of the expected outputs" in lm.requests[0].schema["properties"]["thinking"]["description"]
+    # Its child changes the instructions only: the parent's (empty) demonstrations stay.
+    grounded = [c for c in optimizer.candidates if c.origin == "grounded"]
+    (value,) = grounded[0].variables.values() if len(grounded) == 1 else [None]
+    assert value is not None and value["examples"] == [] and KEYWORD in value["instructions"]
+    # Once the instructions are no longer the starting ones, mutations fix failures and bring demonstrations.
+    assert "examples" not in second
+    mutated = [c for c in optimizer.candidates if c.origin == "mutation"]
+    assert mutated and all(len(next(iter(c.variables.values()))["examples"]) == 2 for c in mutated)
+    assert optimizer.stats["grounded"] == 1 and list(optimizer.grounded_attempts.values()) == [1]
+
+
+async def test_grounded_rewrites_stop_after_two_attempts():
+    optimizer = make(language_model=optimizer_lm(mutation="PARIS"))  # every rewrite is rejected: a label
+    _, _, events = await fitted(optimizer, epochs=2)
+    assert [e["operation"] for e in events.of("candidate_rejected")] == ["grounded", "grounded", "mutation", "mutation"]
+    assert list(optimizer.grounded_attempts.values()) == [2] and optimizer.stats["grounded"] == 0
+
+
+async def test_grounded_start_can_be_turned_off():
+    lm = optimizer_lm()
+    optimizer = make(language_model=lm, grounded_start=False)
+    await fitted(optimizer, epochs=1)
+    assert not any("examples" in last_user_json(r) for r in lm.requests)
+    assert optimizer.grounded_attempts == {} and [c.origin for c in optimizer.candidates][:2] == ["initial", "mutation"]
 
 
 async def test_embeddings_are_computed_once_per_candidate():
