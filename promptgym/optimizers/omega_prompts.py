@@ -28,11 +28,12 @@ MUTATION_INSTRUCTIONS = (
     "do not discuss the fix, and write no code."
 )
 GROUNDED_INSTRUCTIONS = (
-    "The variable still holds the program's starting instructions, which say nothing about this task. "
+    "The variable still holds the program's starting instructions, written before any example was seen. "
     "Labelled examples of the task are given (input and expected output). First think briefly about what they "
     "have in common: what the inputs are, what is asked, and the exact format of the expected outputs. Then write "
-    "new instructions that describe the task and that format precisely, so that every new input of this kind is "
-    "answered correctly: never an answer, never a label alone, never a copy of the current value, no repetition. "
+    "new instructions that describe the task and that format precisely, keeping any requirement of the current "
+    "instructions, so that every new input of this kind is answered correctly: never an answer, never a label "
+    "alone, never a copy of the current value, no repetition. "
     "The instructions are read by the model that does the task: tell it what to do, in the imperative; "
     "write no code."
 )
