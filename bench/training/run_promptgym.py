@@ -85,8 +85,9 @@ async def main() -> None:
     log(f"[promptgym] {args.task}: untrained eval on {len(x_test)}")
     untrained = test_score(await timed(wire, "untrained_eval", run_predict), task)
     log(f"[promptgym] fit {fit} optimizer {opt_settings}")
+    rejections = Rejections()
     history = await timed(wire, "train", lambda: program.fit(x=x_train, y=y_train, validation_data=(x_val, y_val),
-                                                             verbose=0, **fit))
+                                                             verbose=0, callbacks=[rejections], **fit))
     trained = test_score(await timed(wire, "trained_eval", run_predict), task)
     examples = program.trainable_variables[0].get("examples") or []
     demos = [{"input": e["inputs"].get(fin), "output": e["outputs"].get(fout)} for e in examples]
@@ -97,7 +98,19 @@ async def main() -> None:
              instructions=program.trainable_variables[0].get("instructions"),
              optimizer_stats={k: getattr(optimizer, k) for k in ("metric_calls", "lm_calls", "stats")
                               if isinstance(getattr(optimizer, k, None), (int, dict))},
-             candidates=[candidate_summary(c) for c in optimizer.candidates]))
+             candidates=[candidate_summary(c) for c in optimizer.candidates], rejected=rejections.seen))
+
+
+class Rejections(pg.callbacks.Callback):
+    """The proposals an optimizer rejected before any validation call, with its reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[dict] = []
+
+    def on_event(self, event: dict) -> None:
+        if event.get("event") in ("candidate_rejected", "proposal_rejected"):
+            self.seen.append({key: event.get(key) for key in ("operation", "what", "reason", "text") if key in event})
 
 
 def candidate_summary(candidate) -> dict:

@@ -462,7 +462,8 @@ class OMEGA(RandomFewShot):
         problem = self.child_problem(ctx, name, value, new_fields, results)
         if problem is not None:
             self.stats["rejected"] += 1
-            await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id, reason=problem)
+            await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id, reason=problem,
+                           text=shorten(json.dumps(new_fields, ensure_ascii=False)))
             return None
         new_value = {**value, **new_fields}
         if self.few_shot_learning and "examples" in value and operation != "grounded":

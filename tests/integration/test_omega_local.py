@@ -54,7 +54,7 @@ async def test_omega_on_the_embedded_models():
     assert sum(history.history["lm_calls_optimizer"]) >= 2
     # Whatever it wrote, nothing degenerate became a candidate.
     for candidate in optimizer.candidates:
-        if candidate.origin in ("mutation", "crossover"):
+        if candidate.origin in ("grounded", "mutation", "crossover"):
             parent = optimizer.get_candidate(candidate.parent)
             text = candidate.variables["classify/state"]["instructions"]
             assert len(text) <= 300

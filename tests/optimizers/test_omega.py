@@ -213,6 +213,7 @@ async def test_degenerate_mutations_are_rejected_before_validation(bad, reason):
     program, history, events = await fitted(optimizer, epochs=1)
     rejected = events.of("candidate_rejected")
     assert rejected and all(reason in e["reason"] for e in rejected)
+    assert rejected[0]["text"].startswith('{"instructions": ' + json.dumps(bad)[:20])  # what it wrote, shortened
     assert not [c for c in optimizer.candidates if c.origin == "mutation"]
     # The few-shot fallback took their place, and only those were validated.
     proposed = events.of("candidate_proposed")
