@@ -33,6 +33,21 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
 
+def _stems(text: str) -> set[str]:
+    return {word[:-1] if len(word) > 3 and word.endswith("s") else word for word in _words(text)}
+
+
+def is_rewording(text: str, parent: str) -> bool:
+    """Whether ``text`` adds and drops at most one word of ``parent`` (plurals aside): the same instructions.
+
+    >>> is_rewording("Read the input and answer with the expected outputs fields.",
+    ...              "Read the input and answer with the output fields.")
+    True
+    """
+    new, old = _stems(text), _stems(parent)
+    return bool(old) and len(new - old) <= 1 and len(old - new) <= 1
+
+
 def repeated_trigram_ratio(text: str) -> float:
     """Share of the word trigrams of ``text`` that repeat an earlier trigram (0 = no repetition)."""
     words = _words(text)
@@ -79,7 +94,8 @@ def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = 
                         ) -> str | None:
     """Why ``text`` is not worth validating as new instructions, or None when it looks fine.
 
-    Rejected: not a string, empty or tiny, a copy of ``parent`` or of a
+    Rejected: not a string, empty or tiny, a copy of ``parent`` (or a
+    rewording of it: one word added or dropped at most) or of a
     ``known`` text, one of the task's output ``labels`` (or a bare word, or a
     JSON object: an answer, not instructions), longer than ``max_length``,
     repetitive (a repeated line, or over 30% repeated word trigrams), or a
@@ -93,6 +109,8 @@ def instruction_problem(text: object, parent: str = "", labels: Iterable[str] = 
         return "empty"
     if norm == normalize_text(parent):
         return "copy of the parent"
+    if parent and is_rewording(text, parent):
+        return "copy of the parent, reworded (at most one word added or dropped)"
     if norm in {normalize_text(k) for k in known}:
         return "copy of an earlier candidate"
     label_set = {normalize_text(label) for label in labels if str(label).strip()}

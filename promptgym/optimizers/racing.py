@@ -31,6 +31,9 @@ RACE_CHUNK = 2
 CLOSE_MARGIN = 1.0
 """A validation lead of at most this many examples (either way) is settled on held-out training examples."""
 
+SETTLE_ROUNDS = 2
+"""Rounds of ``minibatch_size`` held-out examples a close call may take: the second only after a dead heat."""
+
 _EPS = 1e-9
 
 Score = Callable[[Candidate, str, list[int]], Awaitable[Any]]
@@ -93,13 +96,26 @@ async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumben
                             affordable: Affordable) -> Outcome:
     """A validation ``lead`` too close to call goes on over ``minibatch_size`` training examples not in ``hidden``.
 
+    If that leaves the two level (a dead heat: typically both perfect on
+    everything so far), one more round of ``minibatch_size`` held-out
+    examples follows, since only more examples can tell them apart.
     Without validation data (the validation split is the training set) there
-    is nothing held out, and the lead stands.
+    is nothing held out, and the lead stands; so it does for a candidate that
+    solved no validation example (level with an incumbent at zero, it is no
+    better, whatever the held-out examples say).
     """
-    if examples == 0 or ctx.validation_split() == "train" or verdict(lead, CLOSE_MARGIN) != 0:
+    split = ctx.validation_split()
+    if examples == 0 or split == "train" or verdict(lead, CLOSE_MARGIN) != 0 or not candidate.mean(split):
         return Outcome(lead, examples, where)
-    held_out = held_out_training_examples(ctx, ctx.minibatch_size, hidden)
-    more, count = await race(candidate, incumbent, "train", held_out, score, affordable, head_start=lead)
+    size = ctx.minibatch_size
+    held_out = held_out_training_examples(ctx, SETTLE_ROUNDS * size, hidden)
+    more, count = 0.0, 0
+    for start in range(0, len(held_out), size):
+        gained, raced = await race(candidate, incumbent, "train", held_out[start:start + size], score, affordable,
+                                   head_start=lead + more)
+        more, count = more + gained, count + raced
+        if raced < len(held_out[start:start + size]) or abs(lead + more) > _EPS:
+            break
     if count == 0:
         return Outcome(lead, examples, where)
     return Outcome(lead + more, examples + count,

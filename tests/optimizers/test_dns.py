@@ -125,6 +125,7 @@ def test_crossover_schedule():
     ("To fix the wrong predictions related to dates, we need to ensure that the program can parse dates.",
      "discusses the fix"),
     ("We need to use regular expressions to extract the date.", "discusses the fix"),
+    ("Classify the reviews!", "copy of the parent, reworded"),
     ("The problem is that the model reads the day as the month.", "discusses the fix"),
 ])
 def test_guard_rails_reject_degenerate_instructions(text, reason):
@@ -133,10 +134,21 @@ def test_guard_rails_reject_degenerate_instructions(text, reason):
     assert problem is not None and problem.startswith(reason), problem
 
 
+def test_a_rewording_of_the_parent_is_a_copy():
+    # What the 0.5B package model wrote as a grounded OMEGA rewrite of the default instructions (bench, dates).
+    parent = "Read the input and answer with the output fields."
+    problem = instruction_problem("Read the input and answer with the expected outputs fields.", parent=parent)
+    assert problem is not None and problem.startswith("copy of the parent, reworded")
+    assert instruction_problem("Read the input and answer with the output fields in DD.MM.YYYY.", parent=parent) is None
+    assert instruction_problem("Answer with the output fields.", parent=parent) is None  # a real cut
+
+
 @pytest.mark.parametrize("text", [
     "Decide whether the review is positive or negative; sarcasm and negations flip the meaning.",
     "To solve the task, read the review and decide whether it is positive or negative.",
     "The review is positive when the author would recommend the product; answer positive or negative.",
+    "Classify the review as positive or negative.",
+    "Classify the tone of the review.",
 ])
 def test_guard_rails_accept_a_real_rewrite(text):
     assert instruction_problem(text, parent="Classify the review.", labels={"positive", "negative"}) is None

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import promptgym as pg
-from promptgym.optimizers.racing import race_decided
+from promptgym.optimizers.base import Candidate
+from promptgym.optimizers.racing import race_decided, settle_close_call
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 from tests.support import Answer, Question, questions
 
@@ -64,6 +65,50 @@ def test_a_close_call_is_its_own_verdict_with_a_margin(lead, left, decided):
     assert race_decided(lead, left, margin=1) is decided
 
 
+class HeldOutContext:
+    """What settle_close_call reads of a training context: a validation split, a minibatch size, one order."""
+
+    minibatch_size = 2
+
+    def validation_split(self):
+        return "val"
+
+    def held_out_order(self):
+        return [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize(("incumbent_misses", "won", "raced"), [
+    ({2}, True, 4),          # level after round 1 (a dead heat), ahead after round 2: only the second round tells
+    ({0}, True, 2),          # ahead after round 1: no second round
+    (set(), False, 4),       # level after both rounds: the incumbent stays, and it stops there (not 8 examples)
+])
+async def test_a_dead_heat_takes_one_more_round_of_held_out_examples(incumbent_misses, won, raced):
+    candidate, incumbent = Candidate(1, {}), Candidate(0, {})
+
+    async def score(program, split, chunk):
+        for i in chunk:
+            right = program is candidate or i not in incumbent_misses
+            program.scores.setdefault(split, {})[str(i)] = float(right)
+
+    candidate.scores["val"] = incumbent.scores["val"] = {str(i): 1.0 for i in range(10)}  # both perfect
+    outcome = await settle_close_call(HeldOutContext(), candidate, incumbent, 0.0, 10, "10 val examples",
+                                      set(), score, lambda split, chunk, *programs: list(chunk))
+    assert (outcome.won, outcome.examples - 10) == (won, raced)
+    assert outcome.where == f"10 val examples (lead +0: too close to call) and {raced} held-out train examples"
+
+
+async def test_a_candidate_that_solved_no_validation_example_is_not_settled():
+    candidate, incumbent = Candidate(1, {}), Candidate(0, {})
+    candidate.scores["val"] = incumbent.scores["val"] = {str(i): 0.0 for i in range(10)}
+
+    async def score(program, split, chunk):
+        raise AssertionError("no held-out run for a candidate at zero")
+
+    outcome = await settle_close_call(HeldOutContext(), candidate, incumbent, 0.0, 10, "10 val examples",
+                                      set(), score, lambda split, chunk, *programs: list(chunk))
+    assert (outcome.won, outcome.examples, outcome.where) == (False, 10, "10 val examples")
+
+
 async def test_labels_are_demonstrations_before_any_call_and_the_race_stops_early():
     lm = ScriptedLanguageModel(respond=shows_examples)
     program = await program_with(lm, pg.optimizers.RandomFewShot(nb_min_examples=3, nb_max_examples=3))
@@ -103,9 +148,10 @@ async def test_a_tie_keeps_the_incumbent():
     optimizer = program.training_state.optimizer
     assert optimizer.best.origin == "initial" and program.trainable_variables[0].get("examples") == []
     # A tie is only settled by the last validation example (6 pairs), then goes to a second race on 6
-    # training examples neither program shows (6 more pairs): still a tie, so the incumbent stays.
-    assert len(lm.requests) == 24
-    assert sum(q.startswith("t") for q in asked(lm)) == 12
+    # training examples neither program shows (6 more pairs): a dead heat, so one more round on the held-out
+    # examples left (the challenger shows 3 of the 10: 1 pair). Still level: the incumbent stays.
+    assert len(lm.requests) == 26
+    assert sum(q.startswith("t") for q in asked(lm)) == 14
 
 
 async def test_a_tie_on_validation_is_broken_on_held_out_training_examples():
@@ -142,13 +188,14 @@ async def test_close_calls_reuse_the_held_out_examples_the_incumbent_already_ran
                       validation_freq=2, verbose=0)
     optimizer = program.training_state.optimizer
     challengers = optimizer.candidates[1:]
-    assert len(challengers) == 3 and optimizer.best.origin == "initial"  # three ties, each settled on 4 examples
-    # One fixed order of held-out examples: the incumbent ran on 5 training examples, not 3 x 4; each
+    # Three dead heats, each settled on two rounds of 4 held-out examples.
+    assert len(challengers) == 3 and optimizer.best.origin == "initial"
+    # One fixed order of held-out examples: the incumbent ran on 9 training examples, not 3 x 8; each
     # challenger skipped only the example it shows.
-    assert len(optimizer.best.scores["train"]) == 5
-    assert all(len(c.scores["train"]) == 4 and not optimizer.shown(c) & {int(i) for i in c.scores["train"]}
+    assert len(optimizer.best.scores["train"]) == 9
+    assert all(len(c.scores["train"]) == 8 and not optimizer.shown(c) & {int(i) for i in c.scores["train"]}
                for c in challengers)
-    assert len(lm.requests) == 4 + 3 * 4 + 3 * 4 + 5
+    assert len(lm.requests) == 4 + 3 * 4 + 3 * 8 + 9
 
 
 async def test_one_example_behind_on_validation_is_too_close_to_call():

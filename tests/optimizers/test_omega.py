@@ -38,7 +38,8 @@ def optimizer_lm(mutation=GOOD, crossover="Combine both: reply in UPPERCASE, one
             return mutation
         text = crossover if "other_value" in inputs else mutation
         if vary:
-            text += f" Variant {next(calls)}."
+            number = next(calls)
+            text += f" Variant {number}, in the {WORDS[number % len(WORDS)]} style."
         return {"thinking": "the answers must be upper case", "instructions": text}
 
     return ScriptedLanguageModel(respond=respond)
