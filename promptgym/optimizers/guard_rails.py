@@ -21,8 +21,10 @@ MAX_REPEATED_TRIGRAMS = 0.3
 META_PROSE = re.compile(
     r"^(to (fix|address|resolve|correct|solve) (this|the|these|that)\b[^.]{0,40}?\b(issue|problem|error|failure|bug|mistake)s?\b"
     r"|([^.]{0,80}?\b)?(we|i) (need|should|can|must|will|could) "
-    r"|the (issue|problem|error|bug|mistake)s? (is|are|was|were|here|with|in)\b)")
-"""The start of a text about the fix ("To fix this issue, we need to ..."), not instructions for the model."""
+    r"|the (issue|problem|error|bug|mistake)s? (is|are|was|were|here|with|in)\b"
+    r"|(modify|update|change|improve) (the|this) (current value|value|variable|instructions|[\w'\"]+/state)\b)")
+"""The start of a text about the fix ("To fix this issue, we need to ...", "Modify the current value so
+that ..."), not instructions for the model."""
 
 
 def normalize_text(text: str) -> str:

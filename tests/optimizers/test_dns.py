@@ -127,6 +127,9 @@ def test_crossover_schedule():
     ("We need to use regular expressions to extract the date.", "discusses the fix"),
     ("Classify the reviews!", "copy of the parent, reworded"),
     ("The problem is that the model reads the day as the month.", "discusses the fix"),
+    ("Modify the current value so that it correctly handles cases with missing dates.", "discusses the fix"),
+    ("Modify the 'generator/state' variable so that it checks if the predicted date exists.", "discusses the fix"),
+    ("Update the generator/state variable to handle dates in a consistent manner.", "discusses the fix"),
 ])
 def test_guard_rails_reject_degenerate_instructions(text, reason):
     problem = instruction_problem(text, parent="Classify the review.", labels={"positive", "negative"},
@@ -149,6 +152,7 @@ def test_a_rewording_of_the_parent_is_a_copy():
     "The review is positive when the author would recommend the product; answer positive or negative.",
     "Classify the review as positive or negative.",
     "Classify the tone of the review.",
+    "Change the date to the ISO format before answering.",
 ])
 def test_guard_rails_accept_a_real_rewrite(text):
     assert instruction_problem(text, parent="Classify the review.", labels={"positive", "negative"}) is None
