@@ -16,9 +16,9 @@ fitness by default), runs it on the batch, and breeds one child:
   labelled training examples and describes the task and its output format,
   instead of fixing failures of instructions that say nothing about the task.
 
-A child that is degenerate (empty, a copy, a label, too long, repetitive) is
-rejected before it costs a validation call, and a few-shot proposal takes
-its place. The child is scored against the incumbent on the same validation
+A child that is degenerate (empty, a copy or rewording, a label, too long,
+repetitive, prose about the fix) is rejected before it costs a validation
+call, and a few-shot proposal takes its place. The child is scored against the incumbent on the same validation
 minibatch and becomes the best only when it does strictly better. At each
 epoch end the population competes (Dominated Novelty Search, or plain GA).
 
@@ -80,6 +80,9 @@ GROUNDED_ATTEMPTS = 2
 """Grounded rewrites tried per Generator while its instructions are still the starting ones."""
 GROUNDED_EXAMPLES = 8
 """Labelled training examples a grounded rewrite reads."""
+COUNTERS = {"mutation": "mutations", "grounded": "grounded", "crossover": "crossovers"}
+"""The ``stats`` counter of each kind of LM-written child."""
+
 
 def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_by: str) -> Any:
     if model is None:
@@ -477,7 +480,7 @@ class OMEGA(RandomFewShot):
             await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id,
                            reason="copy of an earlier candidate")
             return None
-        self.stats[{"mutation": "mutations", "grounded": "grounded", "crossover": "crossovers"}[operation]] += 1
+        self.stats[COUNTERS[operation]] += 1
         return self.add_candidate(variables, parent=parent.id, origin=operation)
 
     def child_problem(self, ctx: TrainingContext, name: str, value: dict[str, Any], new_fields: dict[str, Any],
