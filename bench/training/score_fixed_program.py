@@ -1,7 +1,8 @@
-"""Score one fixed promptgym program (given demonstrations, no training) on a task's splits.
+"""Score one fixed promptgym program (given instructions and demonstrations, no training) on a task's splits.
 
     .venv/bin/python bench/training/score_fixed_program.py --task dates_iso --splits train,val,test \
-        --demos '[{"input": "Tickets go on sale September 11, 2021.", "output": "2021-09-11"}]'
+        --demos '[{"input": "Tickets go on sale September 11, 2021.", "output": "2021-09-11"}]' \
+        --instructions "Read the input text and extract the date in the format 'YYYY-MM-DD'."
 
 Runs the embedded model in-process (``local/qwen2.5-coder-0.5b-instruct``, temperature 0,
 ``max_tokens=64``, no cache) with the bench's program (one Generator, the task's field
@@ -28,12 +29,14 @@ async def main() -> None:
     parser.add_argument("--task", required=True)
     parser.add_argument("--splits", default="val,test")
     parser.add_argument("--demos", default="[]", help='JSON list of {"input": text, "output": date}')
+    parser.add_argument("--instructions", default=None, help="the Generator's instructions (default: its own)")
     args = parser.parse_args()
     task = load_task(args.task)
     lm = pg.LanguageModel(model="local/qwen2.5-coder-0.5b-instruct", cache=False, temperature=0.0, max_tokens=64)
     program = await bench_program(lm)
     state = program.trainable_variables[0]
-    state.assign({**state.value, "examples": [{"inputs": {"text": d["input"]}, "outputs": {"date": d["output"]},
+    instructions = {"instructions": args.instructions} if args.instructions else {}
+    state.assign({**state.value, **instructions, "examples": [{"inputs": {"text": d["input"]}, "outputs": {"date": d["output"]},
                                                "reward": 1.0} for d in json.loads(args.demos)]})
     for split in args.splits.split(","):
         rows = task[split]

@@ -135,6 +135,13 @@ class FewShotOptimizer(Optimizer):
         if outcome.won:
             await self.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
             return True
+        if self.wins_dead_heat(candidate, outcome):
+            await self.accept(ctx, candidate, reason=f"level on {outcome.where}: {candidate.origin} wins a dead heat")
+            return True
+        return False
+
+    def wins_dead_heat(self, candidate: Candidate, outcome: racing.Outcome) -> bool:
+        """Whether ``candidate`` replaces the incumbent when the evidence leaves them level (never, here)."""
         return False
 
     def with_examples(self, base: dict[str, Any], chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

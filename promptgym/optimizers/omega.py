@@ -52,6 +52,7 @@ from promptgym.optimizers.dns import (
     softmax,
     variable_probabilities,
 )
+from promptgym.optimizers import racing
 from promptgym.optimizers.few_shot import RandomFewShot, module_of
 from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
 from promptgym.optimizers.omega_prompts import (
@@ -377,6 +378,15 @@ class OMEGA(RandomFewShot):
                     return await self.offspring(ctx, "crossover", parent, name, results, other)
         name = self.choose_variable(mutable, ctx.rng)
         return await self.offspring(ctx, "mutation", parent, name, results)
+
+    def wins_dead_heat(self, candidate: Candidate, outcome: racing.Outcome) -> bool:
+        """Grounded instructions describe the task: level with the starting ones after held-out examples, they win.
+
+        On dates ISO both such children the evidence could not separate from the
+        zero-shot program scored 40/40 on test against its 34/40
+        (``bench/training/score_fixed_program.py --instructions``).
+        """
+        return candidate.origin == "grounded" and outcome.dead_heat
 
     def wants_grounding(self, parent: Candidate, name: str) -> bool:
         """Whether ``name`` still holds its starting instructions and may get a grounded rewrite."""

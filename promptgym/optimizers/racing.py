@@ -85,10 +85,17 @@ class Outcome:
     lead: float
     examples: int
     where: str
+    held_out: int = 0
+    """How many of ``examples`` were held-out training examples (a settled close call)."""
 
     @property
     def won(self) -> bool:
         return self.examples > 0 and verdict(self.lead) > 0
+
+    @property
+    def dead_heat(self) -> bool:
+        """A close call that held-out examples left exactly level: the evidence cannot tell the two apart."""
+        return self.held_out > 0 and abs(self.lead) <= _EPS
 
 
 async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, lead: float,
@@ -119,7 +126,7 @@ async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumben
     if count == 0:
         return Outcome(lead, examples, where)
     return Outcome(lead + more, examples + count,
-                   f"{where} (lead {lead:+g}: too close to call) and {count} held-out train examples")
+                   f"{where} (lead {lead:+g}: too close to call) and {count} held-out train examples", held_out=count)
 
 
 async def contest(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, indices: Sequence[int],

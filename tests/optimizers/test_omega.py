@@ -264,6 +264,25 @@ async def test_the_first_rewrite_of_starting_instructions_is_grounded_in_labelle
     assert optimizer.stats["grounded"] == 1 and list(optimizer.grounded_attempts.values()) == [1]
 
 
+async def test_grounded_instructions_win_a_dead_heat_and_mutations_do_not():
+    always_right = ScriptedLanguageModel(respond=lambda r: {"answer": last_user_json(r)["question"].upper()})
+    optimizer = make(language_model=optimizer_lm(vary=True))
+    program = await functional_program(always_right)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+    x, y = data()
+    events = Events()
+    await program.fit(x, y, epochs=1, batch_size=2, validation_split=1 / 3, minibatch_size=2, verbose=0,
+                      callbacks=[events])
+    # Every program is perfect: the grounded child is level on validation and on held-out examples, and wins;
+    # the mutation after it is level too, and does not.
+    accepted = events.of("candidate_accepted")
+    assert [optimizer.get_candidate(e["candidate"]).origin for e in accepted] == ["grounded"]
+    assert accepted[0]["reason"].startswith("level on 2 val examples (lead +0: too close to call) and ")
+    assert accepted[0]["reason"].endswith("grounded wins a dead heat")
+    assert [c.origin for c in optimizer.candidates] == ["initial", "grounded", "mutation"]
+    assert optimizer.best.origin == "grounded"
+
+
 async def test_grounded_rewrites_stop_after_two_attempts():
     optimizer = make(language_model=optimizer_lm(mutation="PARIS"))  # every rewrite is rejected: a label
     _, _, events = await fitted(optimizer, epochs=2)
