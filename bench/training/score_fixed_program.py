@@ -36,8 +36,9 @@ async def main() -> None:
     program = await bench_program(lm)
     state = program.trainable_variables[0]
     instructions = {"instructions": args.instructions} if args.instructions else {}
-    state.assign({**state.value, **instructions, "examples": [{"inputs": {"text": d["input"]}, "outputs": {"date": d["output"]},
-                                               "reward": 1.0} for d in json.loads(args.demos)]})
+    examples = [{"inputs": {"text": d["input"]}, "outputs": {"date": d["output"]}, "reward": 1.0}
+                for d in json.loads(args.demos)]
+    state.assign({**state.value, **instructions, "examples": examples})
     for split in args.splits.split(","):
         rows = task[split]
         predictions = await program.predict(np.array([Text(text=r["text"]) for r in rows], dtype=object),

@@ -118,10 +118,10 @@ async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumben
     held_out = held_out_training_examples(ctx, SETTLE_ROUNDS * size, hidden)
     more, count = 0.0, 0
     for start in range(0, len(held_out), size):
-        gained, raced = await race(candidate, incumbent, "train", held_out[start:start + size], score, affordable,
-                                   head_start=lead + more)
+        chunk = held_out[start:start + size]
+        gained, raced = await race(candidate, incumbent, "train", chunk, score, affordable, head_start=lead + more)
         more, count = more + gained, count + raced
-        if raced < len(held_out[start:start + size]) or abs(lead + more) > _EPS:
+        if raced < len(chunk) or abs(lead + more) > _EPS:
             break
     if count == 0:
         return Outcome(lead, examples, where)
