@@ -3,6 +3,7 @@
     promptgym train --config examples/configs/arithmetic_fewshot.toml --yes
     promptgym train --resume RUN_ID
     promptgym runs list | show ID | watch ID
+    promptgym models list
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from promptgym.cli.config import ConfigError, JobConfig, load_config, resolved_dict, validate_config
+from promptgym.cli.models_commands import models_app
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
 from promptgym.cli.secrets import Masker, load_env_file
@@ -26,6 +28,7 @@ from promptgym.cli.secrets import Masker, load_env_file
 app = typer.Typer(help="Train LM programs' prompts from TOML configs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(runs_app, name="runs")
+app.add_typer(models_app, name="models")
 console = Console(highlight=False)
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 
@@ -141,6 +144,10 @@ def train(
         if status.get("status") == "completed":
             fail(f"run {run.id} already completed")
         masker = secret_masker(env_file or status.get("env_file"), job_config)
+        if job_config.job.type == "sft":
+            from promptgym.cli.sft_command import resume_sft
+
+            return resume_sft(run, job_config, masker, stream_format, poll, folder)
         console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done)")
         if poll:
             run_in_process(run, job_config, masker, stream_format, resume=True)
@@ -154,6 +161,10 @@ def train(
     except ConfigError as error:
         fail(masker.mask(str(error)))
     masker.add_from_environment([job_config.model.api_key_env, job_config.data.task_api_key_env if job_config.data else None])
+    if job_config.job.type == "sft":
+        from promptgym.cli.sft_command import train_sft
+
+        return train_sft(job_config, config, env_file, masker, folder, yes, dry_run, poll, stream_format)
     if job_config.job.type != "prompt_learning":
         console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
         fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
@@ -185,6 +196,10 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> Non
     config = load_run_config(run)
     status = run.status()
     masker = secret_masker(status.get("env_file"), config)
+    if config.job.type == "sft":
+        from promptgym.cli.sft_command import sft_worker
+
+        return sft_worker(run, config, masker)
     try:
         asyncio.run(execute(run, config, masker, resume=run.last_checkpoint.is_file()))
     except KeyboardInterrupt:

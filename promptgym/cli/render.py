@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.console import Console
 
+from promptgym.cli.sft_render import SFT_EVENTS, LossChartRenderer, describe_sft
+
 
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
@@ -14,6 +16,8 @@ def _fmt(value: Any) -> str:
 def describe(event: dict[str, Any]) -> str | None:
     """One human line per event (None for events not worth a line)."""
     kind = event.get("event")
+    if kind in SFT_EVENTS and kind != "checkpoint_saved":
+        return describe_sft(event)
     if kind == "run_started":
         return f"run {event['run_id']} started" + (" (resume)" if event.get("resume") else "")
     if kind == "resumed":
@@ -39,7 +43,8 @@ def describe(event: dict[str, Any]) -> str | None:
         return f"{event['label']} on {event['size']} {event['split']} examples: reward={_fmt(event.get('reward'))}"
     if kind == "run_finished":
         tail = f": {event['error']}" if event.get("error") else ""
-        return f"run {event['status']} in {event['elapsed_s']:.1f} s, {event['lm_calls']} LM calls{tail}"
+        calls = f", {event['lm_calls']} LM calls" if event.get("lm_calls") is not None else ""
+        return f"run {event['status']} in {event['elapsed_s']:.1f} s{calls}{tail}"
     return None
 
 
@@ -130,5 +135,8 @@ class ChartRenderer:
             self.console.print(self.status, markup=False)
 
 
-def make_renderer(stream_format: str, console: Console | None = None) -> CliRenderer | ChartRenderer:
-    return ChartRenderer(console) if stream_format == "chart" else CliRenderer(console)
+def make_renderer(stream_format: str, console: Console | None = None, job_type: str | None = None) -> Any:
+    """``cli`` lines, or a chart: rewards for prompt learning, losses for weight training."""
+    if stream_format != "chart":
+        return CliRenderer(console)
+    return LossChartRenderer(console) if job_type in ("sft", "rl") else ChartRenderer(console)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from promptgym.finetune.settings import LoraSettings
@@ -30,7 +31,9 @@ def add_lora(model: Any, settings: LoraSettings, seed: int) -> Any:
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=list(settings.target_modules), bias="none", task_type="CAUSAL_LM")
     torch.manual_seed(seed)
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)  # peft calls a transformers API renamed in v5
+        return get_peft_model(model, config)
 
 
 def parameter_counts(model: Any) -> tuple[int, int]:

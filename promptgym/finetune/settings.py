@@ -73,3 +73,4 @@ class SFTSettings(WeightTrainingSettings):
     train_on: Literal["assistant", "all"] = "assistant"
     skip_invalid_rows: bool = False
     loss_chunk_size: int = Field(512, ge=16, description="positions per chunk of the output layer in the loss")
+    summary_samples: int = Field(3, ge=0, description="validation prompts answered by base and tuned model in summary.md")

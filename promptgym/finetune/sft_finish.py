@@ -19,8 +19,6 @@ from promptgym.finetune.loop import EventSink, peak_rss_mb
 from promptgym.finetune.samples import sample_answers
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
 
-SAMPLE_COUNT = 3
-
 
 def _size(path: Path) -> str:
     return f"{path.stat().st_size / 1e6:.1f} MB"
@@ -32,11 +30,11 @@ def export_files(job: Any, folder: Path, adapter_dir: Path, name: str, on_event:
     if export.merged != "none":
         path = export_merged(job.source, adapter_dir, folder / "export" / f"{name}-{export.merged}.gguf", export.merged, name)
         files["merged"] = str(path)
-        on_event("model_exported", {"kind": "merged", "format": export.merged, "path": str(path), "size": _size(path)})
+        on_event("model_exported", {"part": "merged", "format": export.merged, "path": str(path), "size": _size(path)})
     if export.adapter and job.source.gguf is not None:
         path = export_adapter(job.source, adapter_dir, folder / "export" / f"{name}-lora-f32.gguf")
         files["adapter"] = str(path)
-        on_event("model_exported", {"kind": "adapter", "format": "f32", "path": str(path), "size": _size(path)})
+        on_event("model_exported", {"part": "adapter", "format": "f32", "path": str(path), "size": _size(path)})
     return files
 
 
@@ -45,7 +43,7 @@ def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSi
     from promptgym.finetune.sft import SFTResult
 
     rows = job.data.validation_rows or job.data.train_rows
-    samples = sample_answers(job.model, job.tokenizer, [row.messages for row in rows[:SAMPLE_COUNT]])
+    samples = sample_answers(job.model, job.tokenizer, [row.messages for row in rows[:job.settings.summary_samples]])
     plot = plot_losses(StepHistory(folder / "history.csv").rows(), folder / "plots" / "loss.png",
                        title=f"{job.settings.base_model} SFT")
     rss = peak_rss_mb()

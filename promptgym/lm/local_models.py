@@ -201,8 +201,8 @@ def check_local_model(name: str) -> str | None:
         return None
     entry = finetuned_model(name)
     if entry is None:
-        raise UnknownModelError(f"unknown local model {name!r}; embedded models: {', '.join(sorted(LOCAL_MODELS))}; "
-                                "fine-tuned models: see `promptgym models list`")
+        raise UnknownModelError(f"unknown local model {name!r}; known local models: {', '.join(sorted(LOCAL_MODELS))} "
+                                "and the fine-tuned ones (see `promptgym models list`)")
     return f"{entry.model_string}@{entry.created}"
 
 
