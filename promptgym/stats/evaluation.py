@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from promptgym.stats.intervals import DEFAULT_LEVEL, Interval, as_scores, bootstrap_interval
+from promptgym.stats.intervals import DEFAULT_LEVEL, Interval, as_scores, confidence_interval
 from promptgym.stats.paired import PairedTest, paired_test
 
 
@@ -29,7 +29,7 @@ class Evaluation(dict):
         scores: per-example values for each key (``None`` for a failed example counts 0).
         extra: keys to add to the dict as they are (no per-example scores, e.g. LM usage).
         level: the confidence level of ``interval()`` and ``compare()``.
-        seed: the bootstrap's seed (the same scores and seed give the same interval).
+        seed: the bootstrap's seed for graded scores (the same scores and seed give the same interval).
     """
 
     def __init__(self, scores: Mapping[str, Sequence[float | None]], extra: Mapping[str, Any] | None = None,
@@ -44,8 +44,8 @@ class Evaluation(dict):
         super().__init__({**means, **(extra or {})})
 
     def interval(self, name: str | None = None) -> Interval:
-        """The bootstrap confidence interval of ``name``'s mean (default: the first key, the reward)."""
-        return bootstrap_interval(self._scores_of(name), level=self.level, seed=self.seed)
+        """The confidence interval of ``name``'s mean (default: the first key, the reward)."""
+        return confidence_interval(self._scores_of(name), level=self.level, seed=self.seed)
 
     def intervals(self) -> dict[str, Interval]:
         return {name: self.interval(name) for name in self.scores} if self.n else {}

@@ -9,34 +9,42 @@ import pickle
 import numpy as np
 import pytest
 
-from promptgym.stats import Evaluation, bootstrap_interval, mcnemar_exact_p, paired_test
+from promptgym.stats import Evaluation, confidence_interval, mcnemar_exact_p, paired_test
 
 
-def test_interval_is_seeded_and_brackets_the_mean():
-    scores = [1] * 30 + [0] * 10
-    first, again, other = bootstrap_interval(scores), bootstrap_interval(scores), bootstrap_interval(scores, seed=1)
-    assert first == again
-    assert other != first
-    assert first.mean == 0.75 and first.n == 40
-    assert first.low < 0.75 < first.high
-    # the normal approximation's 95% half-width is 1.96 * sqrt(.75 * .25 / 40) = 0.134
-    assert first.half_width == pytest.approx(0.134, abs=0.02)
+def test_graded_scores_get_a_seeded_bootstrap_interval():
+    scores = np.random.default_rng(0).uniform(0, 1, 40)
+    first, again, other = confidence_interval(scores), confidence_interval(scores), confidence_interval(scores, seed=1)
+    assert first.method == "bootstrap" and first == again and other != first
+    assert first.mean == pytest.approx(scores.mean()) and first.n == 40
+    assert first.low < first.mean < first.high
+    # the normal approximation's 95% half-width: 1.96 * std / sqrt(n)
+    assert first.half_width == pytest.approx(1.96 * scores.std() / np.sqrt(40), rel=0.15)
+
+
+def test_binary_scores_get_wilson_intervals_that_stay_honest_at_the_extremes():
+    perfect, nothing = confidence_interval([1] * 10), confidence_interval([0] * 10)
+    assert perfect.method == nothing.method == "wilson"
+    assert (perfect.low, perfect.high) == (pytest.approx(0.7225, abs=1e-4), 1.0)
+    assert (nothing.low, nothing.high) == (0.0, pytest.approx(0.2775, abs=1e-4))
+    three_quarters = confidence_interval([1] * 30 + [0] * 10)
+    assert (three_quarters.low, three_quarters.high) == (pytest.approx(0.5981, abs=1e-3), pytest.approx(0.8581, abs=1e-3))
 
 
 def test_interval_narrows_with_more_examples():
-    small = bootstrap_interval([1, 0] * 10)
-    large = bootstrap_interval([1, 0] * 200)
+    small = confidence_interval([1, 0] * 10)
+    large = confidence_interval([1, 0] * 200)
     assert large.half_width < small.half_width / 3
 
 
 def test_failed_examples_count_zero_and_bad_input_is_named():
-    assert bootstrap_interval([1, None, 1, None]).mean == 0.5
+    assert confidence_interval([1, None, 1, None]).mean == 0.5
     with pytest.raises(ValueError, match="at least one example"):
-        bootstrap_interval([])
+        confidence_interval([])
     with pytest.raises(ValueError, match="NaN.*example 1"):
-        bootstrap_interval([1.0, float("nan")])
+        confidence_interval([1.0, float("nan")])
     with pytest.raises(ValueError, match="level"):
-        bootstrap_interval([1, 0], level=95)
+        confidence_interval([1, 0], level=95)
 
 
 def test_mcnemar_exact_matches_the_binomial_tail():
@@ -53,9 +61,18 @@ def test_paired_test_on_binary_scores_uses_mcnemar():
     test = paired_test(before, one_better)
     assert (test.method, test.wins, test.losses, test.n) == ("mcnemar-exact", 1, 0, 40)
     assert test.p_value == 1.0 and not test.significant and test.verdict() == "within noise"
+    assert test.low < 0 < test.high
     clearly = paired_test(before, [1] * 40)
     assert clearly.significant and clearly.verdict() == "better" and clearly.low > 0
     assert paired_test([1] * 40, before).verdict() == "worse"
+
+
+def test_paired_interval_on_a_few_examples_is_wide_not_certain():
+    three = paired_test([0, 0, 0], [1, 1, 1])
+    assert three.difference == 1.0 and three.high == 1.0
+    assert three.low < 0.5 and not three.significant and three.p_value == 0.25
+    unchanged = paired_test([1, 0] * 20, [1, 0] * 20)
+    assert unchanged.difference == 0 and unchanged.low < 0 < unchanged.high and unchanged.p_value == 1.0
 
 
 def test_paired_test_on_graded_scores_uses_the_bootstrap():
