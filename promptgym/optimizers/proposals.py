@@ -133,11 +133,14 @@ class PromptSearchOptimizer(Optimizer):
     def get_extra_state(self) -> dict[str, Any]:
         """The generator's state goes with the optimizer's, so a resumed search draws what it would have."""
         state = self._rng.bit_generator.state if self._rng is not None else self._rng_state
-        return {**super().get_extra_state(), "rng": json.loads(json.dumps(state)) if state is not None else None}
+        return {**super().get_extra_state(), "rng": json.loads(json.dumps(state)) if state is not None else None,
+                "proposal_failures": self.proposal_failures, "rejected_proposals": self.rejected_proposals}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
         self._rng_state, self._rng = state.get("rng"), None
+        self.proposal_failures = int(state.get("proposal_failures", 0))
+        self.rejected_proposals = int(state.get("rejected_proposals", 0))
 
     def get_config(self) -> dict[str, Any]:
         model = getattr(self, self.model_argument)
@@ -221,13 +224,6 @@ class PromptSearchOptimizer(Optimizer):
         for name, value in candidate.variables.items():
             by_name[name].assign(value)
         return candidate.variables
-
-    def get_extra_state(self) -> dict[str, Any]:
-        return {"proposal_failures": self.proposal_failures, "rejected_proposals": self.rejected_proposals}
-
-    def set_extra_state(self, state: dict[str, Any]) -> None:
-        self.proposal_failures = int(state.get("proposal_failures", 0))
-        self.rejected_proposals = int(state.get("rejected_proposals", 0))
 
 
 def steps_per_epoch(train_size: int, batch_size: int) -> int:

@@ -7,7 +7,7 @@ import pytest
 import promptgym as pg
 from promptgym.optimizers.omega import OMEGA, candidate_text, mutable_schema
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
-from tests.support import Answer, Question, functional_program, questions
+from tests.support import Answer, functional_program, questions
 
 KEYWORD = "UPPERCASE"
 GOOD = f"Answer with the question in {KEYWORD} letters."
