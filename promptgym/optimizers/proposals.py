@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from promptgym.core.events import ProposalFailed, ProposalRejected
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.usage import LEDGER, lm_phase
@@ -200,16 +201,16 @@ class PromptSearchOptimizer(Optimizer):
         except Exception as error:  # noqa: BLE001 - any model failure is data here, never fatal
             self.proposal_failures += 1
             logger.warning("%s: %s failed, skipped: %s: %s", type(self).__name__, what, type(error).__name__, error)
-            await ctx.emit("proposal_failed", optimizer=type(self).__name__, what=what,
-                           error=f"{type(error).__name__}: {error}")
+            await ctx.emit(ProposalFailed(optimizer=type(self).__name__, what=what,
+                                          error=f"{type(error).__name__}: {error}"))
             return None
         return answer if isinstance(answer, dict) else None
 
     async def reject(self, ctx: TrainingContext, what: str, reason: str, text: Any = "") -> None:
         self.rejected_proposals += 1
         logger.info("%s: rejected %s (%s) before any rollout", type(self).__name__, what, reason)
-        await ctx.emit("proposal_rejected", optimizer=type(self).__name__, what=what, reason=reason,
-                       text=as_text(text, 200))
+        await ctx.emit(ProposalRejected(optimizer=type(self).__name__, what=what, reason=reason,
+                                        text=as_text(text, 200)))
 
     def load_candidate(self, program: Any, candidate_id: int | None = None) -> dict[str, Any]:
         """Assign a candidate's variables (default: the best) to ``program``; returns them.
