@@ -136,7 +136,7 @@ def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[di
         f"- Job: {config.job.type}, name `{config.job.name}`, seed {config.job.seed}",
         f"- Model: `{config.model.name}`",
         f"- Optimizer: `{config.optimizer.name}` {json.dumps(config.optimizer.params) if config.optimizer.params else ''}",
-        f"- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
+        "- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
         f"- Epochs done: {status.get('epochs_done', 0)} of {config.training.epochs}",
         f"- LM calls: {status.get('lm_calls', 0)} (cache hits included)",
         f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
