@@ -73,8 +73,11 @@ def retrieval_state(pool: Sequence[dict[str, Any]], vectors: np.ndarray, k: int,
         raise ValueError(f"k must be >= 1, got {k}")
     if len(pool) != len(vectors):
         raise ValueError(f"{len(pool)} pool examples but {len(vectors)} vectors")
+    spec = None if embedding_model is None else serialize_object(embedding_model)
+    if spec is not None:  # calls then use this very model (its usage counts them, its vector cache serves them)
+        _embedding_models[json.dumps(spec, sort_keys=True)] = embedding_model
     return {"k": int(k),
-            "embedding_model": None if embedding_model is None else serialize_object(embedding_model),
+            "embedding_model": spec,
             "pool": [{"inputs": dict(e["inputs"]), "outputs": dict(e["outputs"])} for e in pool],
             "vectors": encode_vectors(vectors) if len(pool) else {"dtype": VECTOR_DTYPE, "shape": [0, 0], "data": ""}}
 
