@@ -77,7 +77,10 @@ def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_for
         fail(masker.mask(f"run {run.id} failed: {type(error).__name__}: {error}"), EXIT_FAILED)
     renderer.close()
     console.print(f"done: {run.path / 'summary.md'}")
-    console.print(f"best program: {run.path / 'best_program.json'} (final {status.get('final', {}).get('reward')})")
+    final = status.get("final") or {}
+    interval = ((final.get("statistics") or {}).get("intervals") or {}).get("reward")
+    shown = f"{final.get('reward')}" + (f", 95% CI [{interval['low']:.3f}, {interval['high']:.3f}]" if interval else "")
+    console.print(f"best program: {run.path / 'best_program.json'} (final reward {shown})")
 
 
 def start_detached(run: RunFolder, runs_dir: Path) -> None:

@@ -11,11 +11,30 @@ own with the decorator (the name is the one the documents use)::
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
 _REGISTRY: dict[str, Any] = {}
+
+BUILTIN_MODULES = ("promptgym.rewards", "promptgym.metrics", "promptgym.optimizers", "promptgym.callbacks",
+                   "promptgym.taskapp.program")
+"""Where the built-in serializable classes live: imported on the first name the registry doesn't know,
+so a file loads in a fresh process without the user importing them first."""
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    for module in BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # an optional extra (the task app's FastAPI) may be missing; its names stay unknown
+            continue
 
 
 def registered_name(obj: Any) -> str:
@@ -56,6 +75,8 @@ def register_builtin(obj: T) -> T:
 
 def resolve(name: str, *, expected: str = "object") -> Any:
     """The registered object called ``name``, or a clear error listing the choices."""
+    if name not in _REGISTRY:
+        _load_builtins()
     if name in _REGISTRY:
         return _REGISTRY[name]
     known = ", ".join(sorted(key for key in _REGISTRY if ">" not in key)) or "none"
