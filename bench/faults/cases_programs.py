@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from common import PYTHON, RAW_EXCEPTIONS, Case, Verdict, base_env, cli
+from common import PYTHON, RAW_EXCEPTIONS, Case, Verdict, base_env
 from configs import config, files
 
 BUILD = """
