@@ -23,6 +23,7 @@ from promptgym.cli.secrets import Masker
 from promptgym.core.atomic import read_json
 from promptgym.core.events import ArtifactsWritten, Evaluated, Resumed, RunFinished, RunStarted
 from promptgym.lm.usage import LEDGER
+from promptgym.stats import Evaluation
 
 
 def eval_split(job: Job) -> tuple[str, Any, Any]:
@@ -67,7 +68,8 @@ async def evaluate(job: Job, recorder: RunRecorder, label: str) -> dict[str, Any
     split, x, y = eval_split(job)
     logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0)
     recorder.emit(Evaluated(label=label, split=split, size=len(x), logs=logs))
-    return {"split": split, "size": len(x), **logs}
+    statistics = {"statistics": logs.statistics()} if isinstance(logs, Evaluation) else {}
+    return {"split": split, "size": len(x), **logs, **statistics}
 
 
 def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any]) -> dict[str, Any]:

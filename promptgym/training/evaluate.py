@@ -6,17 +6,20 @@ from typing import Any
 
 from promptgym.rollouts import Outcome, RolloutService
 from promptgym.rollouts.executor import Executor
+from promptgym.stats import Evaluation
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, validate_inputs, validate_targets
 from promptgym.training.fit import require_compiled
-from promptgym.training.logs import scored_logs
 from promptgym.training.progress import ProgressBar
 
 
 async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_size: int = 32, verbose: Any = "auto",
                            callbacks: list[Any] | None = None, max_errors: int | None = None,
-                           executor: Executor | None = None) -> dict[str, float]:
+                           executor: Executor | None = None) -> Evaluation:
     """``{"reward": ..., "<metric>": ...}`` averaged over the examples; failures score 0.
+
+    The dict is an :class:`~promptgym.stats.Evaluation`: it keeps the per-example
+    scores, for ``.interval()`` (95% confidence interval) and ``.compare(baseline)`` (paired test).
 
     Up to ``batch_size`` examples run at a time, in a sliding window: the
     next one starts as soon as one finishes.
@@ -38,7 +41,9 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
     await callback_list.call("on_test_begin", {"total": len(xs)})
     results = await rollouts.run("test", list(range(len(xs))), with_metrics=True, window=batch_size,
                                  on_done=batches.done)
-    logs = scored_logs(results, compiled)
+    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
+    logs = Evaluation({names[0]: [r.reward for r in results],
+                       **{name: [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}})
     await callback_list.call("on_test_end", logs)
     return logs
 

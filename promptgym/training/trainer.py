@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from promptgym.rollouts.executor import Executor
+from promptgym.stats import Evaluation
 from promptgym.training.compile import CompiledState, compile_state, restore_state
 from promptgym.training.evaluate import evaluate_program
 from promptgym.training.fit import fit_program
@@ -59,8 +60,9 @@ class Trainer:
 
     async def evaluate(self, x: Any = None, y: Any = None, batch_size: int = 32, verbose: Any = "auto",
                        callbacks: list[Any] | None = None, max_errors: int | None = None,
-                       executor: Executor | None = None) -> dict[str, float]:
-        """``{"reward": ..., "<metric>": ...}`` averaged over the examples; failures score 0."""
+                       executor: Executor | None = None) -> Evaluation:
+        """``{"reward": ..., "<metric>": ...}`` averaged over the examples; failures score 0, with their
+        confidence interval and a paired test against another evaluation (:class:`~promptgym.stats.Evaluation`)."""
         return await evaluate_program(self, x, y, batch_size=batch_size, verbose=verbose, callbacks=callbacks,
                                       max_errors=max_errors, executor=executor)
 
