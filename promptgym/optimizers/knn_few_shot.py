@@ -31,8 +31,8 @@ from promptgym.lm.defaults import get_default_embedding_model
 from promptgym.lm.embedding_model import DEFAULT_EMBEDDING_MODEL, EmbeddingModel
 from promptgym.modules.retrieval import example_text, retrieval_state
 from promptgym.optimizers.base import Candidate
-from promptgym.optimizers.few_shot import FewShotOptimizer, example_variables, module_of
-from promptgym.training.context import TrainingContext
+from promptgym.optimizers.few_shot import FewShotOptimizer
+from promptgym.optimizers.kit import OptimizerContext
 
 
 def embedding_model_from(value: EmbeddingModel | str | dict[str, Any] | None) -> EmbeddingModel:
@@ -73,20 +73,21 @@ class KNNFewShot(FewShotOptimizer):
         self.k = k
         self.embedding_model = embedding_model_from(embedding_model)
 
-    async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
         """Collect traces for the Generators that need them (none when labels serve); no candidate races."""
-        if self.needs_traces() and self.remaining > 0:
+        if self.demos.needs_traces(self.prompts) and not self.budget.exhausted:
             shown = self.shown(self.best)
             unseen = self.affordable(ctx, "train", [i for i in batch if i not in shown], self.best)
             results = await self.score(ctx, self.best, "train", unseen)
-            self.pool.add(results)
-        return {"metric_calls": self.metric_calls, "demo_pool": self.pool.size()}
+            self.demos.pool.add(results)
+        return {"metric_calls": self.metric_calls, "demo_pool": self.demos.pool.size()}
 
-    async def on_epoch_end(self, ctx: TrainingContext, epoch: int) -> None:
+    async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
         candidate = await self.retrieval_candidate()
         if candidate is not None:
-            sizes = ", ".join(f"{len(candidate.variables[name]['retrieval']['pool'])} for {module_of(name)}"
-                              for name in example_variables(candidate.variables))
+            sizes = ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for "
+                              f"{state.module_name}" for state in self.prompts
+                              if candidate.variables[state.variable].get("retrieval"))
             await self.accept(ctx, candidate, reason=f"{self.k} nearest of a pool ({sizes})")
         await super().on_epoch_end(ctx, epoch)
 
@@ -94,18 +95,18 @@ class KNNFewShot(FewShotOptimizer):
         """The incumbent with each Generator's pool as its retrieval (None when no pool changed)."""
         base = self.best.variables
         variables = {name: dict(value) for name, value in base.items()}
-        for name in example_variables(base):
-            demos = sorted(self.pool.for_module(module_of(name)), key=lambda demo: demo.index)
+        for state in self.prompts:
+            demos = sorted(self.demos.pool.for_module(state.module_name), key=lambda demo: demo.index)
             if not demos:
                 continue
             pool = [demo.as_example() for demo in demos]
             vectors = await self.embedding_model([example_text(example["inputs"]) for example in pool])
-            variables[name]["retrieval"] = retrieval_state(pool, vectors, self.k, self.embedding_model)
+            variables[state.variable]["retrieval"] = retrieval_state(pool, vectors, self.k, self.embedding_model)
         if variables == base:
             return None
         return self.find(variables) or self.add_candidate(variables, parent=self.best.id, origin="knn_few_shot")
 
-    def propose(self, ctx: TrainingContext) -> Candidate | None:
+    def propose(self, ctx: OptimizerContext) -> Candidate | None:
         return None
 
     def get_config(self) -> dict[str, Any]:
