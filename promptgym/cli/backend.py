@@ -37,12 +37,22 @@ class BackendSpec:
             where = f"the Ray cluster at {self.address}"
         return f"{where}, {self.workers} worker(s); the optimizer stays in this process"
 
-    def executor(self, threads: int = 1) -> Any:
-        """The run's executor (None: in-process); a Ray one starts on its first rollout."""
+    def arguments(self) -> list[str]:
+        """The flags that give this spec again (for a detached worker process)."""
+        if self.kind == "local":
+            return []
+        return ["--backend", "ray" if self.address in (None, "auto") else self.address, "--workers", str(self.workers)]
+
+    def executor(self) -> Any:
+        """The run's executor (None: in-process); a Ray one starts on its first rollout.
+
+        A local instance shares this machine's cores among its workers (llama.cpp threads each).
+        """
         if self.kind == "local":
             return None
         from promptgym.distributed.ray_executor import RayExecutor
 
+        threads = max(1, (os.cpu_count() or 1) // self.workers) if self.address is None else 1
         return RayExecutor(address=self.address, num_workers=self.workers, threads=threads)
 
 

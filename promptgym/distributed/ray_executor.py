@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from promptgym.core.serialization import serialize_object
 from promptgym.distributed.wire import outcome_from_wire, rollout_to_wire, user_modules
 from promptgym.lm.local_backend import LOCAL_THREADS_ENV
+from promptgym.lm.usage import LEDGER
 from promptgym.rollouts.executor import OnOutcome, OnStart, Outcome, Rollout
 
 logger = logging.getLogger("promptgym")
@@ -108,7 +109,8 @@ class RayExecutor:
 
         if self._connected:
             return
-        if self.address is None or self.address.split(":")[0] in ("127.0.0.1", "localhost"):
+        host = (self.address or "").removeprefix("ray://").split(":")[0]
+        if self.address is None or host in ("127.0.0.1", "localhost"):
             use_loopback_ray()
         import ray
 
@@ -194,12 +196,15 @@ class RayExecutor:
                 await queue.done(len(chunk))
                 for (position, _), data in zip(chunk, answers):
                     outcomes[position] = outcome = outcome_from_wire(data, program)
+                    for phase, usage in (outcome.usage or {}).items():  # the Outcome contract: recorded here
+                        LEDGER.record(usage, phase)
                     if on_done is not None:
                         await on_done(outcome)
 
         await asyncio.gather(*(feed(worker) for worker in range(len(self.workers))))
         if len(outcomes) < len(rollouts):
-            raise RayExecutorError(f"every Ray worker died; {len(rollouts) - len(outcomes)} rollout(s) did not run")
+            raise RayExecutorError(f"every Ray worker died or became unreachable; {len(rollouts) - len(outcomes)} "
+                                   "rollout(s) did not run")
         return [outcomes[position] for position in range(len(rollouts))]
 
     async def _call(self, worker: int, key: str, ref: Any, wires: list[dict[str, Any]],

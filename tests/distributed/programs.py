@@ -62,3 +62,8 @@ def dataset(words: list[str] = WORDS) -> tuple[Any, Any]:
     x = np.array([Question(question=w) for w in words], dtype=object)
     y = np.array([Answer(answer=w.upper()) for w in words], dtype=object)
     return x, y
+
+
+def build_cli_program() -> pg.Program:
+    """The same program for `promptgym train --backend ray` configs (a factory without arguments)."""
+    return build_program()
