@@ -59,19 +59,14 @@ from promptgym.optimizers.demo_pool import DemoSampler, FewShotArguments
 from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
 from promptgym.optimizers.omega_prompts import (
-    BASE_INSTRUCTIONS,
-    CROSSOVER_INSTRUCTIONS,
-    GROUNDED_INSTRUCTIONS,
-    GROUNDED_THINKING_DESCRIPTION,
     LABEL_LENGTH,
-    MUTATION_INSTRUCTIONS,
-    THINKING_DESCRIPTION,
-    THINKING_LENGTH,
     candidate_text,
+    evidence,
+    labelled_examples,
     mutable_schema,
     shorten,
+    step_request,
     string_leaves,
-    without_lengths,
 )
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult
@@ -82,8 +77,6 @@ DistanceFunction = Callable[..., Awaitable[float]]
 
 GROUNDED_ATTEMPTS = 2
 """Grounded rewrites tried per Generator while its instructions are still the starting ones."""
-GROUNDED_EXAMPLES = 8
-"""Labelled training examples a grounded rewrite reads."""
 COUNTERS = {"mutation": "mutations", "grounded": "grounded", "crossover": "crossovers"}
 """The ``stats`` counter of each kind of LM-written child."""
 
@@ -409,51 +402,6 @@ class OMEGA(FewShotArguments, Optimizer):
         return isinstance(value, dict) and isinstance(start, dict) and "instructions" in value \
             and value["instructions"] == start.get("instructions")
 
-    def labelled_examples(self, ctx: OptimizerContext) -> list[dict[str, Any]]:
-        """``GROUNDED_EXAMPLES`` training examples, input and expected output, drawn at random."""
-        xs, ys = ctx.rollouts.inputs("train"), ctx.rollouts.targets("train")
-        picks = sorted(ctx.rng.permutation(len(xs))[:GROUNDED_EXAMPLES].tolist())
-        return [shorten({"inputs": to_json(xs[i]), "expected": to_json(ys[i])}) for i in picks]
-
-    def evidence(self, ctx: OptimizerContext, results: list[ExampleResult]) -> list[dict[str, Any]]:
-        """What the LM reads: failures first (lowest reward), then one success, at most ``max_evidence``."""
-        xs, ys = ctx.rollouts.inputs("train"), ctx.rollouts.targets("train")
-        ordered = sorted(results, key=lambda r: (r.reward, r.index))
-        failures = [r for r in ordered if r.reward < 1.0]
-        successes = [r for r in reversed(ordered) if r.reward >= 1.0]
-        chosen = (failures[: self.max_evidence - 1] + successes[:1]) if failures else successes[: self.max_evidence]
-        chosen = chosen[: self.max_evidence]
-        return [shorten({
-            "inputs": to_json(xs[r.index]),
-            "predicted": to_json(r.prediction) if r.prediction is not None else f"(failed: {r.error})",
-            "expected": to_json(ys[r.index]),
-            "reward": round(float(r.reward), 3),
-            "feedback": r.feedback,
-        }) for r in chosen]
-
-    def step_request(self, operation: str, schema: dict[str, Any], inputs: dict[str, Any]
-                     ) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
-        """A ChainOfThought-style request: messages, the constrained schema and the validation schema.
-
-        The answer starts with a bounded ``thinking`` field, then the new
-        value's fields. Validation drops the length bounds, so an over-long
-        text (from a backend without constrained decoding) reaches the guard
-        rails and is rejected at once instead of being re-asked.
-        """
-        guidance = {"mutation": MUTATION_INSTRUCTIONS, "grounded": GROUNDED_INSTRUCTIONS,
-                    "crossover": CROSSOVER_INSTRUCTIONS}[operation]
-        thinking_description = GROUNDED_THINKING_DESCRIPTION if operation == "grounded" else THINKING_DESCRIPTION
-        lines = [f"- thinking (string): {thinking_description}"]
-        lines += [f"- {key} ({prop['type']}): {prop.get('description', '')}" for key, prop in schema["properties"].items()]
-        system = "\n".join(filter(None, [self.instructions, BASE_INSTRUCTIONS, guidance]))
-        system += "\n\nAnswer with a JSON object with these fields:\n" + "\n".join(lines)
-        messages = [{"role": "system", "content": system},
-                    {"role": "user", "content": json.dumps(inputs, ensure_ascii=False)}]
-        thinking = {"type": "string", "maxLength": THINKING_LENGTH, "description": thinking_description}
-        constrained = {**schema, "properties": {"thinking": thinking, **schema["properties"]},
-                       "required": ["thinking", *schema["required"]]}
-        return messages, constrained, without_lengths(constrained)
-
     async def offspring(self, ctx: OptimizerContext, operation: str, parent: Candidate, name: str,
                         results: list[ExampleResult], other: Candidate | None = None) -> Candidate | None:
         value = parent.variables[name]
@@ -465,15 +413,15 @@ class OMEGA(FewShotArguments, Optimizer):
             "variable": name,
             "variable_description": self._variable_descriptions.get(name, ""),
             "average_reward": round(self.average_reward(name), 3),
-            "batch": self.evidence(ctx, results),
+            "batch": evidence(results, ctx.rollouts, self.max_evidence),
             "current_value": {key: value[key] for key in fields},
         }
         if other is not None:
             inputs["other_value"] = {key: other.variables[name].get(key) for key in fields}
         if operation == "grounded":
-            inputs["examples"] = self.labelled_examples(ctx)
+            inputs["examples"] = labelled_examples(ctx.rollouts, ctx.rng)
         try:
-            messages, constrained, validation = self.step_request(operation, schema, inputs)
+            messages, constrained, validation = step_request(operation, schema, inputs, self.instructions)
             temperature = self.crossover_temperature if operation == "crossover" else self.mutation_temperature
             with lm_phase("optimizer"):
                 answer = await self.language_model(messages, schema=constrained, validation_schema=validation,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Callable
 
@@ -12,7 +13,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
-from promptgym.rewards.base import JsonView, Reward, RewardResult
+from promptgym.rewards.base import JsonView, Reward, RewardResult, coerce_result
 
 
 def _normalize(value: Any) -> Any:
@@ -112,28 +113,30 @@ class MeanRewardWrapper(Reward):
     """Wraps an async (or plain) ``fn(y_true, y_pred)``; register ``fn`` to save the program.
 
     ``fn`` may return a float, ``(score, feedback)`` or ``{"score": ..., "feedback": ...}``.
+    ``MeanMetricWrapper`` is the same wrapper as a metric.
     """
+
+    function_kind = "reward function"
 
     def __init__(self, fn: Callable[..., Any] | None = None, in_mask: list[str] | None = None,
                  out_mask: list[str] | None = None, name: str | None = None) -> None:
         if fn is None or not callable(fn):
-            raise ValueError("MeanRewardWrapper needs fn=, an async function (y_true, y_pred) -> float")
-        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name or "reward")
+            raise ValueError(f"{type(self).__name__} needs fn=, an async function (y_true, y_pred) -> float")
+        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name or self.default_name_for(fn))
         self.fn = fn
 
+    def default_name_for(self, fn: Callable[..., Any]) -> str:
+        return "reward"
+
     async def score(self, y_true: Any, y_pred: Any) -> RewardResult:
-        import inspect
-
-        from promptgym.rewards.base import coerce_result
-
         value = self.fn(self.mask(y_true), self.mask(y_pred))
         if inspect.isawaitable(value):
             value = await value
-        return coerce_result(value, getattr(self.fn, "__name__", "reward function"))
+        return coerce_result(value, getattr(self.fn, "__name__", self.function_kind))
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "fn": serialize_object(self.fn)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "MeanRewardWrapper":
-        return cls(**{**config, "fn": deserialize_object(config["fn"], expected="reward function")})
+        return cls(**{**config, "fn": deserialize_object(config["fn"], expected=cls.function_kind)})
