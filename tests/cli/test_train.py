@@ -41,7 +41,9 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     config = write_config(workdir)
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
-    assert "est. LM calls" in result.output and "epoch 2:" in result.output
+    assert "est. LM calls" in result.output and "epoch 2:" in result.output and "headroom check 3" in result.output
+    assert "headroom check: the starting program scores 0.000 [0.000, 0.561] (n=3) on 3 validation examples" \
+        in result.output
     run = only_run(workdir)
     for name in ("config.toml", "events.jsonl", "history.csv", "best_program.json", "summary.md",
                  "candidates.json", "checkpoints/last.json", "checkpoints/epoch_1.json", "checkpoints/epoch_2.json",
