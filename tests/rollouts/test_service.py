@@ -33,8 +33,9 @@ def instructed_lm(delay_for=None):
     return lm
 
 
-def state(instructions):
-    return {"generator/state": {"instructions": instructions, "examples": []}}
+def state(instructions, program=None):
+    name = program.trainable_variables[0].name if program is not None else "generator/state"
+    return {name: {"instructions": instructions, "examples": []}}
 
 
 async def test_two_candidates_run_at_the_same_time_without_touching_the_program():
@@ -42,8 +43,8 @@ async def test_two_candidates_run_at_the_same_time_without_touching_the_program(
     before = program.get_variables()
     x = questions("ab", "cd", "ef")
     upper, plain = await asyncio.gather(
-        InProcessExecutor().run(program, [Rollout(i, v, state("Answer in UPPER case.")) for i, v in enumerate(x)]),
-        InProcessExecutor().run(program, [Rollout(i, v, state("Answer.")) for i, v in enumerate(x)]))
+        InProcessExecutor().run(program, [Rollout(i, v, state("Answer in UPPER case.", program)) for i, v in enumerate(x)]),
+        InProcessExecutor().run(program, [Rollout(i, v, state("Answer.", program)) for i, v in enumerate(x)]))
     assert [o.prediction.answer for o in upper] == ["AB", "CD", "EF"]
     assert [o.prediction.answer for o in plain] == ["ab", "cd", "ef"]
     assert program.get_variables() == before
