@@ -72,7 +72,8 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
 def test_dry_run_previews_and_starts_nothing(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--examples", "5"])
     assert result.exit_code == 0, result.output
-    assert "train 5" in result.output and "dry run" in result.output
+    assert "train 4, validation 1 (held out of the 5 training examples" in result.output  # one count per split
+    assert "reward        │ ExactMatch" in result.output and "dry run" in result.output
     assert not (workdir / "runs").exists()
 
 
@@ -151,7 +152,7 @@ def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     before = json.loads(run.last_checkpoint.read_text())["optimizer_state"]
     events_before = len(run.events())
 
-    result = runner.invoke(app, ["train", "--resume", run.id])
+    result = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
     assert result.exit_code == 0, result.output
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 4
