@@ -11,11 +11,12 @@ from rich.table import Table
 
 from promptgym.cli.build import Job
 from promptgym.cli.secrets import Masker
+from promptgym.optimizers.kit import prompt_states
 
 
 def generator_count(program: Any) -> int:
-    """How many LM-calling steps one program run makes (trainable prompt variables)."""
-    return max(1, sum(1 for v in program.trainable_variables if "instructions" in v.value))
+    """How many LM-calling steps one program run makes (modules with a trainable prompt)."""
+    return max(1, len(prompt_states(program)))
 
 
 def estimate_lm_calls(job: Job) -> dict[str, int]:
@@ -41,7 +42,7 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
         optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
     eval_size = sizes["test"] or val or train
     training_runs = epochs * train * calls_per_run
-    budget = getattr(job.optimizer, "max_metric_calls", None) or getattr(job.optimizer, "max_lm_calls", None)
+    budget = job.optimizer.budget.limit
     if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
         training_runs = min(training_runs, budget * calls_per_run)
         optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)

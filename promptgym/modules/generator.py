@@ -31,6 +31,7 @@ from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
 from promptgym.modules.module import Module
 from promptgym.modules.tracing import record_step
+from promptgym.modules.variable import Variable
 
 DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
 
@@ -103,6 +104,10 @@ class Generator(Module):
         return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
 
     # -- prompt ---------------------------------------------------------------------------
+
+    @property
+    def prompt_variable(self) -> Variable:
+        return self.state
 
     @property
     def instructions(self) -> str:
