@@ -190,7 +190,8 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     masker = secret_masker(env_file or status.get("env_file"), job_config)
     checkpoint, note = run.usable_checkpoint()
     console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
-                  f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""))
+                  f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
+                  soft_wrap=True)
     job = prepare_job(job_config, masker)
     if dry_run:
         console.print("dry run: nothing resumed")

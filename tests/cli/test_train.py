@@ -9,32 +9,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
-from tests.cli.helpers import write_config
+from tests.cli.helpers import ROOT, only_run, wait_for, write_config
 
-ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PROMPTGYM_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.syspath_prepend(str(ROOT))
-    return tmp_path
-
-
-def only_run(folder: Path) -> RunFolder:
-    runs = list_runs(folder / "runs")
-    assert len(runs) == 1, runs
-    return RunFolder(folder / "runs" / runs[0]["id"])
 
 
 def test_full_run_writes_every_artifact(workdir: Path) -> None:
@@ -119,14 +102,6 @@ def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.
     for path in run.path.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl", ".toml", ".md", ".csv"):
             assert secret not in path.read_text(), path
-
-
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
