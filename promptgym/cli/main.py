@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import typer
 
+from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
     EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
@@ -61,13 +62,13 @@ def load_run_config(run: RunFolder) -> JobConfig:
 
 
 def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
-                   job: Any = None) -> None:
+                   job: Any = None, backend: BackendSpec | None = None) -> None:
     from promptgym.cli.render import make_renderer
     from promptgym.cli.runner import execute
 
     renderer = make_renderer(stream_format, console)
     try:
-        status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job))
+        status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job, backend=backend))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (the run cancels itself)
         renderer.close()
         console.print(f"interrupted; checkpoint saved. Continue with: promptgym train --resume {run.id}")
@@ -86,8 +87,9 @@ def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_for
     console.print(f"best program: {run.path / 'best_program.json'} (final reward {shown})")
 
 
-def start_detached(run: RunFolder, runs_dir: Path) -> None:
-    command = [sys.executable, "-m", "promptgym.cli.main", "worker", run.id, "--runs-dir", str(runs_dir)]
+def start_detached(run: RunFolder, runs_dir: Path, backend: BackendSpec) -> None:
+    command = [sys.executable, "-m", "promptgym.cli.main", "worker", run.id, "--runs-dir", str(runs_dir),
+               *backend.arguments()]
     with (run.path / "worker.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=os.getcwd())
@@ -105,7 +107,9 @@ def train(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
     examples: Optional[int] = typer.Option(None, "--examples", min=1, help="Use only N training examples."),
     task_url: Optional[str] = typer.Option(None, "--task-url", help="Train against this task app."),
-    backend: str = typer.Option("local", "--backend", help="Where the job runs (only 'local' in this version)."),
+    backend: str = typer.Option("local", "--backend", help="Where rollouts run: local (this process), ray (a local "
+                                "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the resolved job, then stop."),
@@ -116,15 +120,19 @@ def train(
     run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="The run's id (a submitted job's)."),
 ) -> None:
     """Validate a config, preview the job, and train."""
+    from promptgym.cli.preview import print_headroom
+
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
-    if backend != "local":
-        fail(f"--backend: only 'local' is available in this version, got {backend!r}")
+    try:
+        spec = parse_backend(backend, workers)
+    except BackendError as error:
+        fail(str(error))
     folder = runs_dir or default_runs_dir()
     if resume:
         resume_run(resume, folder, env_file, {"--config": config, "--model": model, "--dataset": dataset,
                                               "--examples": examples, "--task-url": task_url, "--seed": seed},
-                   yes=yes, dry_run=dry_run, poll=poll, stream_format=stream_format)
+                   yes=yes, dry_run=dry_run, poll=poll, stream_format=stream_format, backend=spec)
         return
     overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed}
     masker = secret_masker(env_file)
@@ -136,10 +144,11 @@ def train(
     if job_config.job.type != "prompt_learning":
         console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
         fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
-    job = prepare_job(job_config, masker)
+    job = prepare_job(job_config, masker, spec)
     if dry_run:
-        console.print("dry run: nothing started")
+        console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
         return
+    print_headroom(job, masker, console)
     if not yes and not typer.confirm("Start this run?", default=True):
         raise typer.Exit(0)
     try:
@@ -149,12 +158,12 @@ def train(
     save_resolved_config(run, job_config, masker)
     run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config)
     if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=False, job=job)
+        run_in_process(run, job_config, masker, stream_format, resume=False, job=job, backend=spec)
     else:
-        start_detached(run, folder)
+        start_detached(run, folder, spec)
 
 
-def prepare_job(job_config: JobConfig, masker: Masker) -> Any:
+def prepare_job(job_config: JobConfig, masker: Masker, backend: BackendSpec | None = None) -> Any:
     """Build the job (a config's factory runs here), preview it, and check its models answer; exit 2 if not."""
     from promptgym.cli.build import build_job
     from promptgym.cli.preflight import check_models
@@ -162,7 +171,7 @@ def prepare_job(job_config: JobConfig, masker: Masker) -> Any:
 
     async def build_and_check() -> Any:
         job = await build_job(job_config)
-        print_preview(job, masker, console)
+        print_preview(job, masker, console, backend=backend)
         await check_models(job)
         return job
 
@@ -173,7 +182,7 @@ def prepare_job(job_config: JobConfig, masker: Masker) -> Any:
 
 
 def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict[str, Any], yes: bool, dry_run: bool,
-               poll: bool, stream_format: str) -> None:
+               poll: bool, stream_format: str, backend: BackendSpec) -> None:
     """``train --resume``: the run's own config, previewed (and checked) like a new run, confirmed unless ``--yes``."""
     given = [flag for flag, value in refused.items() if value]
     if given:
@@ -192,20 +201,21 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
                   f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
                   soft_wrap=True)
-    job = prepare_job(job_config, masker)
+    job = prepare_job(job_config, masker, backend)
     if dry_run:
         console.print("dry run: nothing resumed")
         return
     if not yes and not typer.confirm("Resume this run?", default=True):
         raise typer.Exit(0)
     if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=True, job=job)
+        run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
     else:
-        start_detached(run, folder)
+        start_detached(run, folder, backend)
 
 
 @app.command("worker", hidden=True)
-def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> None:
+def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
+           backend: str = typer.Option("local", "--backend"), workers: Optional[int] = typer.Option(None, "--workers")) -> None:
     """Run (or resume) RUN_ID in this process without a live display (used by --no-poll)."""
     from promptgym.cli.runner import execute
 
@@ -214,7 +224,8 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> Non
     status = run.status()
     masker = secret_masker(status.get("env_file"), config)
     try:
-        asyncio.run(execute(run, config, masker, resume=run.events_path.is_file()))  # an earlier session ran
+        asyncio.run(execute(run, config, masker, resume=run.events_path.is_file(),  # an earlier session ran
+                            backend=parse_backend(backend, workers)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise typer.Exit(EXIT_INTERRUPTED)
     except Exception:  # noqa: BLE001 - already recorded in run.json / events.jsonl

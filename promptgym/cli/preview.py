@@ -47,6 +47,7 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
         training_runs = min(training_runs, budget * calls_per_run)
         optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)
     parts = {
+        "headroom check": min(training.minibatch_size, val or train) * calls_per_run,
         "training runs": training_runs,
         "candidate scoring": optimizer_calls,
         "validation": (epochs // training.validation_freq) * val * calls_per_run,
@@ -81,7 +82,7 @@ def scorer_description(scorer: Any) -> str:
     return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
 
 
-def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
+def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[str, str]]:
     config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
@@ -102,13 +103,47 @@ def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
         ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")
          + "); cached calls are free"),
     ]
+    if backend is not None:
+        rows.append(("runs on", backend.describe()))
     return [(key, masker.mask(value)) for key, value in rows]
 
 
-def print_preview(job: Job, masker: Masker, console: Console | None = None) -> None:
+def print_preview(job: Job, masker: Masker, console: Console | None = None, backend: Any = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in preview_rows(job, masker):
+    for key, value in preview_rows(job, masker, backend):
         table.add_row(key, value)
     (console or Console()).print(table)
+
+
+def validation_sample(job: Job) -> tuple[Any, Any]:
+    """The validation examples fit() will use: the validation data, else the validation_split tail of train."""
+    data = job.data
+    if data.x_val is not None and len(data.x_val):
+        return data.x_val, data.y_val
+    split = job.config.data.validation_split if job.config.data else 0.0
+    cut = len(data.x_train) - int(math.floor(len(data.x_train) * split))
+    return data.x_train[cut:], data.y_train[cut:]
+
+
+def print_headroom(job: Job, masker: Masker, console: Console | None = None) -> list[Any]:
+    """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
+    import asyncio
+
+    from promptgym.training.headroom import check_headroom
+
+    console = console or Console()
+    x_val, y_val = validation_sample(job)
+    size = min(job.config.training.minibatch_size, len(x_val))
+    if not size:
+        return []
+    job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
+    evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+    reward = job.reward.name
+    console.print(masker.mask(f"headroom check: the starting program scores {evaluation.describe(reward)} "
+                              f"on {size} validation examples ({len(evaluation.failures)} failed); "
+                              "training reruns them from the response cache"), markup=False, soft_wrap=True)
+    for warning in warnings:
+        console.print(masker.mask(f"warning: {warning.message}"), style="yellow", markup=False, soft_wrap=True)
+    return warnings

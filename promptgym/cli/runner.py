@@ -65,13 +65,19 @@ def eval_split(job: Job) -> tuple[str, Any, Any]:
     return "train", data.x_train, data.y_train
 
 
-def restore_checkpoint(program: Any, path: Any) -> int:
-    """Variables and optimizer state from a checkpoint; returns the epochs already done."""
+def restore_checkpoint(program: Any, path: Any) -> tuple[int, int]:
+    """Variables, optimizer and trainer state from a checkpoint; returns the (epoch, step) to resume at.
+
+    Checkpoints are written after every step, so a kill loses at most the step in flight; a checkpoint
+    without a trainer state (written by an older version) resumes at the start of the next epoch.
+    """
     saved = read_json(path)
     program.set_variables(saved["variables"], source=str(path))
-    optimizer = program.training_state.optimizer
-    optimizer.set_state(saved.get("optimizer_state"))
-    return optimizer.epochs_done
+    state = program.training_state
+    state.optimizer.set_state(saved.get("optimizer_state"))
+    state.restored = saved.get("trainer_state")
+    position = (state.restored or {}).get("position") or {"epoch": state.optimizer.epochs_done, "step": 0}
+    return int(position["epoch"]), int(position["step"])
 
 
 @contextlib.contextmanager
@@ -89,12 +95,12 @@ def cancel_on_sigterm() -> Iterator[None]:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def evaluate(job: Job, recorder: RunRecorder, label: str) -> dict[str, Any]:
+async def evaluate(job: Job, recorder: RunRecorder, label: str, executor: Any = None) -> dict[str, Any]:
     """Score the held-out split; every example failing is :class:`AllExamplesFailed`, not a score of 0."""
     split, x, y = eval_split(job)
     tally = FailureTally()
     logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0,
-                                      callbacks=[recorder, tally])
+                                      callbacks=[recorder, tally], executor=executor)
     recorder.emit(Evaluated(label=label, split=split, size=len(x), logs=logs))
     statistics = {"statistics": logs.statistics()} if isinstance(logs, Evaluation) else {}
     result = {"split": split, "size": len(x), **logs, **statistics, "failures": tally.failed}
@@ -110,17 +116,17 @@ def usable_evaluation(entry: Any) -> bool:
     return isinstance(entry, dict) and not (entry.get("size") and entry.get("failures", 0) >= entry["size"])
 
 
-def resume_point(run: RunFolder, program: Any) -> tuple[int, str, str]:
-    """(epochs done, checkpoint used, a note when it isn't last.json) after restoring the newest usable checkpoint.
+def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
+    """(epoch, step, checkpoint used, a note when it isn't last.json) after restoring the newest usable checkpoint.
 
     Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
     """
     path, note = run.usable_checkpoint()
-    done = restore_checkpoint(program, path) if path is not None else 0
-    dropped = drop_history_after(run.path / "history.csv", done)
+    epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
+    dropped = drop_history_after(run.path / "history.csv", epoch)
     if dropped:
-        note = (note + "; " if note else "") + f"{dropped} history row(s) past epoch {done} dropped (they run again)"
-    return done, str(path.relative_to(run.path)) if path else "(none)", note
+        note = (note + "; " if note else "") + f"{dropped} history row(s) from epoch {epoch + 1} on dropped (they run again)"
+    return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
 
 
 def drop_history_after(path: Any, epochs_done: int) -> int:
@@ -144,13 +150,15 @@ def drop_history_after(path: Any, epochs_done: int) -> int:
     return len(rows) - len(kept)
 
 
-def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any]) -> dict[str, Any]:
+def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_step: int = 0,
+                  executor: Any = None) -> dict[str, Any]:
     training, data = job.config.training, job.data
     arguments: dict[str, Any] = dict(
         x=data.x_train, y=data.y_train, epochs=training.epochs, batch_size=training.batch_size,
         minibatch_size=training.minibatch_size, validation_batch_size=training.validation_batch_size,
         validation_freq=training.validation_freq, shuffle=training.shuffle, seed=job.config.job.seed,
-        max_errors=training.max_errors, initial_epoch=initial_epoch, callbacks=callbacks, verbose=0,
+        max_errors=training.max_errors, initial_epoch=initial_epoch, initial_step=initial_step, callbacks=callbacks,
+        verbose=0, executor=executor,
     )
     if data.x_val is not None and len(data.x_val):
         arguments["validation_data"] = (data.x_val, data.y_val)
@@ -160,13 +168,19 @@ def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any]) -> dict[st
 
 
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                  resume: bool = False, job: Job | None = None) -> dict[str, Any]:
-    """Train, checkpointing every epoch and on interrupt; returns the final run status."""
+                  resume: bool = False, job: Job | None = None, backend: Any = None) -> dict[str, Any]:
+    """Train, checkpointing every step and on interrupt; returns the final run status.
+
+    ``backend`` (a :class:`promptgym.cli.backend.BackendSpec`) says where rollouts run; a Ray
+    instance it starts is stopped, by process id, when the run ends however it ends.
+    """
     from promptgym.training.callbacks_builtin import EarlyStopping
 
     started, usage_start = time.time(), LEDGER.total()
     run.stamp = lambda: {SESSION_CALLS: LEDGER.total().calls - usage_start.calls}
-    status = run.update_status(status="running", pid=os.getpid(), error=None)
+    status = run.update_status(status="running", pid=os.getpid(), error=None,
+                               runs_on=backend.describe() if backend is not None else None)
+    executor = backend.executor() if backend is not None else None
     recorder = RunRecorder(run, masker, listeners)
     recorder.emit(RunStarted(run_id=run.id, resume=resume))
     training = FailureTally()
@@ -175,20 +189,20 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
             job = job or await build_job(config)
             job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
             recorder.set_program(job.program)
-            done = 0
+            epoch, step = 0, 0
             if resume:
-                done, checkpoint, note = resume_point(run, job.program)
-                recorder.emit(Resumed(from_epoch=done, checkpoint=checkpoint))
+                epoch, step, checkpoint, note = resume_point(run, job.program)
+                recorder.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
                 if note:
                     logger.warning("run %s: %s", run.id, note)
             if config.training.evaluate_baseline and not usable_evaluation(status.get("baseline")):
-                status = run.update_status(baseline=await evaluate(job, recorder, "baseline"))
+                status = run.update_status(baseline=await evaluate(job, recorder, "baseline", executor))
             callbacks: list[Any] = [recorder, training]
             if config.training.early_stopping:
                 spec = config.training.early_stopping
                 callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
-            await job.program.fit(**fit_arguments(job, done, callbacks))
-            final = await evaluate(job, recorder, "best")
+            await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step, executor=executor))
+            final = await evaluate(job, recorder, "best", executor)
     except (asyncio.CancelledError, KeyboardInterrupt):
         if recorder.program is not None and recorder.program.training_state is not None:
             recorder.save_checkpoint("interrupted")
@@ -199,6 +213,9 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
                         error=masker.mask(f"{type(error).__name__}: {error}"))
         write_failure_summary(run, status)
         raise
+    finally:
+        if executor is not None:
+            await executor.close()
     status = finish(run, recorder, started, usage_start, training, status="writing_artifacts", final=final,
                     announce=False)
     job.program.save(str(run.path / "best_program.json"))

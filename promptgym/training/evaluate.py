@@ -43,7 +43,8 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
                                  on_done=batches.done)
     names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
     logs = Evaluation({names[0]: [r.reward for r in results],
-                       **{name: [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}})
+                       **{name: [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}},
+                      failures=[position for position, r in enumerate(results) if r.error])
     await callback_list.call("on_test_end", logs)
     return logs
 
