@@ -23,6 +23,7 @@ from promptgym.lm import (
 )
 from promptgym.modules import ChainOfThought, Generator, Input, Module, SymbolicDataModel, Variable
 from promptgym.programs import Program, ProgramAsJudge, Sequential
+from promptgym.rollouts.executor import get_default_executor, set_default_executor
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
@@ -40,6 +41,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "get_default_executor", "set_default_executor",
     "ChainOfThought", "DataModel", "EmbeddingModel", "Field", "Generator", "Input", "LanguageModel", "Module",
     "Program", "Sequential", "SymbolicDataModel", "Variable", "get_default_embedding_model",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
