@@ -10,7 +10,7 @@ import importlib
 import logging
 from typing import Any
 
-from promptgym import saving
+from promptgym import metrics, optimizers, rewards, saving
 from promptgym.core.data_model import DataModel, Field
 from promptgym.core.serialization import register_synalinks_serializable
 from promptgym.lm import (
@@ -22,13 +22,16 @@ from promptgym.lm import (
     set_default_language_model,
 )
 from promptgym.modules import ChainOfThought, Generator, Input, Module, SymbolicDataModel, Variable
-from promptgym.programs import Program, Sequential
+from promptgym.programs import Program, ProgramAsJudge, Sequential
+from promptgym.rollouts.executor import get_default_executor, set_default_executor
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
+rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where synalinks users look for it
+
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("callbacks", "datasets", "metrics", "optimizers", "rewards", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("callbacks", "datasets", "testing", "training", "utils")
 
 
 def __getattr__(name: str) -> Any:
@@ -38,8 +41,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "get_default_executor", "set_default_executor",
     "ChainOfThought", "DataModel", "EmbeddingModel", "Field", "Generator", "Input", "LanguageModel", "Module",
     "Program", "Sequential", "SymbolicDataModel", "Variable", "get_default_embedding_model",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
-    "set_default_language_model", *_LAZY_SUBMODULES,
+    "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
 ]

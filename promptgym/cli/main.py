@@ -2,7 +2,8 @@
 
     promptgym train --config examples/configs/arithmetic_fewshot.toml --yes
     promptgym train --resume RUN_ID
-    promptgym runs list | show ID | watch ID
+    promptgym submit --config run.toml --address http://127.0.0.1:8265
+    promptgym runs list | show ID | watch ID | stop ID
     promptgym models list
 """
 
@@ -16,26 +17,24 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from promptgym.cli.config import ConfigError, JobConfig, load_config, resolved_dict, validate_config
+from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
+from promptgym.cli.common import (
+    EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
+)
+from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
-from promptgym.cli.secrets import Masker, load_env_file
+from promptgym.cli.secrets import Masker
+from promptgym.cli.submit import submit
 
+hide_flag_value_types()
 app = typer.Typer(help="Train LM programs' prompts from TOML configs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(runs_app, name="runs")
 app.add_typer(models_app, name="models")
-console = Console(highlight=False)
-EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(code)
+app.command("submit")(submit)
 
 
 def discover_config() -> list[str]:
@@ -53,37 +52,27 @@ def discover_config() -> list[str]:
     return [str(found[choice - 1])]
 
 
-def secret_masker(env_file: Optional[str], config: JobConfig | None = None) -> Masker:
-    try:
-        masker = load_env_file(env_file)
-    except FileNotFoundError as error:
-        fail(str(error))
-    if config is not None:
-        masker.add_from_environment([config.model.api_key_env, config.data.task_api_key_env if config.data else None])
-    return masker
-
-
 def save_resolved_config(run: RunFolder, config: JobConfig, masker: Masker) -> None:
     import tomli_w
 
-    run.write_text("config.toml", masker.mask(tomli_w.dumps(resolved_dict(config))))
+    # Values are masked, never keys: the file stays valid TOML whatever the secrets are.
+    run.write_text("config.toml", tomli_w.dumps(masker.mask_data(resolved_dict(config))))
 
 
 def load_run_config(run: RunFolder) -> JobConfig:
-    import tomllib
-
-    return validate_config(tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8")), str(run.path / "config.toml"))
+    path = run.path / "config.toml"
+    return validate_config(read_toml(path), str(path))
 
 
 def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
-                   job: Any = None) -> None:
+                   job: Any = None, backend: BackendSpec | None = None) -> None:
     from promptgym.cli.render import make_renderer
     from promptgym.cli.runner import execute
 
     renderer = make_renderer(stream_format, console)
     try:
-        status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job))
-    except KeyboardInterrupt:
+        status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job, backend=backend))
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (the run cancels itself)
         renderer.close()
         console.print(f"interrupted; checkpoint saved. Continue with: promptgym train --resume {run.id}")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -95,11 +84,15 @@ def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_for
         fail(masker.mask(f"run {run.id} failed: {type(error).__name__}: {error}"), EXIT_FAILED)
     renderer.close()
     console.print(f"done: {run.path / 'summary.md'}")
-    console.print(f"best program: {run.path / 'best_program.json'} (final {status.get('final', {}).get('reward')})")
+    final = status.get("final") or {}
+    interval = ((final.get("statistics") or {}).get("intervals") or {}).get("reward")
+    shown = f"{final.get('reward')}" + (f", 95% CI [{interval['low']:.3f}, {interval['high']:.3f}]" if interval else "")
+    console.print(f"best program: {run.path / 'best_program.json'} (final reward {shown})")
 
 
-def start_detached(run: RunFolder, runs_dir: Path) -> None:
-    command = [sys.executable, "-m", "promptgym.cli.main", "worker", run.id, "--runs-dir", str(runs_dir)]
+def start_detached(run: RunFolder, runs_dir: Path, backend: BackendSpec) -> None:
+    command = [sys.executable, "-m", "promptgym.cli.main", "worker", run.id, "--runs-dir", str(runs_dir),
+               *backend.arguments()]
     with (run.path / "worker.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=os.getcwd())
@@ -110,13 +103,16 @@ def start_detached(run: RunFolder, runs_dir: Path) -> None:
 
 @app.command()
 def train(
-    config: list[str] = typer.Option(None, "--config", "-c", help="TOML config (repeatable; later files win)."),
+    config: list[str] = typer.Option(None, "--config", "-c", metavar="FILE",
+                                     help="TOML config (repeatable; later files win)."),
     env_file: Optional[str] = typer.Option(None, "--env-file", help=".env file with secrets (never printed)."),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
     examples: Optional[int] = typer.Option(None, "--examples", min=1, help="Use only N training examples."),
     task_url: Optional[str] = typer.Option(None, "--task-url", help="Train against this task app."),
-    backend: str = typer.Option("local", "--backend", help="Where the job runs (only 'local' in this version)."),
+    backend: str = typer.Option("local", "--backend", help="Where rollouts run: local (this process), ray (a local "
+                                "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the resolved job, then stop."),
@@ -124,35 +120,22 @@ def train(
     stream_format: str = typer.Option("cli", "--stream-format", help="cli (event lines) or chart (live reward chart)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID from its last checkpoint."),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where run folders go (default ./runs)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="The run's id (a submitted job's)."),
 ) -> None:
     """Validate a config, preview the job, and train."""
-    from promptgym.cli.build import build_job
-    from promptgym.cli.preview import print_preview
+    from promptgym.cli.preview import print_headroom
 
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
-    if backend != "local":
-        fail(f"--backend: only 'local' is available in this version, got {backend!r}")
+    try:
+        spec = parse_backend(backend, workers)
+    except BackendError as error:
+        fail(str(error))
     folder = runs_dir or default_runs_dir()
     if resume:
-        try:
-            run = RunFolder.open(folder, resume)
-            job_config = load_run_config(run)
-        except (FileNotFoundError, ConfigError) as error:
-            fail(str(error))
-        status = run.status()
-        if status.get("status") == "completed":
-            fail(f"run {run.id} already completed")
-        masker = secret_masker(env_file or status.get("env_file"), job_config)
-        if job_config.job.type == "sft":
-            from promptgym.cli.sft_command import resume_sft
-
-            return resume_sft(run, job_config, masker, stream_format, poll, folder)
-        console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done)")
-        if poll:
-            run_in_process(run, job_config, masker, stream_format, resume=True)
-        else:
-            start_detached(run, folder)
+        resume_run(resume, folder, env_file, {"--config": config, "--model": model, "--dataset": dataset,
+                                              "--examples": examples, "--task-url": task_url, "--seed": seed},
+                   yes=yes, dry_run=dry_run, poll=poll, stream_format=stream_format, backend=spec)
         return
     overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed}
     masker = secret_masker(env_file)
@@ -160,35 +143,90 @@ def train(
         job_config = load_config(config or discover_config(), overrides)
     except ConfigError as error:
         fail(masker.mask(str(error)))
-    masker.add_from_environment([job_config.model.api_key_env, job_config.data.task_api_key_env if job_config.data else None])
+    masker.add_from_environment(secret_env_names(job_config))
     if job_config.job.type == "sft":
         from promptgym.cli.sft_command import train_sft
 
-        return train_sft(job_config, config, env_file, masker, folder, yes, dry_run, poll, stream_format)
+        return train_sft(job_config, config, env_file, masker, folder, yes, dry_run, poll, stream_format, spec)
     if job_config.job.type != "prompt_learning":
         console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
         fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
-    try:
-        job = asyncio.run(build_job(job_config))
-    except ConfigError as error:
-        fail(masker.mask(str(error)))
-    print_preview(job, masker, console)
+    job = prepare_job(job_config, masker, spec)
     if dry_run:
-        console.print("dry run: nothing started")
+        console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
         return
+    print_headroom(job, masker, console)
     if not yes and not typer.confirm("Start this run?", default=True):
         raise typer.Exit(0)
-    run = RunFolder.create(folder, job_config.job.name)
+    try:
+        run = RunFolder.create(folder, job_config.job.name, run_id=run_id)
+    except FileExistsError:
+        fail(f"--run-id {run_id}: a run with that id already exists in {folder}")
     save_resolved_config(run, job_config, masker)
     run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config)
     if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=False, job=job)
+        run_in_process(run, job_config, masker, stream_format, resume=False, job=job, backend=spec)
     else:
-        start_detached(run, folder)
+        start_detached(run, folder, spec)
+
+
+def prepare_job(job_config: JobConfig, masker: Masker, backend: BackendSpec | None = None) -> Any:
+    """Build the job (a config's factory runs here), preview it, and check its models answer; exit 2 if not."""
+    from promptgym.cli.build import build_job
+    from promptgym.cli.preflight import check_models
+    from promptgym.cli.preview import print_preview
+
+    async def build_and_check() -> Any:
+        job = await build_job(job_config)
+        print_preview(job, masker, console, backend=backend)
+        await check_models(job)
+        return job
+
+    try:
+        return asyncio.run(build_and_check())
+    except ConfigError as error:
+        fail(masker.mask(str(error)))
+
+
+def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict[str, Any], yes: bool, dry_run: bool,
+               poll: bool, stream_format: str, backend: BackendSpec) -> None:
+    """``train --resume``: the run's own config, previewed (and checked) like a new run, confirmed unless ``--yes``."""
+    given = [flag for flag, value in refused.items() if value]
+    if given:
+        fail(f"{', '.join(given)} can't be used with --resume: a resumed run keeps the config it started with "
+             f"(its config.toml). Start a new run to change it.")
+    try:
+        run = RunFolder.open(folder, run_id)
+        status = run.status()
+        job_config = load_run_config(run)
+    except (FileNotFoundError, ValueError) as error:
+        fail(str(error))
+    if status.get("status") == "completed":
+        fail(f"run {run.id} already completed")
+    masker = secret_masker(env_file or status.get("env_file"), job_config)
+    if job_config.job.type == "sft":
+        from promptgym.cli.sft_command import resume_sft
+
+        return resume_sft(run, job_config, masker, stream_format, poll, folder, yes, dry_run, backend)
+    checkpoint, note = run.usable_checkpoint()
+    console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
+                  f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
+                  soft_wrap=True)
+    job = prepare_job(job_config, masker, backend)
+    if dry_run:
+        console.print("dry run: nothing resumed")
+        return
+    if not yes and not typer.confirm("Resume this run?", default=True):
+        raise typer.Exit(0)
+    if poll:
+        run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
+    else:
+        start_detached(run, folder, backend)
 
 
 @app.command("worker", hidden=True)
-def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> None:
+def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
+           backend: str = typer.Option("local", "--backend"), workers: Optional[int] = typer.Option(None, "--workers")) -> None:
     """Run (or resume) RUN_ID in this process without a live display (used by --no-poll)."""
     from promptgym.cli.runner import execute
 
@@ -201,8 +239,9 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> Non
 
         return sft_worker(run, config, masker)
     try:
-        asyncio.run(execute(run, config, masker, resume=run.last_checkpoint.is_file()))
-    except KeyboardInterrupt:
+        asyncio.run(execute(run, config, masker, resume=run.events_path.is_file(),  # an earlier session ran
+                            backend=parse_backend(backend, workers)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
         raise typer.Exit(EXIT_INTERRUPTED)
     except Exception:  # noqa: BLE001 - already recorded in run.json / events.jsonl
         raise typer.Exit(EXIT_FAILED)

@@ -11,11 +11,12 @@ from rich.table import Table
 
 from promptgym.cli.build import Job
 from promptgym.cli.secrets import Masker
+from promptgym.optimizers.kit import prompt_states
 
 
 def generator_count(program: Any) -> int:
-    """How many LM-calling steps one program run makes (trainable prompt variables)."""
-    return max(1, sum(1 for v in program.trainable_variables if "instructions" in v.value))
+    """How many LM-calling steps one program run makes (modules with a trainable prompt)."""
+    return max(1, len(prompt_states(program)))
 
 
 def estimate_lm_calls(job: Job) -> dict[str, int]:
@@ -40,12 +41,15 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
     else:
         optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
     eval_size = sizes["test"] or val or train
-    training_runs = epochs * train * calls_per_run
-    budget = getattr(job.optimizer, "max_metric_calls", None) or getattr(job.optimizer, "max_lm_calls", None)
+    runs = getattr(job.optimizer, "estimate_training_runs", None)  # an optimizer that knows it runs fewer
+    training_runs = (int(runs(job.program, train_size=train, epochs=epochs)) if callable(runs) else epochs * train) \
+        * calls_per_run
+    budget = job.optimizer.budget.limit
     if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
         training_runs = min(training_runs, budget * calls_per_run)
         optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)
     parts = {
+        "headroom check": min(training.minibatch_size, val or train) * calls_per_run,
         "training runs": training_runs,
         "candidate scoring": optimizer_calls,
         "validation": (epochs // training.validation_freq) * val * calls_per_run,
@@ -62,15 +66,26 @@ def optimizer_description(job: Job) -> str:
     return text + (f" (budget: {budget})" if budget else "")
 
 
-def held_out(job: Job) -> str:
+def sizes_description(job: Job) -> str:
+    """``train 9, validation 3 (held out of the 12 training examples: validation_split=0.25), test 0``."""
+    sizes = dict(job.data.sizes())
     split = job.config.data.validation_split if job.config.data else 0.0
-    if job.data.sizes()["validation"] or not split:
-        return ""
-    return f" ({int(math.floor(job.data.sizes()['train'] * split))} of train held out: validation_split={split})"
+    held = int(math.floor(sizes["train"] * split)) if split and not sizes["validation"] else 0
+    if not held:
+        return ", ".join(f"{k} {v}" for k, v in sizes.items())
+    return (f"train {sizes['train'] - held}, validation {held} (held out of the {sizes['train']} training examples: "
+            f"validation_split={split}), test {sizes['test']}")
 
 
-def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
-    config, sizes = job.config, job.data.sizes()
+def scorer_description(scorer: Any) -> str:
+    """``ExactMatch {"in_mask": ["answer"]}``: the class and its configuration, not just its name."""
+    config = scorer.get_config() if hasattr(scorer, "get_config") else {}
+    shown = {key: value for key, value in config.items() if key != "name" and value not in (None, [], {})}
+    return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
+
+
+def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[str, str]]:
+    config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
     program = config.program
@@ -82,20 +97,55 @@ def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
         ("model", config.model.name + (f" @ {config.model.api_base}" if config.model.api_base else "")),
         ("program", f"{program_source} -> {job.program.name}, {generator_count(job.program)} prompt(s)"),
         ("data", f"{data.source if data else '-'}: {source}"),
-        ("sizes", ", ".join(f"{k} {v}" for k, v in sizes.items()) + held_out(job)),
-        ("reward", job.reward.name + (f" (+ {', '.join(m.name for m in job.metrics)})" if job.metrics else "")),
+        ("sizes", sizes_description(job)),
+        ("reward", scorer_description(job.reward)),
+        *([("metrics", ", ".join(scorer_description(metric) for metric in job.metrics))] if job.metrics else []),
         ("optimizer", optimizer_description(job)),
         ("training", ", ".join(f"{k}={v}" for k, v in config.training.model_dump().items() if v is not None)),
         ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")
          + "); cached calls are free"),
     ]
+    if backend is not None:
+        rows.append(("runs on", backend.describe()))
     return [(key, masker.mask(value)) for key, value in rows]
 
 
-def print_preview(job: Job, masker: Masker, console: Console | None = None) -> None:
+def print_preview(job: Job, masker: Masker, console: Console | None = None, backend: Any = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in preview_rows(job, masker):
+    for key, value in preview_rows(job, masker, backend):
         table.add_row(key, value)
     (console or Console()).print(table)
+
+
+def validation_sample(job: Job) -> tuple[Any, Any]:
+    """The validation examples fit() will use: the validation data, else the validation_split tail of train."""
+    data = job.data
+    if data.x_val is not None and len(data.x_val):
+        return data.x_val, data.y_val
+    split = job.config.data.validation_split if job.config.data else 0.0
+    cut = len(data.x_train) - int(math.floor(len(data.x_train) * split))
+    return data.x_train[cut:], data.y_train[cut:]
+
+
+def print_headroom(job: Job, masker: Masker, console: Console | None = None) -> list[Any]:
+    """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
+    import asyncio
+
+    from promptgym.training.headroom import check_headroom
+
+    console = console or Console()
+    x_val, y_val = validation_sample(job)
+    size = min(job.config.training.minibatch_size, len(x_val))
+    if not size:
+        return []
+    job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
+    evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+    reward = job.reward.name
+    console.print(masker.mask(f"headroom check: the starting program scores {evaluation.describe(reward)} "
+                              f"on {size} validation examples ({len(evaluation.failures)} failed); "
+                              "training reruns them from the response cache"), markup=False, soft_wrap=True)
+    for warning in warnings:
+        console.print(masker.mask(f"warning: {warning.message}"), style="yellow", markup=False, soft_wrap=True)
+    return warnings

@@ -1,21 +1,25 @@
-"""``promptgym runs list | show ID | watch ID``."""
+"""``promptgym runs list | show ID | watch ID | stop ID``; submitted runs (Ray jobs) too."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, process_alive
 
-runs_app = typer.Typer(help="Follow training runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
+LIST_COLUMNS_WIDTH = 50
+"""What ``runs list``'s columns after the id need (status, epochs, scores, date, gaps)."""
 
 
 def _open(run_id: str, runs_dir: Optional[Path]) -> RunFolder:
@@ -26,38 +30,95 @@ def _open(run_id: str, runs_dir: Optional[Path]) -> RunFolder:
         raise typer.Exit(2)
 
 
-def _when(timestamp: float | None) -> str:
-    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S") if timestamp else "-"
+def _status(run: RunFolder) -> dict[str, Any]:
+    """run.json, or exit 2 with an error naming it (a hand edit or a disk error can break it)."""
+    try:
+        status = run.status()
+    except (OSError, ValueError) as error:
+        console.print(f"error: {error}", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+    if not isinstance(status, dict):
+        console.print(f"error: {run.path / 'run.json'}: expected a JSON object, got {type(status).__name__}", markup=False)
+        raise typer.Exit(2)
+    return status
 
 
-def effective_status(status: dict) -> str:
-    """A running run whose process is gone was killed: say so."""
+def _when(timestamp: float | None, short: bool = False) -> str:
+    return datetime.fromtimestamp(timestamp).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S") if timestamp else "-"
+
+
+def _reward(entry: Any) -> str:
+    value = entry.get("reward") if isinstance(entry, dict) else None
+    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
+
+
+def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
+    """A submitted run's status from its cluster (recorded in run.json); the last known one if unreachable."""
+    from promptgym.distributed.jobs import RayJobs
+
+    try:
+        current = RayJobs(status["ray_address"]).status(run.id)
+    except Exception:  # noqa: BLE001 - an unreachable cluster is a state to show, not a crash
+        return f"{status.get('status')} (cluster {status['ray_address']} unreachable)"
+    if current != status.get("status"):
+        run.update_status(status=current)
+    return current
+
+
+def effective_status(status: dict, run: RunFolder | None = None) -> str:
+    """A submitted run asks its cluster; a running run whose process is gone was killed: say so."""
+    if status.get("ray_address") and run is not None and status.get("status") not in TERMINAL:
+        return submitted_status(run, status)
     if status.get("status") in ("running", "starting") and status.get("pid") and not process_alive(status["pid"]):
         return "stopped (killed?)"
     return str(status.get("status"))
 
 
 @runs_app.command("list")
-def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
+def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+                 address: Optional[str] = typer.Option(None, "--address", help="List the promptgym jobs of this "
+                                                       "Ray cluster (dashboard address) instead.")) -> None:
     """Every run, newest first."""
-    table = Table("id", "status", "epochs", "baseline", "final", "created")
-    for status in list_runs(runs_dir or default_runs_dir()):
-        table.add_row(status["id"], effective_status(status), str(status.get("epochs_done", 0)),
-                      str((status.get("baseline") or {}).get("reward", "-")),
-                      str((status.get("final") or {}).get("reward", "-")), _when(status.get("created")))
+    if address:
+        from promptgym.distributed.jobs import RayJobs
+
+        table = Table("id", "status", "started", "message")
+        for job in RayJobs(address).jobs():
+            table.add_row(job["id"], job["status"], _when((job["start_time"] or 0) / 1000), job["message"] or "")
+        console.print(table)
+        return
+    folder = runs_dir or default_runs_dir()
+    rows = [(status["id"], effective_status(status, RunFolder(folder / status["id"])), str(status.get("epochs_done", 0)),
+             _reward(status.get("baseline")), _reward(status.get("final")), _when(status.get("created"), short=True))
+            for status in list_runs(folder)]
+    id_width = max((len(row[0]) for row in rows), default=2)
+    if id_width + LIST_COLUMNS_WIDTH > console.width:  # never cut an id (users copy it): one block per run instead
+        for run_id, state, epochs, baseline, final, created in rows:
+            console.print(run_id, markup=False, soft_wrap=True)
+            console.print(f"  {state}, {epochs} epoch(s), baseline {baseline}, final {final}, created {created}",
+                          markup=False, soft_wrap=True)
+        return
+    table = Table(Column("id", no_wrap=True, min_width=id_width), "status", "epochs", "baseline", "final", "created",
+                  box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 
 @runs_app.command("show")
-def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
+def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+                 log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted job's log to show.")) -> None:
     """Status of one run, and its summary when finished."""
     run = _open(run_id, runs_dir)
-    status = run.status()
+    status = _status(run)
     for key in ("id", "name", "status", "epochs_done", "lm_calls", "elapsed_s", "error"):
-        value = effective_status(status) if key == "status" else status.get(key)
+        value = effective_status(status, run) if key == "status" else status.get(key)
         if value is not None:
             console.print(f"{key}: {value}", markup=False, soft_wrap=True)
     console.print(f"folder: {run.path}", markup=False, soft_wrap=True)
+    if status.get("ray_address"):
+        show_submitted(run, status, log_lines)
+        return
     summary = run.path / "summary.md"
     if summary.is_file():
         console.print(summary.read_text(encoding="utf-8"), markup=False)
@@ -68,18 +129,23 @@ def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
 def watch_run(run: RunFolder, stream_format: str = "cli", poll_s: float = 0.5, timeout_s: float | None = None) -> str:
     """Replay the run's events, then follow new ones until it ends; returns the final status."""
     renderer = make_renderer(stream_format, console, job_type=run.status().get("job_type"))
-    seen, started = 0, time.time()
+    next_line, started = 0, time.time()
+
+    def skipped(number: int, text: str) -> None:
+        console.print(f"events.jsonl line {number} is not a JSON event; skipped: {text[:80]!r}", markup=False)
+
+    def show_new() -> None:
+        nonlocal next_line
+        events, next_line = run.read_events(next_line, on_bad_line=skipped)
+        for event in events:
+            renderer(event)
+
     try:
         while True:
-            for event in run.iter_events(seen):
-                seen += 1
-                renderer(event)
-            status = run.status()
-            state = effective_status(status)
+            show_new()
+            state = effective_status(_status(run))
             if state in TERMINAL or state.startswith("stopped"):
-                for event in run.iter_events(seen):
-                    seen += 1
-                    renderer(event)
+                show_new()
                 return state
             if timeout_s is not None and time.time() - started > timeout_s:
                 return state
@@ -94,3 +160,48 @@ def watch_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--
     """Stream a run's progress until it ends."""
     state = watch_run(_open(run_id, runs_dir), stream_format)
     console.print(f"run {run_id}: {state}", markup=False)
+
+
+def show_submitted(run: RunFolder, status: dict[str, Any], log_lines: int) -> None:
+    """The cluster's view of a submitted run, and the end of its log, secrets masked."""
+    from promptgym.cli.secrets import load_env_file
+    from promptgym.distributed.jobs import RayJobs
+
+    env_file = status.get("env_file")
+    masker = load_env_file(env_file if env_file and Path(env_file).is_file() else None)
+    console.print(f"cluster: {status['ray_address']}", markup=False, soft_wrap=True)
+    try:
+        jobs = RayJobs(status["ray_address"])
+        details = jobs.details(run.id)
+        log = jobs.logs(run.id)
+    except Exception as error:  # noqa: BLE001 - say why, keep the record
+        console.print(masker.mask(f"cluster unreachable: {type(error).__name__}: {error}"), markup=False)
+        return
+    for key in ("ray_status", "message", "entrypoint", "env_vars"):
+        value = ", ".join(details[key]) if key == "env_vars" else details[key]
+        console.print(masker.mask(f"{key}: {value}"), markup=False, soft_wrap=True)
+    tail = log.splitlines()[-log_lines:]
+    console.print(f"--- last {len(tail)} log lines ---", markup=False)
+    console.print(masker.mask("\n".join(tail)), markup=False, soft_wrap=True)
+
+
+@runs_app.command("stop")
+def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
+    """Stop a run: a submitted one through its cluster, a detached local one by its process id."""
+    run = _open(run_id, runs_dir)
+    status = _status(run)
+    state = effective_status(status, run)
+    if state in TERMINAL or state.startswith("stopped"):
+        console.print(f"run {run.id} is not running ({state})", markup=False)
+        return
+    if status.get("ray_address"):
+        from promptgym.distributed.jobs import RayJobs
+
+        RayJobs(status["ray_address"]).stop(run.id)
+        console.print(f"stop requested for job {run.id} on {status['ray_address']}", markup=False)
+        return
+    if not process_alive(status.get("pid")):
+        console.print(f"run {run.id} has no live process", markup=False)
+        raise typer.Exit(1)
+    os.kill(status["pid"], signal.SIGTERM)  # the run checkpoints and records 'interrupted'
+    console.print(f"sent SIGTERM to run {run.id} (pid {status['pid']})", markup=False)

@@ -7,8 +7,10 @@ from typing import Optional
 
 import typer
 
+from promptgym.cli.backend import BackendSpec
+from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
 from promptgym.cli.config import ConfigError, JobConfig
-from promptgym.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, save_resolved_config, start_detached
+from promptgym.cli.main import save_resolved_config, start_detached
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.sft_runner import has_checkpoint, prepare_sft, print_sft_preview, run_sft_in_process
@@ -28,9 +30,15 @@ def _run(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, 
     console.print(f"model: {run.status().get('model_id')}  (list them with: promptgym models list)")
 
 
+def _local_only(backend: BackendSpec) -> None:
+    if backend.kind != "local":
+        fail(f"--backend {backend.kind}: an sft job trains in this process (use --backend local)")
+
+
 def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str], masker: Masker, runs_dir: Path,
-              yes: bool, dry_run: bool, poll: bool, stream_format: str) -> None:
+              yes: bool, dry_run: bool, poll: bool, stream_format: str, backend: BackendSpec) -> None:
     """Prepare (load, check rows, measure a step), preview, confirm, run."""
+    _local_only(backend)
     console.print(f"preparing: loading {config.sft.base_model} and checking every row ...")  # type: ignore[union-attr]
     try:
         job = prepare_sft(config)
@@ -51,17 +59,25 @@ def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str
         _run(run, config, masker, stream_format, resume=False, job=job)
     else:
         job.release()
-        start_detached(run, runs_dir)
+        start_detached(run, runs_dir, backend)
 
 
-def resume_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, poll: bool, runs_dir: Path) -> None:
+def resume_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, poll: bool, runs_dir: Path,
+               yes: bool, dry_run: bool, backend: BackendSpec) -> None:
+    """Continue from the last checkpoint (optimizer, schedule and RNG included), or start over without one."""
+    _local_only(backend)
     resume = has_checkpoint(run)
     console.print(f"resuming run {run.id} after step {run.status().get('steps_done', 0)}" if resume
                   else f"run {run.id} has no checkpoint yet: starting it over")
+    if dry_run:
+        console.print("dry run: nothing resumed")
+        return
+    if not yes and not typer.confirm("Resume this run?", default=True):
+        raise typer.Exit(0)
     if poll:
         _run(run, config, masker, stream_format, resume=resume)
     else:
-        start_detached(run, runs_dir)
+        start_detached(run, runs_dir, backend)
 
 
 def sft_worker(run: RunFolder, config: JobConfig, masker: Masker) -> None:

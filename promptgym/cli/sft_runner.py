@@ -21,6 +21,7 @@ from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
+from promptgym.core.events import RunFinished, RunStarted
 
 EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 
@@ -96,18 +97,18 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     previous = run.status()
     run.update_status(status="running", pid=os.getpid(), error=None, job_type="sft")
     recorder = RunRecorder(run, masker, listeners)
-    recorder.emit("run_started", run_id=run.id, resume=resume)
+    recorder.emit(RunStarted(run_id=run.id, resume=resume))
 
     def finish(**changes: Any) -> dict[str, Any]:
         status = run.update_status(**changes, pid=None, finished=time.time(),
                                    elapsed_s=round(previous.get("elapsed_s", 0.0) + time.time() - started, 2))
-        recorder.emit("run_finished", status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"])
+        recorder.emit(RunFinished(status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"]))
         return status
 
     try:
         with stop_on_signals() as stop:
             job = job or prepare_sft(config)
-            result = job.run(run.path, on_event=lambda kind, payload: recorder.emit(kind, **payload),
+            result = job.run(run.path, on_event=recorder.emit,
                              status=run.update_status, resume=resume, stop=stop)
     except TrainingInterrupted:
         finish(status="interrupted")

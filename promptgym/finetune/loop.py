@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from promptgym.core.atomic import atomic_write_json, read_json
+from promptgym.core.events import Event
 from promptgym.finetune.settings import WeightTrainingSettings
 
-EventSink = Callable[[str, dict[str, Any]], None]
-"""Receives each event as (kind, payload); the CLI writes them to the run's events.jsonl."""
+EventSink = Callable[[Event], None]
+"""Receives each typed event (``promptgym.core.events``); the CLI writes them to the run's events.jsonl."""
 
 
-def ignore_event(kind: str, payload: dict[str, Any]) -> None:
+def ignore_event(event: Event) -> None:
     """The default sink: events are dropped."""
 
 

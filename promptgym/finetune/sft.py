@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptgym.core.events import CheckpointSaved, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.batches import batches_of, collate, epoch_order
 from promptgym.finetune.checkpoint import Progress, TrainingState, checkpoint_name, load_checkpoint, save_checkpoint
@@ -196,11 +197,11 @@ class SFTJob:
         model_id = f"local/{self.settings.model_name or default_model_name(self.name, folder)}"
         status(status="running", model_id=None, planned_model_id=model_id, total_steps=self.total_steps,
                steps_done=progress.step, checkpoints=progress.extra.get("checkpoints", []))
-        on_event("sft_started", {
-            "base_model": self.settings.base_model, "train_rows": len(self.data.train),
-            "validation_rows": len(self.data.validation), "skipped_rows": len(self.data.skipped),
-            "epochs": self.settings.n_epochs, "steps": self.total_steps, "steps_per_epoch": self.steps_per_epoch,
-            "trainable_parameters": self.trainable_parameters, "resume_from_step": progress.step if resume else None})
+        on_event(SFTStarted(
+            base_model=self.settings.base_model, train_rows=len(self.data.train), validation_rows=len(self.data.validation),
+            skipped_rows=len(self.data.skipped), epochs=self.settings.n_epochs, steps=self.total_steps,
+            steps_per_epoch=self.steps_per_epoch, trainable_parameters=self.trainable_parameters,
+            resume_from_step=progress.step if resume else None))
         if "initial_eval_loss" not in progress.extra:
             progress.extra["initial_eval_loss"] = _round(self.evaluate())
             self._emit_eval(on_event, history, progress, progress.extra["initial_eval_loss"], "before")
@@ -212,7 +213,7 @@ class SFTJob:
             progress.extra["checkpoints"] = [e for e in progress.extra["checkpoints"] if e["step"] != progress.step] + [entry]
             path = save_checkpoint(checkpoints_dir, training, progress)
             status(steps_done=progress.step, checkpoints=progress.extra["checkpoints"])
-            on_event("checkpoint_saved", {"step": progress.step, "path": entry["path"], "reason": reason})
+            on_event(CheckpointSaved(path=entry["path"], step=progress.step, reason=reason))
             return path
 
         for epoch in range(progress.epoch, self.settings.n_epochs):
@@ -230,9 +231,9 @@ class SFTJob:
                 if eval_due and progress.step < self.total_steps:
                     row["eval_loss"] = _round(self.evaluate())
                 history.append(row)
-                on_event("sft_step", {**row, "total_steps": self.total_steps})
-                if "eval_loss" in row and row["eval_loss"] is not None:
-                    on_event("sft_eval", {"step": progress.step, "eval_loss": row["eval_loss"], "label": "step"})
+                on_event(SFTStep(total_steps=self.total_steps, **row))
+                if row.get("eval_loss") is not None:
+                    on_event(SFTEval(step=progress.step, eval_loss=row["eval_loss"], label="step"))
                 if stop.requested:
                     path = checkpoint(f"stop ({stop.reason})")
                     status(status="interrupted", elapsed_s=round(progress.extra["elapsed_s"], 2))
@@ -252,7 +253,7 @@ class SFTJob:
         if loss is None:
             return
         history.append({"step": progress.step, "eval_loss": loss})
-        on_event("sft_eval", {"step": progress.step, "eval_loss": loss, "label": label})
+        on_event(SFTEval(step=progress.step, eval_loss=loss, label=label))
 
     def release(self) -> None:
         """Drop the model from memory (before an export, which loads the weights afresh)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgym.core.atomic import atomic_write_text
+from promptgym.core.events import ModelExported, ModelRegistered
 from promptgym.finetune.checkpoint import Progress, last_checkpoint
 from promptgym.finetune.export import export_adapter, export_merged
 from promptgym.finetune.history import StepHistory, plot_losses
@@ -30,11 +31,11 @@ def export_files(job: Any, folder: Path, adapter_dir: Path, name: str, on_event:
     if export.merged != "none":
         path = export_merged(job.source, adapter_dir, folder / "export" / f"{name}-{export.merged}.gguf", export.merged, name)
         files["merged"] = str(path)
-        on_event("model_exported", {"part": "merged", "format": export.merged, "path": str(path), "size": _size(path)})
+        on_event(ModelExported(part="merged", format=export.merged, path=str(path), size=_size(path)))
     if export.adapter and job.source.gguf is not None:
         path = export_adapter(job.source, adapter_dir, folder / "export" / f"{name}-lora-f32.gguf")
         files["adapter"] = str(path)
-        on_event("model_exported", {"part": "adapter", "format": "f32", "path": str(path), "size": _size(path)})
+        on_event(ModelExported(part="adapter", format="f32", path=str(path), size=_size(path)))
     return files
 
 
@@ -56,7 +57,7 @@ def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSi
         base_gguf=str(job.source.gguf) if job.source.gguf else None, run=str(folder.resolve()),
         details={"train_file": job.settings.train_file, "train_rows": len(job.data.train), "steps": progress.step,
                  "final_eval_loss": progress.extra.get("final_eval_loss"), "lora_r": job.settings.lora.r}))
-    on_event("model_registered", {"model_id": entry.model_string, "files": files})
+    on_event(ModelRegistered(model_id=entry.model_string, files=files))
     result = SFTResult(
         status="completed", model_id=entry.model_string, output_dir=folder, steps=progress.step,
         final_loss=progress.loss, final_eval_loss=progress.extra.get("final_eval_loss"),
@@ -96,7 +97,7 @@ def summary_markdown(job: Any, result: Any, samples: list[dict[str, str]]) -> st
         f"- Hyperparameters: {json.dumps(hyper)}",
         f"- Steps: {result.steps}; time {result.elapsed_s:.1f} s; peak RSS {result.peak_rss_mb:.0f} MB", "",
         "## Loss", "",
-        f"| | eval loss |", "|---|---|",
+        "| | eval loss |", "|---|---|",
         f"| before training | {_loss(result.initial_eval_loss)} |",
         f"| after training | {_loss(result.final_eval_loss)} |", "",
         "![loss](plots/loss.png)", "",
@@ -109,6 +110,6 @@ def summary_markdown(job: Any, result: Any, samples: list[dict[str, str]]) -> st
     lines += [f"| {_cell(s['prompt'])} | {_cell(s['expected'])} | {_cell(s['base'])} | {_cell(s['tuned'])} |" for s in samples]
     lines += ["", "## Files", ""]
     lines += [f"- {kind}: `{path}`" for kind, path in result.files.items()]
-    lines += [f"- checkpoints: " + ", ".join(f"`{c['path']}` (step {c['step']})" for c in result.checkpoints),
+    lines += ["- checkpoints: " + ", ".join(f"`{c['path']}` (step {c['step']})" for c in result.checkpoints),
               "- `history.csv`, `events.jsonl`", ""]
     return "\n".join(lines)

@@ -51,6 +51,14 @@ class Module:
     def trainable_variables(self) -> list[Variable]:
         return [variable for variable in self._variables if variable.trainable and self.trainable]
 
+    @property
+    def prompt_variable(self) -> Variable | None:
+        """The variable holding this module's prompt (``{"instructions", "examples"}``), if it has one.
+
+        Optimizers find what they may rewrite through it; a Generator returns its ``state``.
+        """
+        return None
+
     # -- calling --------------------------------------------------------------------------
 
     def output_data_model(self, input_data_model: type[DataModel]) -> type[DataModel]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pydantic
 
 from promptgym.core.data_model import DataModel
@@ -31,9 +30,12 @@ from promptgym.core.schema import deserialize_data_model, serialize_data_model
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.modules.generator import as_json
 from promptgym.modules.module import Module, unique_name
-from promptgym.modules.symbolic import SymbolicDataModel
+from promptgym.modules.symbolic import Input, SymbolicDataModel
 from promptgym.modules.variable import Variable
 from promptgym.programs.graph import FunctionalGraph
+from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
+from promptgym.programs.summary import program_summary
+from promptgym.training.trainer import Trainer
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -41,7 +43,7 @@ def _as_list(value: Any) -> list[Any]:
 
 
 @register_builtin
-class Program(Module):
+class Program(Trainer, Module):
     """A trainable LM program; see the module docstring for the three styles."""
 
     def __init__(
@@ -56,7 +58,6 @@ class Program(Module):
         super().__init__(name=name or unique_name("program"), description=description, trainable=trainable)
         self._graph: FunctionalGraph | None = None
         self._single_output = not isinstance(outputs, (list, tuple))
-        self.training_state: Any = None  # set by compile()
         if inputs is not None or outputs is not None:
             if inputs is None or outputs is None:
                 raise ValueError("a functional Program needs both inputs= and outputs=")
@@ -142,57 +143,21 @@ class Program(Module):
         outputs = await self._graph.run({symbolic.id: value for symbolic, value in zip(self._graph.inputs, values)}, training)
         return outputs[0] if self._single_output else outputs
 
-    async def predict(self, x: Any, batch_size: int = 32, verbose: Any = "auto", callbacks: list[Any] | None = None) -> np.ndarray:
-        """Run on every input of ``x``; failed examples are None and listed in ``.failures``.
-
-        >>> # predictions = await program.predict(x_test, batch_size=32)
-        >>> # predictions.failures  -> {index: "error message"}
-        """
-        from promptgym.training.predict import predict_program
-
-        return await predict_program(self, x, batch_size=batch_size, verbose=verbose, callbacks=callbacks)
-
-    # -- training (implemented in promptgym.training) -------------------------------------
-
-    def compile(self, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
-        """Attach a reward, an optimizer and metrics; see ``promptgym.training``."""
-        from promptgym.training.compile import compile_program
-
-        compile_program(self, reward=reward, optimizer=optimizer, metrics=metrics)
-
-    async def fit(self, *args: Any, **kwargs: Any) -> Any:
-        from promptgym.training.fit import fit_program
-
-        return await fit_program(self, *args, **kwargs)
-
-    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        from promptgym.training.evaluate import evaluate_program
-
-        return await evaluate_program(self, *args, **kwargs)
-
     # -- saving ---------------------------------------------------------------------------
 
     def save(self, filepath: str) -> None:
-        """Architecture + variables (+ compile config and optimizer state), atomically."""
-        from promptgym.programs.saving import save_program
-
+        """Architecture + variables (+ compile config, optimizer and trainer state), atomically."""
         save_program(self, filepath)
 
     @classmethod
     def load(cls, filepath: str) -> "Program":
         """Rebuild a saved program; resolves only registered classes, runs no code from the file."""
-        from promptgym.programs.saving import load_program
-
         return load_program(filepath)
 
     def save_variables(self, filepath: str) -> None:
-        from promptgym.programs.saving import save_variables
-
         save_variables(self, filepath)
 
     def load_variables(self, filepath: str) -> None:
-        from promptgym.programs.saving import load_variables
-
         load_variables(self, filepath)
 
     def get_variables(self) -> dict[str, dict[str, Any]]:
@@ -255,8 +220,6 @@ class Program(Module):
 
     def summary(self, print_fn: Any = None) -> str:
         """Print (and return) the modules, their schemas and trainable variables."""
-        from promptgym.programs.summary import program_summary
-
         text = program_summary(self)
         (print_fn or print)(text)
         return text
@@ -320,8 +283,6 @@ class Sequential(Program):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Sequential":
-        from promptgym.modules.symbolic import Input
-
         modules = [deserialize_object(item, expected="module") for item in config["modules"]]
         return cls([Input(data_model=deserialize_data_model(config["input"])), *modules], name=config["name"],
                    description=config.get("description"), trainable=config.get("trainable", True))

@@ -9,49 +9,39 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
-from tests.cli.helpers import write_config
+from tests.cli.helpers import ROOT, only_run, wait_for, write_config
 
-ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PROMPTGYM_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.syspath_prepend(str(ROOT))
-    return tmp_path
-
-
-def only_run(folder: Path) -> RunFolder:
-    runs = list_runs(folder / "runs")
-    assert len(runs) == 1, runs
-    return RunFolder(folder / "runs" / runs[0]["id"])
 
 
 def test_full_run_writes_every_artifact(workdir: Path) -> None:
     config = write_config(workdir)
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
-    assert "est. LM calls" in result.output and "epoch 2:" in result.output
+    assert "est. LM calls" in result.output and "epoch 2:" in result.output and "headroom check 3" in result.output
+    assert "headroom check: the starting program scores 0.000 [0.000, 0.561] (n=3) on 3 validation examples" \
+        in result.output
     run = only_run(workdir)
     for name in ("config.toml", "events.jsonl", "history.csv", "best_program.json", "summary.md",
                  "candidates.json", "checkpoints/last.json", "checkpoints/epoch_1.json", "checkpoints/epoch_2.json",
-                 "plots/training_history.png"):
+                 "plots/training_history.png", "plots/before_after.png"):
         assert (run.path / name).is_file(), name
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 2
     assert status["final"]["reward"] > status["baseline"]["reward"]
+    before, after = (status[key]["statistics"] for key in ("baseline", "final"))
+    assert len(before["scores"]["reward"]) == len(after["scores"]["reward"]) == status["final"]["size"]
+    interval = after["intervals"]["reward"]
+    assert interval["low"] <= status["final"]["reward"] <= interval["high"] and interval["n"] == status["final"]["size"]
     summary = (run.path / "summary.md").read_text()
     assert "Improvement: **+" in summary and "answerer/state" in summary and "## Top candidates" in summary
+    assert "| 95% CI |" in summary and "(mcnemar-exact) on the same 3 examples" in summary
     kinds = [event["event"] for event in run.events()]
     for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
                  "checkpoint_saved", "train_end", "run_finished"):
@@ -67,8 +57,16 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
 def test_dry_run_previews_and_starts_nothing(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--examples", "5"])
     assert result.exit_code == 0, result.output
-    assert "train 5" in result.output and "dry run" in result.output
+    assert "train 4, validation 1 (held out of the 5 training examples" in result.output  # one count per split
+    assert "reward        │ ExactMatch" in result.output and "dry run" in result.output
     assert not (workdir / "runs").exists()
+
+
+def test_knn_few_shot_from_toml_plans_no_training_run(workdir: Path) -> None:
+    result = runner.invoke(app, ["train", "-c", str(ROOT / "examples/configs/dates_knn.toml"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "KNNFewShot" in result.output and "training runs 0" in result.output
+    assert "<= 68 (headroom check 8, training runs 0" in result.output  # 68: headroom 8 + 2 x 30 test
 
 
 def test_config_discovery_and_confirmation(workdir: Path) -> None:
@@ -107,14 +105,6 @@ def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.
             assert secret not in path.read_text(), path
 
 
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
-
-
 def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     config = write_config(workdir, epochs=4)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTGYM_TEST_DELAY": "0.08"}
@@ -138,7 +128,7 @@ def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     before = json.loads(run.last_checkpoint.read_text())["optimizer_state"]
     events_before = len(run.events())
 
-    result = runner.invoke(app, ["train", "--resume", run.id])
+    result = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
     assert result.exit_code == 0, result.output
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 4
@@ -152,6 +142,35 @@ def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     events = run.events()
     assert len(events) > events_before and [e["event"] for e in events].count("run_started") == 2
     assert any(e["event"] == "resumed" for e in events)
+
+
+def test_a_kill_mid_epoch_loses_at_most_the_step_in_flight(workdir: Path) -> None:
+    config = write_config(workdir, epochs=2)  # 12 training examples in batches of 3: 4 steps per epoch
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTGYM_TEST_DELAY": "0.08"}
+    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
+                               cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    events_file = lambda: next(iter((workdir / "runs").glob("*/events.jsonl")), None)  # noqa: E731
+
+    def steps_done() -> list[dict]:
+        path = events_file()
+        lines = path.read_text().splitlines() if path is not None else []
+        return [e for e in map(json.loads, lines) if e["event"] == "step"]
+
+    wait_for(lambda: (workdir / "runs").is_dir() and any(e["step"] >= 1 and e["epoch"] == 0 for e in steps_done()))
+    process.kill()  # kill -9: no handler runs, nothing is saved on the way out
+    process.wait(timeout=30)
+    last = steps_done()[-1]
+    run = only_run(workdir)
+
+    result = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
+    assert result.exit_code == 0, result.output
+    events = run.events()
+    resumed = next(e for e in events if e["event"] == "resumed")
+    after = [(e["epoch"], e["step"]) for e in events[events.index(resumed):] if e["event"] == "step"]
+    # Every step finished before the kill was checkpointed: the run goes on with the next one, repeating none.
+    assert (resumed["from_epoch"], resumed["from_step"]) == (last["epoch"], last["step"] + 1)
+    assert after[0] == ((last["epoch"], last["step"] + 1) if last["step"] < 3 else (last["epoch"] + 1, 0))
+    assert run.status()["status"] == "completed"
 
 
 def test_detached_run_and_runs_commands(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

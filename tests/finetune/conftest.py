@@ -27,6 +27,8 @@ def isolated_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 @pytest.fixture
 def fake_export(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The tiny model's tokenizer is unknown to llama.cpp's converter: record the export instead of running it."""
+    from promptgym.core.events import ModelExported
+
     calls: list[Path] = []
 
     def export_files(job, folder, adapter_dir, name, on_event):
@@ -34,7 +36,7 @@ def fake_export(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         path = folder / "export" / f"{name}-q8_0.gguf"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"GGUF")
-        on_event("model_exported", {"part": "merged", "format": "q8_0", "path": str(path), "size": "0.0 MB"})
+        on_event(ModelExported(part="merged", format="q8_0", path=str(path), size="0.0 MB"))
         return {"merged": str(path)}
 
     monkeypatch.setattr("promptgym.finetune.sft_finish.export_files", export_files)

@@ -26,11 +26,11 @@ def adapter_tensors(folder: Path) -> dict:
 
 
 def test_training_lowers_the_loss_and_leaves_a_usable_run_folder(tiny_model: Path, tmp_path: Path, fake_export) -> None:
-    events: list[tuple[str, dict]] = []
+    events: list = []
     job = SFTJob.prepare(settings_for(tiny_model, tmp_path, eval_steps=4, summary_samples=1), name="Tiny Run")
     assert (len(job.data.train), len(job.data.validation), job.total_steps) == (16, 4, 8)
     assert job.measure_step_seconds() > 0
-    result = job.run(tmp_path / "out", on_event=lambda kind, payload: events.append((kind, payload)))
+    result = job.run(tmp_path / "out", on_event=events.append)
 
     assert result.final_eval_loss < result.initial_eval_loss
     assert result.model_id.startswith("local/ft-tiny-run-") and result.steps == 8
@@ -50,10 +50,10 @@ def test_training_lowers_the_loss_and_leaves_a_usable_run_folder(tiny_model: Pat
     summary = (out / "summary.md").read_text()
     assert result.model_id in summary and "| before training |" in summary and "## Sample answers" in summary
 
-    kinds = [kind for kind, _ in events]
+    kinds = [event.kind for event in events]
     assert kinds[0] == "sft_started" and kinds.count("sft_step") == 8 and kinds[-1] == "model_registered"
-    assert [p["label"] for k, p in events if k == "sft_eval"] == ["before", "step", "final"]
-    step = next(p for k, p in events if k == "sft_step")
+    assert [e["label"] for e in events if e.kind == "sft_eval"] == ["before", "step", "final"]
+    step = next(e for e in events if e.kind == "sft_step")
     assert {"step", "total_steps", "loss", "lr", "tokens_per_s"} <= set(step)
 
     from promptgym.lm.finetuned_models import finetuned_model
@@ -72,10 +72,10 @@ def test_stop_then_resume_gives_the_same_weights_as_an_uninterrupted_run(tiny_mo
     stop = StopRequest()
     steps_seen: list[int] = []
 
-    def stop_after_three(kind: str, payload: dict) -> None:
-        if kind == "sft_step":
-            steps_seen.append(payload["step"])
-            if payload["step"] == 3:
+    def stop_after_three(event) -> None:
+        if event.kind == "sft_step":
+            steps_seen.append(event.step)
+            if event.step == 3:
                 stop.request("test")
 
     with pytest.raises(TrainingInterrupted) as caught:
