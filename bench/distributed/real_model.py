@@ -36,7 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def build_program() -> pg.Program:
     lm = pg.LanguageModel(model=f"local/{DEFAULT_LOCAL_MODEL}", max_tokens=48, cache=False)
     generator = pg.Generator(data_model=dates.Date, language_model=lm, max_string_length=40, name="reader")
-    return pg.Sequential([pg.Input(data_model=dates.Text), generator], name="date_reader")
+    program = pg.Sequential([pg.Input(data_model=dates.Text), generator], name="date_reader")
+    program.compile(reward="exactmatch")
+    return program
 
 
 async def timed(executor: Any, x: Any, y: Any, warm: tuple[Any, Any]) -> dict[str, Any]:

@@ -72,7 +72,9 @@ def build_program(url: str, concurrency: int) -> pg.Program:
     lm = pg.LanguageModel(model="openai/fake", api_base=f"{url}/v1", api_key="unused", cache=False,
                           concurrency=concurrency, max_tokens=16)
     generator = pg.Generator(data_model=Answer, language_model=lm, name="answerer")
-    return pg.Sequential([pg.Input(data_model=Question), generator], name="bench")
+    program = pg.Sequential([pg.Input(data_model=Question), generator], name="bench")
+    program.compile(reward="exactmatch")
+    return program
 
 
 def examples(count: int, tag: str) -> tuple[np.ndarray, np.ndarray]:
