@@ -90,19 +90,13 @@ class RayExecutor:
         self.workers: list[Any] = []
         self.retries = 0
         """Rollouts run again because their worker died."""
-        self._connected = False
+        self._connected = self._owns_connection = False
         self._program_refs: dict[str, Any] = {}
         self._imports: tuple[str, ...] = ()
         self._deaths: dict[int, int] = {}
         self._built: dict[int, set[str]] = {}
 
-    # -- where ------------------------------------------------------------------------------
-
-    def describe(self) -> str:
-        """Where rollouts run, for previews and logs."""
-        where = "a local Ray instance owned by this run" if self.address is None else f"the Ray cluster at {self.address}"
-        each = f"{self.concurrency} in flight each" if self.concurrency else "the model's concurrency each"
-        return f"{where}: {self.num_workers} worker(s), {each}, {self.threads} llama.cpp thread(s) per worker"
+    # -- connecting -------------------------------------------------------------------------
 
     def _connect(self) -> None:
         from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
@@ -120,6 +114,7 @@ class RayExecutor:
             address = self.head.gcs_address
         else:
             address = self.address
+        self._owns_connection = not ray.is_initialized()  # a connection the caller made stays theirs
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as error:  # noqa: BLE001 - connection errors come in many types; say where
@@ -253,9 +248,9 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.workers, self._program_refs, self._built = [], {}, {}
-        if self._connected:
+        if self._connected and self._owns_connection:
             ray.shutdown()
-            self._connected = False
+        self._connected = False
         self._stop_head()
 
 
