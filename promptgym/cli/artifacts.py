@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from promptgym.core.atomic import atomic_write_json
+from promptgym.stats import Evaluation, format_p
 
 logger = logging.getLogger("promptgym")
 TOP_CANDIDATES = 5
@@ -45,19 +46,41 @@ def ranked_candidates(optimizer: Any) -> list[dict[str, Any]]:
     return sorted(ranked, key=lambda item: (-(item["score"] if item["score"] is not None else -1), item["id"]))
 
 
-def write_plots(run: Any) -> list[str]:
+def stored_evaluation(entry: dict[str, Any] | None) -> Evaluation | None:
+    """The Evaluation a run status keeps for the baseline or the best program (None if it has no scores)."""
+    if not entry or not (entry.get("statistics") or {}).get("scores"):
+        return None
+    means = {key: value for key, value in entry.items() if key not in ("split", "size", "statistics")}
+    return Evaluation.from_statistics(means, entry["statistics"])
+
+
+def paired_evaluations(status: dict[str, Any]) -> tuple[Evaluation, Evaluation] | None:
+    """Baseline and best, when both were scored on the same examples (so a paired test applies)."""
+    baseline, final = status.get("baseline") or {}, status.get("final") or {}
+    before, after = stored_evaluation(baseline), stored_evaluation(final)
+    if before is None or after is None or (baseline.get("split"), before.n) != (final.get("split"), after.n):
+        return None
+    return before, after
+
+
+def write_plots(run: Any, status: dict[str, Any] | None = None) -> list[str]:
     history = {key: values for key, values in read_history(run.path / "history.csv").items()
                if not key.startswith("lm_calls_") and key != "failures"}
-    if not history:
-        return []
+    pair = paired_evaluations(status or {})
+    written = []
     try:
-        from promptgym.utils import plot_history
+        from promptgym.utils import plot_history, plot_metrics_comparison_with_mean_and_std
 
-        path = plot_history(history, to_folder=run.path / "plots", to_file="training_history.png", title=run.id)
-        return [str(path.relative_to(run.path))]
+        if history:
+            written.append(plot_history(history, to_folder=run.path / "plots", to_file="training_history.png",
+                                        title=run.id))
+        if pair is not None:
+            written.append(plot_metrics_comparison_with_mean_and_std(
+                {"baseline": [pair[0]], "best": [pair[1]]}, to_folder=run.path / "plots", to_file="before_after.png",
+                title=f"{run.id}: baseline vs best on {pair[0].n} {status['final'].get('split')} examples"))
     except Exception as error:  # noqa: BLE001 - a missing plotting extra must not fail the run
         logger.warning("plots skipped: %s", error)
-        return []
+    return [str(path.relative_to(run.path)) for path in written]
 
 
 def _score(value: Any) -> str:
@@ -79,26 +102,50 @@ def prompt_section(program: Any) -> list[str]:
     return lines
 
 
+def _interval(entry: dict[str, Any], reward: str) -> str:
+    evaluation = stored_evaluation(entry)
+    if evaluation is None or not evaluation.n:
+        return "-"
+    interval = evaluation.interval(reward)
+    return f"[{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def improvement_lines(status: dict[str, Any], reward: str) -> list[str]:
+    """The change from baseline to best, with the paired test when both ran on the same examples."""
+    before, after = (status.get("baseline") or {}).get(reward), (status.get("final") or {}).get(reward)
+    if before is None or after is None:
+        return ["Improvement: **n/a**", ""]
+    pair = paired_evaluations(status)
+    if pair is None:
+        return [f"Improvement: **{after - before:+.3f}** (no paired test: not scored on the same examples)", ""]
+    test = pair[1].compare(pair[0], reward)
+    return [f"Improvement: **{test.difference:+.3f}**, 95% CI [{test.low:+.3f}, {test.high:+.3f}], "
+            f"{format_p(test.p_value)} ({test.method}) on the same {test.n} examples "
+            f"({test.wins} better, {test.losses} worse): **{test.verdict()}**.", "",
+            "The interval is where the true difference lies with 95% confidence; when it includes 0 (or p >= 0.05), "
+            "the best program is not shown to be better than the baseline on examples like these.", ""]
+
+
 def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
     baseline, final = status.get("baseline") or {}, status.get("final") or {}
     reward = job.reward.name
     before, after = baseline.get(reward), final.get(reward)
-    improvement = f"{after - before:+.3f}" if before is not None and after is not None else "n/a"
     config = job.config
     lines = [
         f"# Run {run.id}", "",
         f"- Job: {config.job.type}, name `{config.job.name}`, seed {config.job.seed}",
         f"- Model: `{config.model.name}`",
         f"- Optimizer: `{config.optimizer.name}` {json.dumps(config.optimizer.params) if config.optimizer.params else ''}",
-        f"- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
+        "- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
         f"- Epochs done: {status.get('epochs_done', 0)} of {config.training.epochs}",
         f"- LM calls: {status.get('lm_calls', 0)} (cache hits included)",
         f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
         "## Scores", "",
-        f"| | {reward} | split | examples |", "|---|---|---|---|",
-        f"| baseline | {_score(before)} | {baseline.get('split', '-')} | {baseline.get('size', '-')} |",
-        f"| best | {_score(after)} | {final.get('split', '-')} | {final.get('size', '-')} |",
-        "", f"Improvement: **{improvement}**", "",
+        f"| | {reward} | 95% CI | split | examples |", "|---|---|---|---|---|",
+        f"| baseline | {_score(before)} | {_interval(baseline, reward)} | {baseline.get('split', '-')} | "
+        f"{baseline.get('size', '-')} |",
+        f"| best | {_score(after)} | {_interval(final, reward)} | {final.get('split', '-')} | {final.get('size', '-')} |",
+        "", *improvement_lines(status, reward),
     ]
     lines += prompt_section(job.program)
     lines += ["## Top candidates", "", "| id | origin | parent | score | split | examples | best |",
@@ -116,6 +163,6 @@ def write_artifacts(run: Any, job: Any, status: dict[str, Any]) -> None:
     ranked = ranked_candidates(optimizer)
     atomic_write_json(run.path / "candidates.json", {"best_id": optimizer.best_id, "ranked": ranked,
                                                      "candidates": optimizer.export_candidates()})
-    plots = write_plots(run)
+    plots = write_plots(run, status)
     run.update_status(plots=plots)
     run.write_text("summary.md", summary_markdown(run, job, status, ranked))

@@ -2,7 +2,8 @@
 
     promptgym train --config examples/configs/arithmetic_fewshot.toml --yes
     promptgym train --resume RUN_ID
-    promptgym runs list | show ID | watch ID
+    promptgym submit --config run.toml --address http://127.0.0.1:8265
+    promptgym runs list | show ID | watch ID | stop ID
 """
 
 from __future__ import annotations
@@ -15,24 +16,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, secret_env_names, secret_masker
 from promptgym.cli.config import ConfigError, JobConfig, load_config, resolved_dict, validate_config
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
-from promptgym.cli.secrets import Masker, load_env_file
+from promptgym.cli.secrets import Masker
+from promptgym.cli.submit import submit
 
 app = typer.Typer(help="Train LM programs' prompts from TOML configs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(runs_app, name="runs")
-console = Console(highlight=False)
-EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(code)
+app.command("submit")(submit)
 
 
 def discover_config() -> list[str]:
@@ -48,16 +43,6 @@ def discover_config() -> list[str]:
     if not 1 <= choice <= len(found):
         fail(f"choose a number between 1 and {len(found)}")
     return [str(found[choice - 1])]
-
-
-def secret_masker(env_file: Optional[str], config: JobConfig | None = None) -> Masker:
-    try:
-        masker = load_env_file(env_file)
-    except FileNotFoundError as error:
-        fail(str(error))
-    if config is not None:
-        masker.add_from_environment([config.model.api_key_env, config.data.task_api_key_env if config.data else None])
-    return masker
 
 
 def save_resolved_config(run: RunFolder, config: JobConfig, masker: Masker) -> None:
@@ -92,7 +77,10 @@ def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_for
         fail(masker.mask(f"run {run.id} failed: {type(error).__name__}: {error}"), EXIT_FAILED)
     renderer.close()
     console.print(f"done: {run.path / 'summary.md'}")
-    console.print(f"best program: {run.path / 'best_program.json'} (final {status.get('final', {}).get('reward')})")
+    final = status.get("final") or {}
+    interval = ((final.get("statistics") or {}).get("intervals") or {}).get("reward")
+    shown = f"{final.get('reward')}" + (f", 95% CI [{interval['low']:.3f}, {interval['high']:.3f}]" if interval else "")
+    console.print(f"best program: {run.path / 'best_program.json'} (final reward {shown})")
 
 
 def start_detached(run: RunFolder, runs_dir: Path) -> None:
@@ -121,6 +109,7 @@ def train(
     stream_format: str = typer.Option("cli", "--stream-format", help="cli (event lines) or chart (live reward chart)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID from its last checkpoint."),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where run folders go (default ./runs)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="The run's id (a submitted job's)."),
 ) -> None:
     """Validate a config, preview the job, and train."""
     from promptgym.cli.build import build_job
@@ -153,7 +142,7 @@ def train(
         job_config = load_config(config or discover_config(), overrides)
     except ConfigError as error:
         fail(masker.mask(str(error)))
-    masker.add_from_environment([job_config.model.api_key_env, job_config.data.task_api_key_env if job_config.data else None])
+    masker.add_from_environment(secret_env_names(job_config))
     if job_config.job.type != "prompt_learning":
         console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
         fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
@@ -167,7 +156,10 @@ def train(
         return
     if not yes and not typer.confirm("Start this run?", default=True):
         raise typer.Exit(0)
-    run = RunFolder.create(folder, job_config.job.name)
+    try:
+        run = RunFolder.create(folder, job_config.job.name, run_id=run_id)
+    except FileExistsError:
+        fail(f"--run-id {run_id}: a run with that id already exists in {folder}")
     save_resolved_config(run, job_config, masker)
     run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config)
     if poll:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
+from promptgym.core.events import CheckpointSaved, Event, StepEnd, TrainBegin, TrainEnd, as_record
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import CSVLogger
 
@@ -39,11 +40,11 @@ class RunRecorder(Callback):
         self.steps = 1
         self.epoch = 0
 
-    def emit(self, kind: str, **data: Any) -> None:
-        event = self.masker.mask_data(clean({"event": kind, **data}))
-        self.run.append_event(event)
+    def emit(self, event: Event) -> None:
+        record = self.masker.mask_data(clean(as_record(event)))
+        self.run.append_event(record)
         for listener in self.listeners:
-            listener({"time": time.time(), **event})
+            listener({"time": time.time(), **record})
 
     def set_program(self, program: Any) -> None:
         super().set_program(program)
@@ -51,12 +52,12 @@ class RunRecorder(Callback):
 
     # -- trainer hooks --------------------------------------------------------------------
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("event", "event")
-        data = {key: value for key, value in event.items() if key not in ("event", "history")}
-        if kind == "train_begin":
-            self.steps = max(1, int(event.get("steps", 1)))
-        self.emit(kind, **data)
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, TrainBegin):
+            self.steps = max(1, event.steps)
+        if isinstance(event, TrainEnd):
+            event = TrainEnd()  # the history is in history.csv
+        self.emit(event)
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.history.on_train_begin(logs)
@@ -66,14 +67,14 @@ class RunRecorder(Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         logs = logs or {}
-        self.emit("step", epoch=self.epoch, step=batch, global_step=self.epoch * self.steps + batch + 1,
-                  reward=logs.get("reward"))
+        self.emit(StepEnd(epoch=self.epoch, step=batch, global_step=self.epoch * self.steps + batch + 1,
+                          reward=logs.get("reward")))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.history.on_epoch_end(epoch, clean(logs or {}))
         path = self.save_checkpoint(f"epoch_{epoch + 1}")
         self.run.update_status(epochs_done=epoch + 1)
-        self.emit("checkpoint_saved", epoch=epoch, path=str(path.relative_to(self.run.path)))
+        self.emit(CheckpointSaved(path=str(path.relative_to(self.run.path)), epoch=epoch))
 
     def save_checkpoint(self, name: str) -> Any:
         """The program with its optimizer state, as ``checkpoints/<name>.json`` and ``last.json``."""

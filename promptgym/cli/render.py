@@ -6,40 +6,53 @@ from typing import Any
 
 from rich.console import Console
 
+from promptgym.core.events import (
+    CandidateAccepted,
+    CandidateScored,
+    CheckpointSaved,
+    EpochEnd,
+    Evaluated,
+    ExampleFailed,
+    Resumed,
+    RunFinished,
+    RunStarted,
+    StepEnd,
+    TrainBegin,
+    from_record,
+)
+
 
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def describe(event: dict[str, Any]) -> str | None:
-    """One human line per event (None for events not worth a line)."""
-    kind = event.get("event")
-    if kind == "run_started":
-        return f"run {event['run_id']} started" + (" (resume)" if event.get("resume") else "")
-    if kind == "resumed":
-        return f"resuming from {event['checkpoint']} after {event['from_epoch']} epoch(s)"
-    if kind == "train_begin":
-        return (f"training: {event['epochs']} epoch(s), {event['steps']} step(s) per epoch, "
-                f"{event['train_size']} train / {event['val_size']} validation examples")
-    if kind == "candidate_scored":
-        return (f"  candidate {event['candidate']} vs incumbent {event['incumbent']}: "
-                f"lead {event['lead']:+g} on {event['where']}")
-    if kind == "candidate_accepted":
-        return f"  accepted candidate {event['candidate']} ({event.get('reason', '')})"
-    if kind == "example_failed":
-        return f"  ! {event['split']} example {event['index']} failed: {event['error']}"
-    if kind == "epoch_end":
-        logs = event.get("logs", {})
-        shown = " ".join(f"{key}={_fmt(logs[key])}" for key in ("reward", "val_reward", "lm_calls", "failures")
-                         if logs.get(key) is not None)
-        return f"epoch {event['epoch'] + 1}: {shown} (best candidate {event.get('best_candidate')})"
-    if kind == "checkpoint_saved":
-        return f"  checkpoint {event['path']}"
-    if kind == "evaluated":
-        return f"{event['label']} on {event['size']} {event['split']} examples: reward={_fmt(event.get('reward'))}"
-    if kind == "run_finished":
-        tail = f": {event['error']}" if event.get("error") else ""
-        return f"run {event['status']} in {event['elapsed_s']:.1f} s, {event['lm_calls']} LM calls{tail}"
+def describe(record: dict[str, Any]) -> str | None:
+    """One human line per event record (None for events not worth a line)."""
+    match from_record(record):
+        case RunStarted(run_id=run_id, resume=resume):
+            return f"run {run_id} started" + (" (resume)" if resume else "")
+        case Resumed(from_epoch=epoch, checkpoint=checkpoint):
+            return f"resuming from {checkpoint} after {epoch} epoch(s)"
+        case TrainBegin() as event:
+            return (f"training: {event.epochs} epoch(s), {event.steps} step(s) per epoch, "
+                    f"{event.train_size} train / {event.val_size} validation examples")
+        case CandidateScored() as event:
+            return f"  candidate {event.candidate} vs incumbent {event.incumbent}: lead {event.lead:+g} on {event.where}"
+        case CandidateAccepted(candidate=candidate, reason=reason):
+            return f"  accepted candidate {candidate} ({reason})"
+        case ExampleFailed(split=split, index=index, error=error):
+            return f"  ! {split} example {index} failed: {error}"
+        case EpochEnd(epoch=epoch, logs=logs, best_candidate=best):
+            shown = " ".join(f"{key}={_fmt(logs[key])}" for key in ("reward", "val_reward", "lm_calls", "failures")
+                             if logs.get(key) is not None)
+            return f"epoch {epoch + 1}: {shown} (best candidate {best})"
+        case CheckpointSaved(path=path):
+            return f"  checkpoint {path}"
+        case Evaluated() as event:
+            return f"{event.label} on {event.size} {event.split} examples: reward={_fmt(event.logs.get('reward'))}"
+        case RunFinished() as event:
+            tail = f": {event.error}" if event.error else ""
+            return f"run {event.status} in {event.elapsed_s:.1f} s, {event.lm_calls} LM calls{tail}"
     return None
 
 
@@ -102,21 +115,20 @@ class ChartRenderer:
     def chart(self) -> str:
         return text_chart(self.train, self.val, self.width, self.height, self.status or "reward")
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == "train_begin":
-            self.steps_per_epoch = max(1, int(event.get("steps", 1)))
-        elif kind == "step" and event.get("reward") is not None:
-            self.train.append((int(event["global_step"]), float(event["reward"])))
-        elif kind == "epoch_end":
-            logs = event.get("logs", {})
-            if logs.get("val_reward") is not None:
-                self.val.append(((event["epoch"] + 1) * self.steps_per_epoch, float(logs["val_reward"])))
-            self.status = describe(event) or ""
-        elif kind in ("run_finished", "evaluated"):
-            self.status = describe(event) or ""
-        else:
-            return
+    def __call__(self, record: dict[str, Any]) -> None:
+        match from_record(record):
+            case TrainBegin(steps=steps):
+                self.steps_per_epoch = max(1, steps)
+            case StepEnd(global_step=step, reward=reward) if reward is not None:
+                self.train.append((step, float(reward)))
+            case EpochEnd(epoch=epoch, logs=logs):
+                if logs.get("val_reward") is not None:
+                    self.val.append(((epoch + 1) * self.steps_per_epoch, float(logs["val_reward"])))
+                self.status = describe(record) or ""
+            case RunFinished() | Evaluated():
+                self.status = describe(record) or ""
+            case _:
+                return
         if self._live is not None:
             from rich.text import Text
 

@@ -21,7 +21,9 @@ from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.core.atomic import read_json
+from promptgym.core.events import ArtifactsWritten, Evaluated, Resumed, RunFinished, RunStarted
 from promptgym.lm.usage import LEDGER
+from promptgym.stats import Evaluation
 
 
 def eval_split(job: Job) -> tuple[str, Any, Any]:
@@ -65,8 +67,9 @@ def cancel_on_sigterm() -> Iterator[None]:
 async def evaluate(job: Job, recorder: RunRecorder, label: str) -> dict[str, Any]:
     split, x, y = eval_split(job)
     logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0)
-    recorder.emit("evaluated", label=label, split=split, size=len(x), **logs)
-    return {"split": split, "size": len(x), **logs}
+    recorder.emit(Evaluated(label=label, split=split, size=len(x), logs=logs))
+    statistics = {"statistics": logs.statistics()} if isinstance(logs, Evaluation) else {}
+    return {"split": split, "size": len(x), **logs, **statistics}
 
 
 def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any]) -> dict[str, Any]:
@@ -92,7 +95,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     started, usage_start = time.time(), LEDGER.total().calls
     status = run.update_status(status="running", pid=os.getpid(), error=None)
     recorder = RunRecorder(run, masker, listeners)
-    recorder.emit("run_started", run_id=run.id, resume=resume)
+    recorder.emit(RunStarted(run_id=run.id, resume=resume))
     try:
         with cancel_on_sigterm():
             job = job or await build_job(config)
@@ -100,7 +103,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
             recorder.set_program(job.program)
             done = restore_checkpoint(job.program, run.last_checkpoint) if resume and run.last_checkpoint.is_file() else 0
             if resume:
-                recorder.emit("resumed", from_epoch=done, checkpoint=str(run.last_checkpoint.relative_to(run.path)))
+                recorder.emit(Resumed(from_epoch=done, checkpoint=str(run.last_checkpoint.relative_to(run.path))))
             if config.training.evaluate_baseline and status.get("baseline") is None:
                 status = run.update_status(baseline=await evaluate(job, recorder, "baseline"))
             callbacks: list[Any] = [recorder]
@@ -120,7 +123,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     status = finish(run, recorder, started, usage_start, status="writing_artifacts", final=final, announce=False)
     job.program.save(str(run.path / "best_program.json"))
     write_artifacts(run, job, status)
-    recorder.emit("artifacts_written", files=sorted(p.name for p in run.path.iterdir() if p.is_file()))
+    recorder.emit(ArtifactsWritten(files=sorted(p.name for p in run.path.iterdir() if p.is_file())))
     status = run.update_status(status="completed")
     announce_finish(recorder, status)
     return status
@@ -141,5 +144,5 @@ def finish(run: RunFolder, recorder: RunRecorder, started: float, usage_start: i
 
 
 def announce_finish(recorder: RunRecorder, status: dict[str, Any]) -> None:
-    recorder.emit("run_finished", status=status["status"], error=status.get("error"),
-                  elapsed_s=status["elapsed_s"], lm_calls=status["lm_calls"])
+    recorder.emit(RunFinished(status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"],
+                              lm_calls=status["lm_calls"]))

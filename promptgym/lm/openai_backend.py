@@ -1,27 +1,41 @@
 """Any OpenAI-compatible server: OpenAI, vLLM, llama.cpp server, Ollama.
 
 Structured output is asked for with ``response_format`` of type
-``json_schema``; servers that refuse it (llama.cpp's server answers 422) are
-asked again with ``{"type": "json_object", "schema": ...}``, and servers that
-refuse both get the schema in the prompt. The mode that worked is remembered.
-The caller validates the answer against the schema and retries if needed.
+``json_schema``; a server whose error says it refuses that (llama.cpp's server
+answers 422, or 500 naming ``response_format``) is asked again with
+``{"type": "json_object", "schema": ...}``, and one that refuses both gets the
+schema in the prompt. The mode that worked is remembered per server
+(``api_base``), and a switch is logged once. Any other error (a prompt too
+long, a bad parameter) leaves the mode alone. The caller validates the answer
+against the schema and retries if needed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from promptgym.core.loop_scoped import LoopScoped
+from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
+from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
 from promptgym.lm.backend import LMRequest, LMResponse
-from promptgym.lm.errors import LMConnectionError, LMError
+from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
+
+logger = logging.getLogger("promptgym")
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_structured_mode_by_server: dict[str, str] = {}
+"""api_base -> the structured-output mode that server accepts (learned from its refusals)."""
+
+
+def forget_structured_modes() -> None:
+    """Forget what servers refused (tests; a server restarted with other abilities)."""
+    _structured_mode_by_server.clear()
 
 
 def schema_instruction(schema: dict[str, Any]) -> str:
@@ -32,18 +46,36 @@ def schema_instruction(schema: dict[str, Any]) -> str:
 class HttpReply:
     status_code: int
     text: str
+    url: str = ""
 
     def json(self) -> Any:
-        return json.loads(self.text)
+        """The body as JSON, or an error naming the URL and showing the start of the body."""
+        try:
+            return json.loads(self.text)
+        except json.JSONDecodeError:
+            raise LMError(f"{self.url} answered HTTP {self.status_code} with a body that is not JSON: "
+                          f"{self.text[:200]!r}") from None
 
 
 def refuses_response_format(response: HttpReply) -> bool:
-    """Some servers reject an unknown response_format with a 500 (llama.cpp's) rather than a 4xx."""
-    return response.status_code >= 400 and "response_format" in response.text
+    """An error about the structured-output request itself (llama.cpp's server may use a 500 for it)."""
+    text = response.text.lower()
+    return response.status_code >= 400 and any(word in text for word in ("response_format", "json_schema", "json_object"))
+
+
+def retry_after_s(headers: Any) -> float | None:
+    try:
+        return float(headers.get("Retry-After", ""))
+    except (TypeError, ValueError):
+        return None
 
 
 class OpenAICompatibleBackend:
-    """Chat completions and embeddings over HTTP, with retries and backoff."""
+    """Chat completions and embeddings over HTTP, with retries and backoff.
+
+    ``slots`` bounds requests in flight (one per slot, per event loop); a request
+    waiting out a backoff holds none.
+    """
 
     def __init__(
         self,
@@ -54,6 +86,7 @@ class OpenAICompatibleBackend:
         retries: int = 3,
         concurrency: int = 8,
         backoff_s: float = 0.5,
+        slots: LoopScoped[asyncio.Semaphore] | None = None,
     ) -> None:
         self.model = model
         self.api_base = api_base.rstrip("/")
@@ -62,9 +95,17 @@ class OpenAICompatibleBackend:
         self.retries = retries
         self.concurrency = concurrency
         self.backoff_s = backoff_s
-        self.structured_mode = STRUCTURED_MODES[0]
+        self.slots = slots or loop_semaphore(max(concurrency, 1))
         # aiohttp (not httpx): about 0.2 ms per request against 1-5 ms, which was most of our per-call overhead.
         self._sessions = LoopScoped(self._new_session, lambda session: session.close())
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(retries=self.retries, backoff_s=self.backoff_s)
+
+    @property
+    def structured_mode(self) -> str:
+        return _structured_mode_by_server.get(self.api_base, STRUCTURED_MODES[0])
 
     def _new_session(self) -> aiohttp.ClientSession:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -74,24 +115,35 @@ class OpenAICompatibleBackend:
             connector=aiohttp.TCPConnector(limit=max(self.concurrency, 1)),
         )
 
-    async def _post(self, path: str, payload: dict[str, Any]) -> HttpReply:
+    async def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
+                       policy: RetryPolicy | None = None) -> HttpReply:
         url = f"{self.api_base}{path}"
-        last_error = "no attempt"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+
+        async def attempt() -> HttpReply:
             try:
                 session = await self._sessions.get()
-                async with session.post(url, json=payload) as raw:
-                    response = HttpReply(raw.status, await raw.text())
-            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-                last_error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-                continue
+                async with session.request(method, url, json=payload) as raw:
+                    response = HttpReply(raw.status, await raw.text(errors="replace"), url)
+                    wait = retry_after_s(raw.headers)
+            except asyncio.TimeoutError:
+                raise Retry(f"timed out after {self.timeout:g} s") from None
+            except aiohttp.ClientError as error:
+                raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
             if response.status_code in _RETRYABLE_STATUS and not refuses_response_format(response):
-                last_error = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
+                raise Retry(f"HTTP {response.status_code}: {response.text[:200]}",
+                            rate_limited=response.status_code == 429, wait_s=wait)
             return response
-        raise LMConnectionError(f"{url} unreachable after {self.retries + 1} attempts ({last_error})")
+
+        try:
+            return await retrying(attempt, policy or self.retry_policy, slot=await self.slots.get())
+        except RetriesExhausted as exhausted:
+            if exhausted.last.rate_limited:
+                raise LMConnectionError(f"{url}: rate limited (HTTP 429) on all {exhausted.attempts} attempts; "
+                                        f"lower the concurrency or wait ({exhausted.last.reason})") from None
+            raise LMConnectionError(f"{url} unreachable after {exhausted.attempts} attempts ({exhausted.last.reason})") from None
+
+    async def _post(self, path: str, payload: dict[str, Any]) -> HttpReply:
+        return await self._request("POST", path, payload)
 
     def _payload(self, request: LMRequest, mode: str) -> dict[str, Any]:
         messages = request.messages
@@ -116,28 +168,75 @@ class OpenAICompatibleBackend:
         payload["messages"] = messages
         return payload
 
+    def _downgrade(self, mode: str, response: HttpReply) -> None:
+        """Remember, for this server, that it refused ``mode`` (logged once per server and mode)."""
+        following = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+        if STRUCTURED_MODES.index(self.structured_mode) < STRUCTURED_MODES.index(following):
+            _structured_mode_by_server[self.api_base] = following
+            logger.warning("%s refused response_format %s (HTTP %d: %s); asking it for %s from now on",
+                           self.api_base, mode, response.status_code, response.text[:160], following)
+
+    def raise_for_status(self, response: HttpReply) -> None:
+        if response.status_code in (401, 403):
+            raise LMConfigurationError(f"{response.url} answered HTTP {response.status_code} (the API key was refused: "
+                                       f"check it, or the variable api_key_env names): {response.text[:200]}")
+        if response.status_code >= 400:
+            raise LMError(f"{response.url} answered HTTP {response.status_code}: {response.text[:300]}")
+
     async def complete(self, request: LMRequest) -> LMResponse:
         modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured_mode):] if request.schema else ("plain",)
         for mode in modes:
             response = await self._post("/chat/completions", self._payload(request, mode))
-            refused = response.status_code in (400, 415, 422) or refuses_response_format(response)
-            if refused and request.schema is not None and mode != "prompt":
-                self.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+            if request.schema is not None and mode != "prompt" and refuses_response_format(response):
+                self._downgrade(mode, response)
                 continue
-            if response.status_code >= 400:
-                raise LMError(f"{self.api_base}/chat/completions answered HTTP {response.status_code}: {response.text[:300]}")
-            body = response.json()
-            usage = body.get("usage") or {}
-            return LMResponse(
-                content=body["choices"][0]["message"].get("content") or "",
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
+            self.raise_for_status(response)
+            return self._parse_completion(response)
         raise LMError(f"{self.api_base}: no structured-output mode was accepted")
+
+    def _parse_completion(self, response: HttpReply) -> LMResponse:
+        body = response.json()
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise LMError(f"{response.url} answered without any choice (expected a 'choices' list with a message): "
+                          f"{response.text[:200]!r}")
+        usage = body.get("usage") or {}
+        message = choices[0].get("message") or {}
+        return LMResponse(
+            content=(message.get("content") if isinstance(message, dict) else None) or "",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         response = await self._post("/embeddings", {"model": self.model, "input": texts})
-        if response.status_code >= 400:
-            raise LMError(f"{self.api_base}/embeddings answered HTTP {response.status_code}: {response.text[:300]}")
-        data = sorted(response.json()["data"], key=lambda item: item["index"])
-        return [item["embedding"] for item in data]
+        self.raise_for_status(response)
+        data = response.json().get("data")
+        if not isinstance(data, list) or len(data) != len(texts):
+            raise LMError(f"{response.url} answered without one embedding per text: {response.text[:200]!r}")
+        return [item["embedding"] for item in sorted(data, key=lambda item: item["index"])]
+
+    async def check(self) -> None:
+        """Raise an error naming the URL when the server can't be used: unreachable, or refusing the key.
+
+        Asks ``GET /models`` (no tokens spent); a server without that route is asked
+        for a one-token completion instead.
+        """
+        quick = RetryPolicy(retries=1, backoff_s=0.2)
+        try:
+            response = await self._request("GET", "/models", policy=quick)
+        except LMConnectionError as error:
+            raise LMConnectionError(f"can't reach {self.api_base}: {error}") from None
+        if 200 <= response.status_code < 300:
+            return
+        self.raise_for_status_if_access(response)
+        probe = {"model": self.model, "max_tokens": 1, "messages": [{"role": "user", "content": "Say OK."}]}
+        response = await self._request("POST", "/chat/completions", probe, policy=quick)
+        self.raise_for_status_if_access(response)
+        if response.status_code == 404:
+            raise LMConfigurationError(f"{response.url} answered HTTP 404: no chat completions there "
+                                       "(an OpenAI-compatible api_base usually ends in /v1)")
+
+    def raise_for_status_if_access(self, response: HttpReply) -> None:
+        if response.status_code in (401, 403):
+            self.raise_for_status(response)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgym.core.events import CandidateAccepted
 from promptgym.training.context import ExampleResult, TrainingContext
 
 
@@ -123,7 +124,7 @@ class Optimizer:
 
     async def accept(self, ctx: TrainingContext, candidate: Candidate, reason: str) -> None:
         self.best_id = candidate.id
-        await ctx.emit("candidate_accepted", candidate=candidate.id, parent=candidate.parent, reason=reason)
+        await ctx.emit(CandidateAccepted(candidate=candidate.id, parent=candidate.parent, reason=reason))
 
     # -- state ----------------------------------------------------------------------------
 

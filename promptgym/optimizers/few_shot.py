@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from promptgym.core.events import CandidateProposed, CandidateScored
 from promptgym.core.serialization import register_builtin
 from promptgym.optimizers import racing
 from promptgym.optimizers.base import Candidate, Optimizer
@@ -121,7 +122,7 @@ class FewShotOptimizer(Optimizer):
         split, incumbent = ctx.validation_split(), self.best
         hidden = self.shown(candidate) | self.shown(incumbent)
         indices = [i for i in ctx.validation_minibatch() if split != "train" or i not in hidden]
-        await ctx.emit("candidate_proposed", candidate=candidate.id, parent=candidate.parent, origin=candidate.origin)
+        await ctx.emit(CandidateProposed(candidate=candidate.id, parent=candidate.parent, origin=candidate.origin))
 
         async def score(program: Candidate, part: str, chunk: list[int]) -> None:
             await self.score(ctx, program, part, chunk)
@@ -130,8 +131,8 @@ class FewShotOptimizer(Optimizer):
             return self.affordable(ctx, part, chunk, *programs)
 
         outcome = await racing.contest(ctx, candidate, incumbent, indices, hidden, score, affordable)
-        await ctx.emit("candidate_scored", candidate=candidate.id, lead=outcome.lead, incumbent=incumbent.id,
-                       examples=outcome.examples, where=outcome.where)
+        await ctx.emit(CandidateScored(candidate=candidate.id, incumbent=incumbent.id, lead=outcome.lead,
+                                       examples=outcome.examples, where=outcome.where))
         if outcome.won:
             await self.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
             return True

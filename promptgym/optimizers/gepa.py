@@ -41,6 +41,14 @@ import copy
 import logging
 from typing import Any
 
+from promptgym.core.events import (
+    BudgetPlan,
+    CandidateAdded,
+    CandidateProposed,
+    CandidateRejected,
+    ReflectionSkipped,
+    SearchEnd,
+)
 from promptgym.core.serialization import register_builtin
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
@@ -207,9 +215,8 @@ class GEPA(PromptSearchOptimizer):
         self.val_split = split
         self.exhausted = False
         self._plan(ctx, len(val))
-        await ctx.emit("budget_plan", optimizer="GEPA", max_metric_calls=self.max_metric_calls,
-                       used=self.metric_calls, validation_size=len(val),
-                       minibatch_size=self.reflection_minibatch_size)
+        await ctx.emit(BudgetPlan(optimizer="GEPA", unit="rollouts", limit=self.max_metric_calls, used=self.metric_calls,
+                                  minibatch_size=self.reflection_minibatch_size, validation_size=len(val)))
         seed = self.candidates[0]
         if not self.pool:
             if pending_rollouts(ctx, split, val, seed.variables) > self.remaining:
@@ -256,9 +263,9 @@ class GEPA(PromptSearchOptimizer):
                 "best_val_reward": float(self.val_mean(self.best) or 0.0)}
 
     async def on_train_end(self, ctx: TrainingContext) -> None:
-        await ctx.emit("search_end", optimizer="GEPA", metric_calls=self.metric_calls,
-                       max_metric_calls=self.max_metric_calls, iterations=self.iterations,
-                       candidates=len(self.candidates), pool=list(self.pool), best=self.best_id)
+        await ctx.emit(SearchEnd(optimizer="GEPA", unit="rollouts", used=self.metric_calls, limit=self.max_metric_calls,
+                                 iterations=self.iterations, candidates=len(self.candidates), best=self.best_id,
+                                 pool=list(self.pool)))
 
     # -- one iteration --------------------------------------------------------------------
 
@@ -318,7 +325,7 @@ class GEPA(PromptSearchOptimizer):
         self.demos.add(parent_results)
         self.demos.add_labels(parent_results, {i: to_json(ctx.splits["train"][1][i]) for i in minibatch})
         if self.skip_perfect_score and all(r.reward >= self.perfect_score for r in parent_results):
-            await ctx.emit("reflection_skipped", candidate=parent.id, reason="perfect minibatch")
+            await ctx.emit(ReflectionSkipped(candidate=parent.id, reason="perfect minibatch"))
             return
         proposed = await self.propose(ctx, parent, key, parent_results)
         if proposed is None:
@@ -326,14 +333,14 @@ class GEPA(PromptSearchOptimizer):
         variables, origin = proposed
         child = self.add_candidate(variables, parent=parent.id, origin=origin)
         self.next_component[child.id] = position + 1
-        await ctx.emit("candidate_proposed", candidate=child.id, parent=parent.id, origin=origin, component=key)
+        await ctx.emit(CandidateProposed(candidate=child.id, parent=parent.id, origin=origin, component=key))
         child_results = await self._evaluate(ctx, child, "train", minibatch)
         self.demos.add(child_results)
         parent_total = sum(r.reward for r in parent_results)
         child_total = sum(r.reward for r in child_results)
         if not pareto.is_improvement([r.reward for r in child_results], [r.reward for r in parent_results]):
-            await ctx.emit("candidate_rejected", candidate=child.id, parent=parent.id,
-                           reason=f"minibatch {child_total:.3f} <= parent {parent_total:.3f}")
+            await ctx.emit(CandidateRejected(candidate=child.id, parent=parent.id,
+                                             reason=f"minibatch {child_total:.3f} <= parent {parent_total:.3f}"))
             return
         await self.add_to_pool(ctx, child, split, val, reason=f"minibatch {child_total:.3f} > {parent_total:.3f}")
 
@@ -342,7 +349,7 @@ class GEPA(PromptSearchOptimizer):
         self.pool.append(child.id)
         self.merges_due += 1 if self.use_merge else 0
         score = self.val_mean(child)
-        await ctx.emit("candidate_added", candidate=child.id, parent=child.parent, reason=reason, val_reward=score)
+        await ctx.emit(CandidateAdded(candidate=child.id, parent=child.parent, reason=reason, val_reward=score))
         table = self.pool_table(split)
         best = pareto.select_best(table)
         if best != self.best_id:
@@ -447,15 +454,14 @@ class GEPA(PromptSearchOptimizer):
                 return False
             self.merges_done += 1
             child = self.add_candidate(variables, parent=a, origin=f"merge:{a}+{b}")
-            await ctx.emit("candidate_proposed", candidate=child.id, parent=a, origin=child.origin)
+            await ctx.emit(CandidateProposed(candidate=child.id, parent=a, origin=child.origin))
             results = await self._evaluate(ctx, child, split, subsample)
             mine = sum(r.reward for r in results)
             theirs = max(sum(ca.scores[split][str(i)] for i in subsample), sum(cb.scores[split][str(i)] for i in subsample))
             if mine >= theirs:
                 await self.add_to_pool(ctx, child, split, val, reason=f"merge {mine:.3f} >= {theirs:.3f}")
             else:
-                await ctx.emit("candidate_rejected", candidate=child.id, parent=a,
-                               reason=f"merge {mine:.3f} < {theirs:.3f}")
+                await ctx.emit(CandidateRejected(candidate=child.id, parent=a, reason=f"merge {mine:.3f} < {theirs:.3f}"))
             return True
         return False
 

@@ -38,6 +38,15 @@ from typing import Any
 import numpy as np
 import optuna
 
+from promptgym.core.events import (
+    BudgetPlan,
+    CandidateProposed,
+    DemosBootstrapped,
+    FullEvaluation,
+    InstructionProposed,
+    SearchEnd,
+    TrialEnd,
+)
 from promptgym.core.serialization import register_builtin
 from promptgym.lm.usage import LEDGER
 from promptgym.optimizers import racing
@@ -240,8 +249,8 @@ class MIPRO(PromptSearchOptimizer):
                     ", ".join(f"{module_of(n)}: {len(self.instruction_candidates[n])} instructions x "
                               f"{len(self.demo_sets[n])} demo sets" for n in self.generators),
                     self.lm_calls, "" if self.max_lm_calls is None else f" of {self.max_lm_calls}")
-        await ctx.emit("budget_plan", optimizer="MIPRO", num_trials=self.num_trials, max_lm_calls=self.max_lm_calls,
-                       used=self.lm_calls, minibatch_size=self.minibatch_size)
+        await ctx.emit(BudgetPlan(optimizer="MIPRO", unit="lm_calls", limit=self.max_lm_calls, used=self.lm_calls,
+                                  minibatch_size=self.minibatch_size, num_trials=self.num_trials))
 
     async def on_epoch_begin(self, ctx: TrainingContext, epoch: int) -> None:
         self._step = 0
@@ -264,8 +273,8 @@ class MIPRO(PromptSearchOptimizer):
     async def on_train_end(self, ctx: TrainingContext) -> None:
         if self.trials:
             await self.periodic_full_evaluation(ctx)
-        await ctx.emit("search_end", optimizer="MIPRO", trials=len(self.trials), lm_calls=self.lm_calls,
-                       max_lm_calls=self.max_lm_calls, candidates=len(self.candidates), best=self.best_id)
+        await ctx.emit(SearchEnd(optimizer="MIPRO", unit="lm_calls", used=self.lm_calls, limit=self.max_lm_calls,
+                                 iterations=len(self.trials), candidates=len(self.candidates), best=self.best_id))
 
     # -- accounting -----------------------------------------------------------------------
 
@@ -324,8 +333,8 @@ class MIPRO(PromptSearchOptimizer):
                 chosen = [demo.as_example() for demo in pool.sample(module_of(name), self.max_bootstrapped_demos, self._rng)]
                 if chosen and chosen not in sets:
                     sets.append(chosen)
-        await ctx.emit("demos_bootstrapped", optimizer="MIPRO", pool_size=pool.size(),
-                       demo_sets={module_of(n): len(s) for n, s in self.demo_sets.items()})
+        await ctx.emit(DemosBootstrapped(optimizer="MIPRO", pool_size=pool.size(),
+                                         demo_sets={module_of(n): len(s) for n, s in self.demo_sets.items()}))
 
     # -- stage 2: instructions ------------------------------------------------------------
 
@@ -367,8 +376,8 @@ class MIPRO(PromptSearchOptimizer):
                     await self.reject(ctx, f"instruction proposal {number} for {name}", reason, text)
                     continue
                 known.append(text.strip())
-                await ctx.emit("instruction_proposed", optimizer="MIPRO", module=module_of(name), tip=tip_name,
-                               text=as_text(text, 200))
+                await ctx.emit(InstructionProposed(optimizer="MIPRO", module=module_of(name), tip=tip_name,
+                                                   text=as_text(text, 200)))
 
     async def summarize(self, ctx: TrainingContext) -> str:
         assert self._rng is not None
@@ -430,15 +439,15 @@ class MIPRO(PromptSearchOptimizer):
             return
         if candidate is None:
             candidate = self.add_candidate(variables, parent=self.candidates[0].id, origin="mipro")
-            await ctx.emit("candidate_proposed", candidate=candidate.id, parent=candidate.parent, origin="mipro",
-                           params=params)
+            await ctx.emit(CandidateProposed(candidate=candidate.id, parent=candidate.parent, origin="mipro",
+                                             params=params))
         results = await self.run_counted(ctx, candidate, self.val_split, minibatch)
         value = float(np.mean([r.reward for r in results])) if results else 0.0
         self._study.tell(trial, value)
         self.trials.append({"number": len(self.trials), "params": params, "value": value,
                             "candidate": candidate.id, "minibatch": minibatch})
-        await ctx.emit("trial_end", optimizer="MIPRO", trial=len(self.trials) - 1, params=params, value=value,
-                       candidate=candidate.id)
+        await ctx.emit(TrialEnd(optimizer="MIPRO", trial=len(self.trials) - 1, params=params, value=value,
+                                candidate=candidate.id))
         if len(self.trials) % self.minibatch_full_eval_steps == 0:
             await self.periodic_full_evaluation(ctx)
 
@@ -460,7 +469,7 @@ class MIPRO(PromptSearchOptimizer):
         self.full_evaluated.append(candidate.id)
         score = candidate.mean(self.val_split) or 0.0
         incumbent = self.best.mean(self.val_split) if self.best.id in self.full_evaluated else None
-        await ctx.emit("full_evaluation", optimizer="MIPRO", candidate=candidate.id, score=score)
+        await ctx.emit(FullEvaluation(optimizer="MIPRO", candidate=candidate.id, score=score))
         if incumbent is None:
             await self.accept(ctx, candidate, reason=f"full validation {score:.3f}")
             return

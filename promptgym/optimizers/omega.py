@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable
 
 import numpy as np
 
+from promptgym.core.events import OptimizerError, PopulationUpdated, ProposalFailed, ProposalRejected
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
 from promptgym.lm.embedding_model import EmbeddingModel
@@ -294,7 +295,7 @@ class OMEGA(RandomFewShot):
             except Exception as error:  # an embedding failure degrades to GA for this epoch
                 logger.warning("OMEGA: distances failed (%s: %s); keeping the fittest this epoch",
                                type(error).__name__, error)
-                await ctx.emit("optimizer_error", stage="distances", error=f"{type(error).__name__}: {error}")
+                await ctx.emit(OptimizerError(optimizer="OMEGA", stage="distances", error=f"{type(error).__name__}: {error}"))
                 algorithm = "ga"
             else:
                 values = competition_scores(fitness, distances, self.k_nearest_fitter)
@@ -305,8 +306,8 @@ class OMEGA(RandomFewShot):
         before = [c.id for c in members]
         self.population = [members[i].id for i in keep]
         self.competition = scores
-        await ctx.emit("population_updated", algorithm=algorithm, before=before, population=list(self.population),
-                       fitness={c.id: f for c, f in zip(members, fitness)}, competition=scores)
+        await ctx.emit(PopulationUpdated(algorithm=algorithm, before=before, population=list(self.population),
+                                         fitness={c.id: f for c, f in zip(members, fitness)}, competition=scores))
 
     async def distance_matrix(self, members: list[Candidate]) -> np.ndarray:
         if self.distance_function is None:
@@ -468,15 +469,17 @@ class OMEGA(RandomFewShot):
         except Exception as error:  # a failed LM call costs this step only
             self.stats["lm_failures"] += 1
             logger.warning("OMEGA: %s of %s failed: %s: %s", operation, name, type(error).__name__, error)
-            await ctx.emit("mutation_failed", operation=operation, variable=name, parent=parent.id,
-                           error=f"{type(error).__name__}: {error}")
+            await ctx.emit(ProposalFailed(optimizer="OMEGA", what=f"{operation} of {name}",
+                                          error=f"{type(error).__name__}: {error}", operation=operation,
+                                          variable=name, parent=parent.id))
             return None
         new_fields = {key: cut_repetition(answer.get(key)) for key in fields}
         problem = self.child_problem(ctx, name, value, new_fields, results)
         if problem is not None:
             self.stats["rejected"] += 1
-            await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id, reason=problem,
-                           text=shorten(json.dumps(new_fields, ensure_ascii=False)))
+            await ctx.emit(ProposalRejected(optimizer="OMEGA", what=f"{operation} of {name}", reason=problem,
+                                            text=shorten(json.dumps(new_fields, ensure_ascii=False)),
+                                            operation=operation, variable=name, parent=parent.id))
             return None
         new_value = {**value, **new_fields}
         if self.few_shot_learning and "examples" in value and operation != "grounded":
@@ -487,8 +490,9 @@ class OMEGA(RandomFewShot):
         variables = {**parent.variables, name: new_value}
         if self.find(variables) is not None:
             self.stats["rejected"] += 1
-            await ctx.emit("candidate_rejected", operation=operation, variable=name, parent=parent.id,
-                           reason="copy of an earlier candidate")
+            await ctx.emit(ProposalRejected(optimizer="OMEGA", what=f"{operation} of {name}",
+                                            reason="copy of an earlier candidate", operation=operation,
+                                            variable=name, parent=parent.id))
             return None
         self.stats[COUNTERS[operation]] += 1
         return self.add_candidate(variables, parent=parent.id, origin=operation)

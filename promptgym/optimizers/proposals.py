@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from promptgym.core.events import ProposalFailed, ProposalRejected
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.usage import LEDGER, lm_phase
@@ -133,11 +134,14 @@ class PromptSearchOptimizer(Optimizer):
     def get_extra_state(self) -> dict[str, Any]:
         """The generator's state goes with the optimizer's, so a resumed search draws what it would have."""
         state = self._rng.bit_generator.state if self._rng is not None else self._rng_state
-        return {**super().get_extra_state(), "rng": json.loads(json.dumps(state)) if state is not None else None}
+        return {**super().get_extra_state(), "rng": json.loads(json.dumps(state)) if state is not None else None,
+                "proposal_failures": self.proposal_failures, "rejected_proposals": self.rejected_proposals}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
         self._rng_state, self._rng = state.get("rng"), None
+        self.proposal_failures = int(state.get("proposal_failures", 0))
+        self.rejected_proposals = int(state.get("rejected_proposals", 0))
 
     def get_config(self) -> dict[str, Any]:
         model = getattr(self, self.model_argument)
@@ -197,16 +201,16 @@ class PromptSearchOptimizer(Optimizer):
         except Exception as error:  # noqa: BLE001 - any model failure is data here, never fatal
             self.proposal_failures += 1
             logger.warning("%s: %s failed, skipped: %s: %s", type(self).__name__, what, type(error).__name__, error)
-            await ctx.emit("proposal_failed", optimizer=type(self).__name__, what=what,
-                           error=f"{type(error).__name__}: {error}")
+            await ctx.emit(ProposalFailed(optimizer=type(self).__name__, what=what,
+                                          error=f"{type(error).__name__}: {error}"))
             return None
         return answer if isinstance(answer, dict) else None
 
     async def reject(self, ctx: TrainingContext, what: str, reason: str, text: Any = "") -> None:
         self.rejected_proposals += 1
         logger.info("%s: rejected %s (%s) before any rollout", type(self).__name__, what, reason)
-        await ctx.emit("proposal_rejected", optimizer=type(self).__name__, what=what, reason=reason,
-                       text=as_text(text, 200))
+        await ctx.emit(ProposalRejected(optimizer=type(self).__name__, what=what, reason=reason,
+                                        text=as_text(text, 200)))
 
     def load_candidate(self, program: Any, candidate_id: int | None = None) -> dict[str, Any]:
         """Assign a candidate's variables (default: the best) to ``program``; returns them.
@@ -221,13 +225,6 @@ class PromptSearchOptimizer(Optimizer):
         for name, value in candidate.variables.items():
             by_name[name].assign(value)
         return candidate.variables
-
-    def get_extra_state(self) -> dict[str, Any]:
-        return {"proposal_failures": self.proposal_failures, "rejected_proposals": self.rejected_proposals}
-
-    def set_extra_state(self, state: dict[str, Any]) -> None:
-        self.proposal_failures = int(state.get("proposal_failures", 0))
-        self.rejected_proposals = int(state.get("rejected_proposals", 0))
 
 
 def steps_per_epoch(train_size: int, batch_size: int) -> int:

@@ -1,20 +1,26 @@
 """The client the trainer uses to talk to a task app.
 
 Bounded concurrency, a timeout per request, retries with exponential backoff
-on connection errors and 5xx. A rollout that still fails raises
+on connection errors, 5xx and 429 (no slot held while waiting). An answer that
+is not JSON, or not the protocol's shape, is an error naming the URL. A rollout that still fails raises
 :class:`RolloutFailed`; the trainer turns that into a score of 0 and logs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+import pydantic
 
-from promptgym.core.loop_scoped import LoopScoped
+from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
+from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
 from promptgym.taskapp.protocol import API_KEY_HEADER, Health, RolloutRequest, RolloutResponse, TaskInfo
+
+T = TypeVar("T", bound=pydantic.BaseModel)
 
 logger = logging.getLogger("promptgym.taskapp")
 
@@ -38,44 +44,55 @@ class TaskAppClient:
         self.timeout = timeout
         self.retries = retries
         self.backoff_s = backoff_s
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._slots = loop_semaphore(lambda: self.concurrency)
         # One connection pool per event loop, not a new client (and connection) per request.
         self._clients = LoopScoped(lambda: httpx.AsyncClient(timeout=self.timeout), lambda client: client.aclose())
 
     def _headers(self) -> dict[str, str]:
         return {API_KEY_HEADER: self.api_key} if self.api_key else {}
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        key = id(asyncio.get_running_loop())
-        if key not in self._semaphores:
-            self._semaphores[key] = asyncio.Semaphore(self.concurrency)
-        return self._semaphores[key]
-
-    async def _request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+    async def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
+                       slot: asyncio.Semaphore | None = None) -> Any:
         url = f"{self.base_url}{path}"
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+
+        async def attempt() -> httpx.Response:
             try:
                 http = await self._clients.get()
                 response = await http.request(method, url, json=payload, headers=self._headers())
             except httpx.HTTPError as error:
-                last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-                continue
-            if response.status_code >= 500:
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code >= 400:
-                raise TaskAppError(f"{method} {url}: HTTP {response.status_code}: {response.text[:200]}")
+                raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
+            if response.status_code >= 500 or response.status_code == 429:
+                raise Retry(f"HTTP {response.status_code}: {response.text[:200]}", rate_limited=response.status_code == 429)
+            return response
+
+        try:
+            response = await retrying(attempt, RetryPolicy(retries=self.retries, backoff_s=self.backoff_s), slot=slot)
+        except RetriesExhausted as exhausted:
+            raise TaskAppError(f"{method} {url}: failed after {exhausted.attempts} attempts ({exhausted.last.reason})") from None
+        if response.status_code >= 400:
+            raise TaskAppError(f"{method} {url}: HTTP {response.status_code}: {response.text[:200]}")
+        try:
             return response.json()
-        raise TaskAppError(f"{method} {url}: failed after {self.retries + 1} attempts ({last})")
+        except ValueError:
+            raise TaskAppError(f"{method} {url}: the answer is not JSON (HTTP {response.status_code}): "
+                               f"{response.text[:200]!r}") from None
+
+    async def _validated(self, model: type[T], method: str, path: str, payload: dict[str, Any] | None = None,
+                         slot: asyncio.Semaphore | None = None) -> T:
+        data = await self._request(method, path, payload, slot)
+        try:
+            return model.model_validate(data)
+        except pydantic.ValidationError as error:
+            problems = "; ".join(f"{'.'.join(str(p) for p in item['loc']) or '(top level)'}: {item['msg']}"
+                                 for item in error.errors()[:5])
+            raise TaskAppError(f"{method} {self.base_url}{path}: the answer is not a valid {model.__name__} "
+                               f"({problems}): {json.dumps(data)[:200]}") from None
 
     async def health(self) -> Health:
-        return Health.model_validate(await self._request("GET", "/health"))
+        return await self._validated(Health, "GET", "/health")
 
     async def task_info(self) -> TaskInfo:
-        return TaskInfo.model_validate(await self._request("GET", "/task_info"))
+        return await self._validated(TaskInfo, "GET", "/task_info")
 
     async def check(self) -> TaskInfo:
         """Health then task info, with an error that says the app is down and where."""
@@ -86,10 +103,10 @@ class TaskAppClient:
         return await self.task_info()
 
     async def rollout(self, request: RolloutRequest) -> RolloutResponse:
-        async with self._semaphore():
-            try:
-                data = await self._request("POST", "/rollout", request.model_dump(mode="json"))
-                return RolloutResponse.model_validate(data)
-            except (TaskAppError, ValueError) as error:
-                logger.warning("rollout seed=%d failed: %s", request.seed, error)
-                raise RolloutFailed(f"rollout seed={request.seed}: {error}") from None
+        """One rollout; at most ``concurrency`` in flight, none of them held while waiting to retry."""
+        try:
+            return await self._validated(RolloutResponse, "POST", "/rollout", request.model_dump(mode="json"),
+                                         slot=await self._slots.get())
+        except TaskAppError as error:
+            logger.warning("rollout seed=%d failed: %s", request.seed, error)
+            raise RolloutFailed(f"rollout seed={request.seed}: {error}") from None

@@ -14,6 +14,8 @@ import inspect
 import logging
 from typing import Any
 
+from promptgym.core.events import Event
+
 logger = logging.getLogger("promptgym")
 
 HOOKS = tuple(
@@ -50,8 +52,8 @@ class Callback:
     def on_example_end(self, stage: str, logs: dict[str, Any] | None = None) -> Any:
         """After each example of evaluate / predict (``stage`` is "test" or "predict"); for progress."""
 
-    def on_event(self, event: dict[str, Any]) -> Any:
-        """Every trainer event (candidate proposed/accepted, failures, usage...)."""
+    def on_event(self, event: Event) -> Any:
+        """Every trainer and optimizer event (``promptgym.core.events``; it also reads like a dict)."""
 
 
 class CallbackList:
@@ -74,5 +76,5 @@ class CallbackList:
             if inspect.isawaitable(result):
                 await result
 
-    async def event(self, kind: str, **data: Any) -> None:
-        await self.call("on_event", {"event": kind, **data})
+    async def emit(self, event: Event) -> None:
+        await self.call("on_event", event)

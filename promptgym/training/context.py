@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 import numpy as np
 
+from promptgym.core.events import Event, ExampleFailed
 from promptgym.lm.usage import lm_phase
 from promptgym.modules.tracing import Trace
 from promptgym.training.batch import run_many
@@ -113,8 +114,8 @@ class TrainingContext:
         key = variables_key(variables if variables is not None else self.program.get_variables())
         return [i for i in dict.fromkeys(indices) if (key, split, i) not in self._memo]
 
-    async def emit(self, kind: str, **data: Any) -> None:
-        await self.callbacks.event(kind, **data)
+    async def emit(self, event: Event) -> None:
+        await self.callbacks.emit(event)
 
     async def run(self, split: str, indices: Sequence[int], variables: dict[str, Any] | None = None,
                   with_metrics: bool = False, on_done: Callable[[Any], Awaitable[None]] | None = None
@@ -151,7 +152,7 @@ class TrainingContext:
 
     async def _count_failure(self, result: ExampleResult) -> None:
         self.errors += 1
-        await self.emit("example_failed", split=result.split, index=result.index, error=result.error)
+        await self.emit(ExampleFailed(split=result.split, index=result.index, error=result.error or ""))
         if self.errors > self.max_errors:
             raise TrainingAborted(
                 f"{self.errors} examples failed, more than max_errors={self.max_errors}; "

@@ -9,14 +9,19 @@ import numpy as np
 from promptgym.training.batch import as_object_array, validate_inputs
 from promptgym.training.callback import CallbackList
 from promptgym.training.context import ExampleResult, TrainingContext
-from promptgym.training.fit import require_compiled, scored_logs
+from promptgym.stats import Evaluation
+from promptgym.training.fit import require_compiled
 from promptgym.training.progress import ProgressBar
 from promptgym.training.targets import validate_targets
 
 
 async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_size: int = 32, verbose: Any = "auto",
-                           callbacks: list[Any] | None = None, max_errors: int | None = None) -> dict[str, float]:
-    """``{"reward": ..., "<metric>": ...}`` averaged over the examples; failures score 0."""
+                           callbacks: list[Any] | None = None, max_errors: int | None = None) -> Evaluation:
+    """``{"reward": ..., "<metric>": ...}`` averaged over the examples; failures score 0.
+
+    The dict is an :class:`~promptgym.stats.Evaluation`: it keeps the per-example
+    scores, for ``.interval()`` (95% confidence interval) and ``.compare(baseline)`` (paired test).
+    """
     compiled = require_compiled(program, "evaluate")
     xs, ys = as_object_array(x, "x"), as_object_array(y, "y")
     if len(xs) != len(ys):
@@ -40,6 +45,8 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
         indices = list(range(start, min(start + batch_size, len(xs))))
         results += await ctx.run("test", indices, with_metrics=True, on_done=example_done)
         await callback_list.call("on_test_batch_end", batch, {"done": len(results)})
-    logs = scored_logs(results, compiled)
+    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
+    logs = Evaluation({names[0]: [r.reward for r in results],
+                       **{name: [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}})
     await callback_list.call("on_test_end", logs)
     return logs

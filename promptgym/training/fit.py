@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgym.core.events import EpochEnd, TrainBegin, TrainEnd
 from promptgym.lm.usage import LEDGER, PHASES
 from promptgym.training.batch import as_object_array, validate_inputs
 from promptgym.training.callback import CallbackList
@@ -112,7 +113,7 @@ async def fit_program(
     program.stop_training = False
     await callback_list.call("on_train_begin", {"epochs": epochs, "steps": steps, "train_size": len(x_train),
                                                 "val_size": len(x_val)})
-    await callback_list.event("train_begin", epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val))
+    await callback_list.emit(TrainBegin(epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val)))
     usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in the first epoch
     await optimizer.on_train_begin(ctx)
     for epoch in range(initial_epoch, epochs):
@@ -141,13 +142,13 @@ async def fit_program(
         epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
         usage_start = LEDGER.snapshot()
         epoch_logs["failures"] = ctx.errors
-        await callback_list.event("epoch_end", epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id)
+        await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id))
         await callback_list.call("on_epoch_end", epoch, epoch_logs)
         if program.stop_training:
             break
     await optimizer.on_train_end(ctx)
     program_assign(program, optimizer.best.variables)
-    await callback_list.event("train_end", history=history.as_rows())
+    await callback_list.emit(TrainEnd(history=history.as_rows()))
     await callback_list.call("on_train_end", history.history and {k: v[-1] for k, v in history.history.items()})
     return history
 

@@ -16,6 +16,8 @@ __all__ = [
     "history_panels",
     "metrics_mean_and_std",
     "metrics_comparison_mean_and_std",
+    "comparison_error_bars",
+    "paired_comparison",
     "graph_layers",
 ]
 

@@ -161,6 +161,48 @@ def metrics_comparison_mean_and_std(conditions: Mapping[str, Sequence[Mapping[st
     return {name: {m: per_condition[m] for m in all_metrics} for name, per_condition in stats.items()}
 
 
+def comparison_error_bars(conditions: Mapping[str, Sequence[Mapping[str, Any]]]
+                          ) -> dict[str, dict[str, tuple[float, float, float, str]]]:
+    """``{condition: {metric: (mean, below, above, kind)}}``: the bars of a comparison plot.
+
+    A condition given as one ``evaluate()`` result that kept its per-example scores
+    (a :class:`promptgym.stats.Evaluation`) gets its 95% confidence interval
+    (``kind="ci"``: ``mean - below`` to ``mean + above``); otherwise the spread over
+    its results (``kind="std"``, symmetric; 0 for a single plain dict).
+    """
+    stats = metrics_comparison_mean_and_std(conditions)
+    bars: dict[str, dict[str, tuple[float, float, float, str]]] = {}
+    for name, per_metric in stats.items():
+        results = list(conditions[name])
+        scored = getattr(results[0], "scores", None) if len(results) == 1 else None
+        bars[name] = {}
+        for metric, (mean, std) in per_metric.items():
+            if scored and scored.get(metric) and hasattr(results[0], "interval"):
+                interval = results[0].interval(metric)
+                bars[name][metric] = (mean, max(0.0, mean - interval.low), max(0.0, interval.high - mean), "ci")
+            else:
+                bars[name][metric] = (mean, std, std, "std")
+    return bars
+
+
+def paired_comparison(conditions: Mapping[str, Sequence[Mapping[str, Any]]]) -> Any:
+    """The paired test of the last condition against the first, when both are one Evaluation on the same examples.
+
+    Returns a :class:`promptgym.stats.PairedTest` on the reward (the first key), or None.
+    """
+    if len(conditions) != 2:
+        return None
+    groups = [list(results) for results in conditions.values()]
+    if any(len(group) != 1 for group in groups):
+        return None
+    first, last = groups[0][0], groups[1][0]
+    if not all(hasattr(result, "compare") and getattr(result, "n", 0) for result in (first, last)):
+        return None
+    if first.n != last.n:
+        return None
+    return last.compare(first)
+
+
 # -- program graph ----------------------------------------------------------------------
 
 

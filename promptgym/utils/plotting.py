@@ -21,9 +21,10 @@ from typing import Any
 
 from promptgym.core.atomic import atomic_writer
 from promptgym.utils._plot_data import (
+    comparison_error_bars,
     history_panels,
-    metrics_comparison_mean_and_std,
     metrics_mean_and_std,
+    paired_comparison,
 )
 
 _FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -179,42 +180,63 @@ def plot_metrics_with_mean_and_std(results: Sequence[Mapping[str, Any]], to_fold
     return save_figure(figure, _target(to_folder, to_file))
 
 
+def _interval_labels(ax: Any, bars: Any, values: Sequence[tuple[float, float, float, str]], fontsize: int) -> None:
+    for bar, (mean, below, above, kind) in zip(bars, values):
+        spread = "" if not (below or above) else (
+            f"\n[{_fmt(mean - below)}, {_fmt(mean + above)}]" if kind == "ci" else f"\n±{_fmt(below)}")
+        ax.annotate(_fmt(mean) + spread, (bar.get_x() + bar.get_width() / 2, mean + above),
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=fontsize, linespacing=0.95)
+
+
 def plot_metrics_comparison_with_mean_and_std(conditions: Mapping[str, Sequence[Mapping[str, Any]]],
                                               to_folder: str | os.PathLike[str] | None = None,
                                               to_file: str | os.PathLike[str] = "metrics_comparison.png",
                                               title: str | None = None) -> Path:
-    """Grouped bars: per metric, one bar per condition (mean ± std over its results).
+    """Grouped bars: per metric, one bar per condition.
 
-    ``conditions`` is e.g. ``{"before_training": [...], "after_training": [...]}``;
-    numbers from :func:`metrics_comparison_mean_and_std`. Returns the path written.
+    ``conditions`` is e.g. ``{"before_training": [before], "after_training": [after]}``.
+    A condition that is one ``evaluate()`` result gets its 95% confidence
+    interval as error bars; several results get mean ± std over them
+    (numbers from :func:`comparison_error_bars`). With two such single results on
+    the same examples, the paired test of the second against the first (difference,
+    its interval, p-value: :func:`paired_comparison`) is printed under the title.
+    Returns the path written.
     """
-    stats = metrics_comparison_mean_and_std(conditions)
-    condition_names = list(stats)
-    metric_names = list(next(iter(stats.values())))
+    bars_data = comparison_error_bars(conditions)
+    condition_names = list(bars_data)
+    metric_names = list(next(iter(bars_data.values())))
     count = len(condition_names)
     width = min(0.8 / count, 0.35)
     figure = _new_figure(min(16.0, max(6.0, len(metric_names) * (0.5 + 0.45 * count) + 2.0)), 5.0)
     ax = figure.subplots()
-    all_means, all_stds = [], []
+    all_means, all_spreads, kinds = [], [], set()
     for index, condition in enumerate(condition_names):
-        means = [stats[condition][m][0] for m in metric_names]
-        stds = [stats[condition][m][1] for m in metric_names]
+        values = [bars_data[condition][m] for m in metric_names]
         offsets = [i + (index - (count - 1) / 2) * width for i in range(len(metric_names))]
+        errors = [[v[1] for v in values], [v[2] for v in values]]
         runs = len(list(conditions[condition]))
-        bars = ax.bar(offsets, means, width=width * 0.95, yerr=stds if any(stds) else None, capsize=5, color=f"C{index % 10}",
-                      alpha=0.85, label=f"{_pretty(condition)} (n={runs})",
+        kinds.update(v[3] for v in values)
+        bars = ax.bar(offsets, [v[0] for v in values], width=width * 0.95,
+                      yerr=errors if any(errors[0] + errors[1]) else None, capsize=5, color=f"C{index % 10}",
+                      alpha=0.85, label=f"{_pretty(condition)} (" + (f"n={runs}" if values[0][3] == "std"
+                                                                     else f"{conditions[condition][0].n} examples") + ")",
                       error_kw={"elinewidth": 1.3, "ecolor": "black"})
-        _bar_labels(ax, bars, means, stds, fontsize=8 if count > 2 else 9)
-        all_means += means
-        all_stds += stds
+        _interval_labels(ax, bars, values, fontsize=8 if count > 2 else 9)
+        all_means += [v[0] for v in values]
+        all_spreads += [max(v[1], v[2]) for v in values]
     ax.set_xticks(range(len(metric_names)), [_pretty(n) for n in metric_names],
                   rotation=30 if len(metric_names) > 5 else 0, ha="right" if len(metric_names) > 5 else "center")
-    ax.set_ylabel("Score (mean ± std)")
-    _score_ylim(ax, all_means, all_stds)
+    ax.set_ylabel("Score (mean, 95% CI)" if kinds == {"ci"} else "Score (mean ± std)")
+    _score_ylim(ax, all_means, all_spreads)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1 if len(metric_names) <= 5 else -0.22),
               ncol=min(count, 4), frameon=False)
-    ax.set_title(title or "Metrics comparison", fontsize=13)
+    paired = paired_comparison(conditions)
+    caption = "" if paired is None else (
+        f"\n{_pretty(metric_names[0])}, {_pretty(condition_names[1]).lower()} vs {_pretty(condition_names[0]).lower()}: {paired.brief()} "
+        f"({paired.wins} better, {paired.losses} worse of {paired.n}; {paired.verdict()})")
+    ax.set_title((title or "Metrics comparison") + caption, fontsize=13 if paired is None else 10)
     return save_figure(figure, _target(to_folder, to_file))
 
 

@@ -45,13 +45,18 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     run = only_run(workdir)
     for name in ("config.toml", "events.jsonl", "history.csv", "best_program.json", "summary.md",
                  "candidates.json", "checkpoints/last.json", "checkpoints/epoch_1.json", "checkpoints/epoch_2.json",
-                 "plots/training_history.png"):
+                 "plots/training_history.png", "plots/before_after.png"):
         assert (run.path / name).is_file(), name
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 2
     assert status["final"]["reward"] > status["baseline"]["reward"]
+    before, after = (status[key]["statistics"] for key in ("baseline", "final"))
+    assert len(before["scores"]["reward"]) == len(after["scores"]["reward"]) == status["final"]["size"]
+    interval = after["intervals"]["reward"]
+    assert interval["low"] <= status["final"]["reward"] <= interval["high"] and interval["n"] == status["final"]["size"]
     summary = (run.path / "summary.md").read_text()
     assert "Improvement: **+" in summary and "answerer/state" in summary and "## Top candidates" in summary
+    assert "| 95% CI |" in summary and "(mcnemar-exact) on the same 3 examples" in summary
     kinds = [event["event"] for event in run.events()]
     for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
                  "checkpoint_saved", "train_end", "run_finished"):

@@ -1,7 +1,9 @@
 """A tiny OpenAI-compatible server for tests, on 127.0.0.1, in a thread.
 
 It can refuse ``json_schema`` response formats (like llama.cpp's server),
-answer with garbage first, or fail with 503 a given number of times.
+answer with garbage first, fail with 503 a given number of times, or answer
+whatever ``fault(body, number)`` returns: ``(status, raw body)`` for the
+``number``-th request (from 0), or None for the normal answer.
 """
 
 from __future__ import annotations
@@ -11,23 +13,38 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+Fault = Callable[[dict[str, Any], int], "tuple[int, str] | None"]
+
 
 class FakeOpenAIServer:
     def __init__(self, answer: Callable[[dict[str, Any]], str], refuse_json_schema: bool = False,
-                 failures_before_success: int = 0) -> None:
+                 failures_before_success: int = 0, fault: Fault | None = None) -> None:
         self.answer = answer
         self.refuse_json_schema = refuse_json_schema
         self.failures_left = failures_before_success
+        self.fault = fault
         self.requests: list[dict[str, Any]] = []
+        self.gets: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                server.gets.append(self.path)
+                faulty = server.fault({"path": self.path}, -1) if server.fault else None
+                if faulty is not None:
+                    return self._send_raw(*faulty)
+                self._send(200, {"object": "list", "data": [{"id": "test", "object": "model"}]})
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                number = len(server.requests)
                 server.requests.append(body)
+                faulty = server.fault(body, number) if server.fault else None
+                if faulty is not None:
+                    return self._send_raw(*faulty)
                 if server.failures_left > 0:
                     server.failures_left -= 1
                     return self._send(503, {"error": "busy"})
@@ -41,7 +58,10 @@ class FakeOpenAIServer:
                                  "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload))
+
+            def _send_raw(self, status: int, text: str) -> None:
+                data = text.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -7,6 +7,7 @@ import json
 import numpy as np
 
 import promptgym as pg
+from promptgym.core.events import Event
 from promptgym.optimizers.base import Optimizer
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 from promptgym.training.callback import CallbackList
@@ -60,10 +61,10 @@ async def program_for(lm: ScriptedLanguageModel) -> pg.Program:
 class Events(CallbackList):
     def __init__(self) -> None:
         super().__init__([], None)
-        self.events: list[dict] = []
+        self.events: list[Event] = []
 
-    async def event(self, kind: str, **data: object) -> None:
-        self.events.append({"event": kind, **data})
+    async def emit(self, event: Event) -> None:
+        self.events.append(event)
 
     def kinds(self) -> list[str]:
         return [e["event"] for e in self.events]

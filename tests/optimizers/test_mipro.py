@@ -11,7 +11,7 @@ import promptgym as pg
 from promptgym.optimizers import MIPRO
 from promptgym.optimizers.mipro import default_num_trials
 from promptgym.testing import last_user_json
-from tests.optimizers.prompt_search_support import GOOD, context, data, program_for, task_lm, task_requests
+from tests.optimizers.prompt_search_support import GOOD, context, data, program_for, task_lm
 from tests.support import Answer, Question
 
 

@@ -7,7 +7,7 @@ import pytest
 import promptgym as pg
 from promptgym.optimizers.omega import OMEGA, candidate_text, mutable_schema
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
-from tests.support import Answer, Question, functional_program, questions
+from tests.support import Answer, functional_program, questions
 
 KEYWORD = "UPPERCASE"
 GOOD = f"Answer with the question in {KEYWORD} letters."
@@ -212,7 +212,7 @@ async def test_fit_learns_the_instruction_the_mutation_writes():
 async def test_degenerate_mutations_are_rejected_before_validation(bad, reason):
     optimizer = make(language_model=optimizer_lm(mutation=bad))
     program, history, events = await fitted(optimizer, epochs=1)
-    rejected = events.of("candidate_rejected")
+    rejected = events.of("proposal_rejected")
     assert rejected and all(reason in e["reason"] for e in rejected)
     assert rejected[0]["text"].startswith('{"instructions": ' + json.dumps(bad)[:20])  # what it wrote, shortened
     assert not [c for c in optimizer.candidates if c.origin == "mutation"]
@@ -225,7 +225,7 @@ async def test_degenerate_mutations_are_rejected_before_validation(bad, reason):
 async def test_lm_failure_during_mutation_is_not_fatal():
     optimizer = make(language_model=optimizer_lm(mutation=RuntimeError("model crashed")))
     program, history, events = await fitted(optimizer, epochs=1)
-    failures = events.of("mutation_failed")
+    failures = events.of("proposal_failed")
     assert len(failures) == 2 and "RuntimeError: model crashed" in failures[0]["error"]
     assert optimizer.stats["lm_failures"] == 2
     assert history.history["val_reward"] == [0.0]  # nothing learned, nothing crashed
@@ -286,7 +286,7 @@ async def test_grounded_instructions_win_a_dead_heat_and_mutations_do_not():
 async def test_grounded_rewrites_stop_after_two_attempts():
     optimizer = make(language_model=optimizer_lm(mutation="PARIS"))  # every rewrite is rejected: a label
     _, _, events = await fitted(optimizer, epochs=2)
-    assert [e["operation"] for e in events.of("candidate_rejected")] == ["grounded", "grounded", "mutation", "mutation"]
+    assert [e["operation"] for e in events.of("proposal_rejected")] == ["grounded", "grounded", "mutation", "mutation"]
     assert list(optimizer.grounded_attempts.values()) == [2] and optimizer.stats["grounded"] == 0
 
 
@@ -329,8 +329,8 @@ class FakeContext:
     def __init__(self):
         self.events = []
 
-    async def emit(self, kind, **data):
-        self.events.append((kind, data))
+    async def emit(self, event):
+        self.events.append(event)
 
 
 async def test_epoch_competition_on_a_hand_made_population():
@@ -352,7 +352,7 @@ async def test_epoch_competition_on_a_hand_made_population():
         await optimizer.compete_population(ctx)
         kept = "".join(optimizer.get_candidate(i).variables["qa/state"]["instructions"] for i in optimizer.population)
         assert kept == survivors, (algorithm, size)
-        assert ctx.events[0][0] == "population_updated"
+        assert ctx.events[0].kind == "population_updated"
     # The incumbent best survives even when DNS would drop it.
     optimizer = OMEGA(language_model=optimizer_lm(), distance_function=tabled, population_size=2, k_nearest_fitter=1)
     candidates = [add_scored(optimizer, t, [s]) for t, s in zip("abcde", [0.9, 0.8, 0.7, 0.6, 0.5])]

@@ -254,3 +254,31 @@ def test_missing_matplotlib_gives_install_hint(tmp_path, monkeypatch):
 def test_unknown_attribute():
     with pytest.raises(AttributeError):
         utils.plot_nothing  # noqa: B018
+
+
+def test_comparison_bars_use_the_interval_of_a_single_evaluation():
+    from promptgym.stats import Evaluation
+    from promptgym.utils import comparison_error_bars, paired_comparison
+
+    before = Evaluation({"reward": [0] * 20 + [1] * 10})
+    after = Evaluation({"reward": [1] * 18 + [0] * 2 + [1] * 10})
+    bars = comparison_error_bars({"before": [before], "after": [after]})
+    mean, below, above, kind = bars["before"]["reward"]
+    interval = before.interval()
+    assert kind == "ci" and mean == pytest.approx(1 / 3)
+    assert (mean - below, mean + above) == (pytest.approx(interval.low), pytest.approx(interval.high))
+    plain = comparison_error_bars({"before": [dict(before), {"reward": 0.5}], "after": [dict(after)]})
+    assert plain["before"]["reward"][3] == "std" and plain["after"]["reward"][1:3] == (0.0, 0.0)
+    paired = paired_comparison({"before": [before], "after": [after]})
+    assert (paired.wins, paired.losses, paired.method) == (18, 0, "mcnemar-exact")
+    assert paired_comparison({"before": [dict(before)], "after": [after]}) is None
+    assert paired_comparison({"a": [before], "b": [after], "c": [after]}) is None
+
+
+def test_plot_comparison_with_intervals_writes_png(tmp_path):
+    from promptgym.stats import Evaluation
+
+    path = utils.plot_metrics_comparison_with_mean_and_std(
+        {"before_training": [Evaluation({"reward": [0, 1, 0, 0]})],
+         "after_training": [Evaluation({"reward": [1, 1, 1, 0]})]}, to_folder=tmp_path)
+    assert path.read_bytes()[:8] == PNG_MAGIC

@@ -1,0 +1,18 @@
+"""Program files written before the spine refactor still load and resume ``fit()`` exactly as before."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.fixtures.make_v1_programs import FIXTURES, resumed_history
+
+NAMES = ["randomfewshot", "omega", "gepa", "mipro"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_a_version_1_file_loads_and_resumes_with_the_same_history(name):
+    expected = json.loads((FIXTURES / f"{name}.resumed.json").read_text())
+
+    assert await resumed_history(FIXTURES / f"{name}.json") == expected
