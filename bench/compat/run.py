@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 from doc_blocks import DocBlock, collect_blocks  # noqa: E402
 from public_api import PublicApi  # noqa: E402
-from scope import IN, classify  # noqa: E402
+from scope import IN, classify, classify_names  # noqa: E402
 from select_tests import TestSelection, select_tests  # noqa: E402
 
 
@@ -126,8 +126,10 @@ def main() -> None:
         measured, scope_counts = [], collections.Counter()
         for test in all_tests:
             kind, label = classify(str(test.file).removeprefix("synalinks/src/").removesuffix(".py"))
+            if kind == IN and classify_names(test.public, api.by_public):
+                kind, label = classify_names(test.public, api.by_public)
             if not test.public_only:
-                scope_counts["uses internals (not counted)"] += 1
+                scope_counts["uses internals or private attributes"] += 1
             elif kind != IN:
                 scope_counts[f"out of scope: {label}"] += 1
             elif args.match in f"{test.file}::{test.node_id}":

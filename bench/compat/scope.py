@@ -71,3 +71,15 @@ def classify(path: str) -> tuple[str, str]:
     if not matches:
         return (OUT, "not classified")
     return SCOPE[max(matches, key=len)]
+
+
+def classify_names(names: list[str], by_public: dict) -> tuple[str, str] | None:
+    """``(OUT, reason)`` if one of these public names comes from an area out of scope, else None."""
+    for name in names:
+        export = by_public.get(name)
+        if export is None:
+            continue
+        kind, reason = classify(source_path(export.module))
+        if kind != IN:
+            return (kind, reason)
+    return None

@@ -2,8 +2,10 @@
 
 A test method qualifies when every synalinks name it reaches (directly, or
 through ``setUp``, ``self.helper()`` methods and module-level helpers) is a
-public export (:mod:`public_api`), and it names no ``synalinks.src`` path in
-a string (``mock.patch("synalinks.src....")`` patches an internal).
+public export (:mod:`public_api`), it names no ``synalinks.src`` path in
+a string (``mock.patch("synalinks.src....")`` patches an internal), and it
+reads no underscore attribute of an object (``checkpoint._get_file_path``:
+an implementation detail, even on a public class).
 ``synalinks.src.testing`` (the ``TestCase`` base class and the shared test
 data) is test infrastructure, not API: the harness provides it.
 """
@@ -33,6 +35,7 @@ class TestSelection:
     test_class: str
     method: str
     private: list[str] = field(default_factory=list)   # internal names it reaches (empty: qualifies)
+    public: list[str] = field(default_factory=list)    # public names it reaches
 
     @property
     def node_id(self) -> str:
@@ -89,12 +92,16 @@ class _Uses(ast.NodeVisitor):
         self.dotted: set[str] = set()
         self.self_attrs: set[str] = set()
         self.private_strings: set[str] = set()
+        self.private_attributes: set[str] = set()
         self.local_imports: list[ast.stmt] = []
 
     def visit_Name(self, node: ast.Name) -> None:
         self.names.add(node.id)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        base = node.value.id if isinstance(node.value, ast.Name) else None
+        if node.attr.startswith("_") and not node.attr.startswith("__") and base not in ("self", "cls"):
+            self.private_attributes.add(node.attr)
         path = _dotted(node)
         if path:
             self.dotted.add(path)
@@ -175,14 +182,15 @@ def select_tests(checkout: Path, api: PublicApi | None = None) -> list[TestSelec
                 if not name.startswith("test"):
                     continue
                 roots: list[ast.AST] = [method, *class_level, *(methods[m] for m in SETUP_METHODS if m in methods)]
-                private = _reach(roots, bindings, definitions, methods, api)
-                selections.append(TestSelection(relative, area, class_node.name, name, sorted(private)))
+                private, public = _reach(roots, bindings, definitions, methods, api)
+                selections.append(TestSelection(relative, area, class_node.name, name, sorted(private), sorted(public)))
     return selections
 
 
 def _reach(roots: list[ast.AST], bindings: dict[str, Binding], definitions: dict[str, ast.AST],
-           methods: dict[str, ast.AST], api: PublicApi) -> set[str]:
+           methods: dict[str, ast.AST], api: PublicApi) -> tuple[set[str], set[str]]:
     private: set[str] = set()
+    public: set[str] = set()
     seen: set[int] = set()
     queue = list(roots)
     local_bindings = dict(bindings)
@@ -195,17 +203,37 @@ def _reach(roots: list[ast.AST], bindings: dict[str, Binding], definitions: dict
         for statement in uses.local_imports:
             local_bindings.update(_bindings_of_import(statement, api))
         private |= uses.private_strings
+        private |= {f"private attribute .{name}" for name in uses.private_attributes}
         for name in uses.names:
             binding = local_bindings.get(name)
             if binding is not None and binding.kind == "private":
                 private.add(binding.target)
+            elif binding is not None and binding.kind == "public":
+                public.add(binding.target)
             if name in definitions:
                 queue.append(definitions[name])
         for path in uses.dotted:
             found = _private_uses(path, local_bindings, api)
             if found:
                 private.add(found)
+            else:
+                public.update(_public_uses(path, local_bindings, api))
         for attr in uses.self_attrs:
             if attr in methods:
                 queue.append(methods[attr])
-    return private
+    return private, public
+
+
+def _public_uses(path: str, bindings: dict[str, Binding], api: PublicApi) -> set[str]:
+    """``synalinks.rewards.ExactMatch`` (an attribute chain through a public module) as a public name."""
+    head, _, rest = path.partition(".")
+    binding = bindings.get(head)
+    if binding is None or binding.kind != "public" or binding.target not in api.submodules or not rest:
+        return set()
+    module = binding.target
+    for part in rest.split("."):
+        if f"{module}.{part}" in api.submodules:
+            module = f"{module}.{part}"
+            continue
+        return {f"{module}.{part}"} if f"{module}.{part}" in api.by_public else set()
+    return set()
