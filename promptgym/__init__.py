@@ -21,14 +21,37 @@ from promptgym.lm import (
     set_default_embedding_model,
     set_default_language_model,
 )
-from promptgym.modules import ChainOfThought, Generator, Input, Module, SymbolicDataModel, Variable
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.modules import (
+    And,
+    ChainOfThought,
+    Concat,
+    Concatenate,
+    Factorize,
+    Generator,
+    Identity,
+    InMask,
+    Input,
+    InputModule,
+    Lambda,
+    Module,
+    Not,
+    Or,
+    OutMask,
+    Prefix,
+    Suffix,
+    SymbolicDataModel,
+    Variable,
+    Xor,
+)
 from promptgym.programs import Program, Sequential
+from promptgym.session import clear_session, enable_logging, enable_observability
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("callbacks", "datasets", "metrics", "optimizers", "rewards", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("callbacks", "datasets", "metrics", "ops", "optimizers", "rewards", "testing", "training", "utils")
 
 
 def __getattr__(name: str) -> Any:
@@ -38,8 +61,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ChainOfThought", "DataModel", "EmbeddingModel", "Field", "Generator", "Input", "LanguageModel", "Module",
-    "Program", "Sequential", "SymbolicDataModel", "Variable", "get_default_embedding_model",
+    "And", "ChainOfThought", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
+    "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
+    "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
+    "enable_logging", "enable_observability", "get_default_embedding_model",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
     "set_default_language_model", *_LAZY_SUBMODULES,
 ]

@@ -61,12 +61,16 @@ class MissingName:
         raise AttributeError(object.__getattribute__(self, "_error"))
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name not in ("__mro_entries__",):
+        if name.startswith("__"):
             raise AttributeError(name)
         self._fail()
 
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        # `class Helper(Missing): ...` at a test file's top level must not stop the file's other tests;
+        # the tests that use Helper use the missing name too, so they are not counted.
+        return (object,)
+
     __call__ = _fail
-    __mro_entries__ = _fail
     __iter__ = _fail
     __getitem__ = _fail
 

@@ -1,5 +1,6 @@
 """Programs: functional, sequential and subclassed."""
 
-from promptgym.programs.program import Program, Sequential
+from promptgym.programs.program import Program
+from promptgym.programs.sequential import Sequential
 
 __all__ = ["Program", "Sequential"]
