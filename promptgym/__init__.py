@@ -10,7 +10,7 @@ import importlib
 import logging
 from typing import Any
 
-from promptgym import saving
+from promptgym import metrics, optimizers, rewards, saving
 from promptgym.core.data_model import DataModel, Field
 from promptgym.core.serialization import register_synalinks_serializable
 from promptgym.lm import (
@@ -44,14 +44,16 @@ from promptgym.modules import (
     Variable,
     Xor,
 )
-from promptgym.programs import Program, Sequential
+from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.session import clear_session, enable_logging, enable_observability
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
+rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where synalinks users look for it
+
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("callbacks", "datasets", "metrics", "ops", "optimizers", "rewards", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("callbacks", "datasets", "ops", "testing", "training", "utils")
 
 
 def __getattr__(name: str) -> Any:
@@ -66,5 +68,5 @@ __all__ = [
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
-    "set_default_language_model", *_LAZY_SUBMODULES,
+    "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
 ]

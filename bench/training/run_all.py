@@ -48,23 +48,52 @@ PEER_OPTIMIZER = {  # what each framework runs for a given --optimizer
     "omega": {"promptgym": "omega", "synalinks": "omega", "dspy": "miprov2"},
     "gepa": {"promptgym": "gepa", "dspy": "gepa"},
     "mipro": {"promptgym": "mipro", "dspy": "miprov2"},
+    # issue 18: one fixed set of demonstrations vs the k nearest per input
+    "fixed": {"promptgym": "randomfewshot", "dspy": "labeledfewshot"},
+    "knn": {"promptgym": "knnfewshot", "dspy": "knnfewshot"},
 }
 
 
-def write_task(name: str, n_train: int, n_val: int, n_test: int, seed: int) -> Path:
-    """Seeded split from packaged data: load_data(n_train=train+val, n_test), val = last n_val of train."""
-    from promptgym.datasets import dates
+def field_spec(data_model: Any) -> dict[str, Any]:
+    """``{"name", "description", "choices"}`` of a one-field DataModel (choices: a Literal's values, else None)."""
+    import typing
 
+    (name, info), = data_model.model_fields.items()
+    choices = list(typing.get_args(info.annotation)) if typing.get_origin(info.annotation) is typing.Literal else None
+    return {"name": name, "description": info.description, "choices": choices}
+
+
+def load_split(spec: dict[str, Any], n_train: int, n_test: int, seed: int) -> tuple[Any, Any, str]:
+    """``((x_train, y_train), (x_test, y_test))`` of the task's packaged data, and the call that made it."""
+    from promptgym.datasets import dates, mmlu_topics, reasoning_gym
+
+    kwargs = spec["kwargs"]
+    if spec["loader"] == "dates":
+        call = f"promptgym.datasets.dates.load_data(n_train={n_train}, n_test={n_test}, seed={seed}, **{kwargs})"
+        return dates.load_data(n_train=n_train, n_test=n_test, seed=seed, **kwargs), call
+    if spec["loader"] == "mmlu_topics":
+        (x_tr, y_tr), (x_te, y_te) = mmlu_topics.load_data(n_train=n_train, seed=seed)
+        call = f"promptgym.datasets.mmlu_topics.load_data(n_train={n_train}, seed={seed}); test = its first {n_test}"
+        return ((x_tr, y_tr), (x_te[:n_test], y_te[:n_test])), call
+    if spec["loader"] == "reasoning_gym":
+        call = (f"promptgym.datasets.reasoning_gym.load_data({spec['task']!r}, n_train={n_train}, n_test={n_test}, "
+                f"seed={seed}, **{kwargs})")
+        return reasoning_gym.load_data(spec["task"], n_train=n_train, n_test=n_test, seed=seed, **kwargs), call
+    raise SystemExit(f"unknown loader {spec['loader']!r}")
+
+
+def write_task(name: str, n_train: int, n_val: int, n_test: int, seed: int) -> Path:
+    """Seeded split from packaged data: train + val from the loader's train part (val = its last n_val), test."""
     spec = TASKS[name]
-    assert spec["loader"] == "dates"
-    (x_tr, y_tr), (x_te, y_te) = dates.load_data(n_train=n_train + n_val, n_test=n_test, seed=seed, **spec["kwargs"])
-    rows = lambda xs, ys: [{"text": x.text, "date": y.date} for x, y in zip(xs, ys)]  # noqa: E731
+    sizes = {"n_train": n_train, "n_val": n_val, "n_test": n_test, **spec.get("sizes", {})}
+    ((x_tr, y_tr), (x_te, y_te)), call = load_split(spec, sizes["n_train"] + sizes["n_val"], sizes["n_test"], seed)
+    fin, fout = field_spec(type(x_tr[0])), field_spec(type(y_tr[0]))
+    rows = lambda xs, ys: [{fin["name"]: getattr(x, fin["name"]), fout["name"]: getattr(y, fout["name"])}  # noqa: E731
+                           for x, y in zip(xs, ys)]
     train = rows(x_tr, y_tr)
-    task = {"name": name, "source": f"promptgym.datasets.dates.load_data(n_train={n_train + n_val}, n_test={n_test}, "
-                                    f"seed={seed}, **{spec['kwargs']}); val = last {n_val} of train",
-            "input": {"name": "text", "description": "A sentence that mentions a date"},
-            "output": {"name": "date", "description": "The date mentioned in the text"},
-            "train": train[:n_train], "val": train[n_train:], "test": rows(x_te, y_te)}
+    task = {"name": name, "source": f"{call}; val = last {sizes['n_val']} of train",
+            "input": {k: v for k, v in fin.items() if k != "choices"}, "output": fout,
+            "train": train[:sizes["n_train"]], "val": train[sizes["n_train"]:], "test": rows(x_te, y_te)}
     DATA.mkdir(exist_ok=True)
     path = DATA / f"{name}.json"
     path.write_text(json.dumps(task, indent=1))
@@ -145,16 +174,34 @@ def save(out: Path, result: dict[str, Any]) -> None:
     out.write_text(json.dumps(rows, indent=1))
 
 
+def score_cell(result: dict[str, Any] | None) -> str:
+    """``"32/40"``, with the 95% interval when the row kept its per-item hits."""
+    if not result:
+        return "-"
+    cell = f"{result['correct']}/{result['n']}"
+    if result.get("hits"):
+        from promptgym.stats import confidence_interval
+
+        interval = confidence_interval(result["hits"])
+        cell += f" ({interval.mean:.1%}, [{interval.low:.1%}, {interval.high:.1%}])"
+    return cell
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| task | framework | optimizer | untrained test | trained test | train calls | eval calls | "
-             "train wall s | total wall s |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| task | framework | optimizer | untrained test | trained test (95% CI) | train calls | eval calls | "
+             "embedding calls (train / test) | s per test call | train wall s | total wall s |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: (r.get("task", ""), r.get("framework", ""))):
         if "error" in r:
-            lines.append(f"| {r.get('task')} | {r.get('framework')} | {r.get('optimizer')} | error: {r['error'][:100]} | | | | | |")
+            lines.append(f"| {r.get('task')} | {r.get('framework')} | {r.get('optimizer')} | error: {r['error'][:100]} "
+                         "| | | | | | | |")
             continue
-        u, t = r["untrained"], r["trained"]
+        embedding = r.get("embedding_calls") or {}
+        per_call = (r.get("wire", {}).get("trained_eval") or {}).get("seconds_per_call")
         lines.append(f"| {r['task']} | {r['framework']} {r['version']} | {r['settings']['optimizer']['class']} "
-                     f"| {u['correct']}/{u['n']} | {t['correct']}/{t['n']} | {r['train_calls']} | {r['eval_calls']} "
+                     f"| {score_cell(r['untrained'])} | {score_cell(r['trained'])} | {r['train_calls']} "
+                     f"| {r['eval_calls']} | {embedding.get('train', 0)} / {embedding.get('test', 0)} "
+                     f"| {per_call if per_call is not None else '-'} "
                      f"| {r['wall_s'].get('train', 0):.0f} | {r['wall_s']['total']:.0f} |")
     return "\n".join(lines)
 

@@ -113,7 +113,7 @@ def train(
 ) -> None:
     """Validate a config, preview the job, and train."""
     from promptgym.cli.build import build_job
-    from promptgym.cli.preview import print_preview
+    from promptgym.cli.preview import print_headroom, print_preview
 
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
@@ -152,8 +152,9 @@ def train(
         fail(masker.mask(str(error)))
     print_preview(job, masker, console)
     if dry_run:
-        console.print("dry run: nothing started")
+        console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
         return
+    print_headroom(job, masker, console)
     if not yes and not typer.confirm("Start this run?", default=True):
         raise typer.Exit(0)
     try:

@@ -11,11 +11,12 @@ from rich.table import Table
 
 from promptgym.cli.build import Job
 from promptgym.cli.secrets import Masker
+from promptgym.optimizers.kit import prompt_states
 
 
 def generator_count(program: Any) -> int:
-    """How many LM-calling steps one program run makes (trainable prompt variables)."""
-    return max(1, sum(1 for v in program.trainable_variables if "instructions" in v.value))
+    """How many LM-calling steps one program run makes (modules with a trainable prompt)."""
+    return max(1, len(prompt_states(program)))
 
 
 def estimate_lm_calls(job: Job) -> dict[str, int]:
@@ -41,11 +42,12 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
         optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
     eval_size = sizes["test"] or val or train
     training_runs = epochs * train * calls_per_run
-    budget = getattr(job.optimizer, "max_metric_calls", None) or getattr(job.optimizer, "max_lm_calls", None)
+    budget = job.optimizer.budget.limit
     if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
         training_runs = min(training_runs, budget * calls_per_run)
         optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)
     parts = {
+        "headroom check": min(training.minibatch_size, val or train) * calls_per_run,
         "training runs": training_runs,
         "candidate scoring": optimizer_calls,
         "validation": (epochs // training.validation_freq) * val * calls_per_run,
@@ -99,3 +101,35 @@ def print_preview(job: Job, masker: Masker, console: Console | None = None) -> N
     for key, value in preview_rows(job, masker):
         table.add_row(key, value)
     (console or Console()).print(table)
+
+
+def validation_sample(job: Job) -> tuple[Any, Any]:
+    """The validation examples fit() will use: the validation data, else the validation_split tail of train."""
+    data = job.data
+    if data.x_val is not None and len(data.x_val):
+        return data.x_val, data.y_val
+    split = job.config.data.validation_split if job.config.data else 0.0
+    cut = len(data.x_train) - int(math.floor(len(data.x_train) * split))
+    return data.x_train[cut:], data.y_train[cut:]
+
+
+def print_headroom(job: Job, masker: Masker, console: Console | None = None) -> list[Any]:
+    """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
+    import asyncio
+
+    from promptgym.training.headroom import check_headroom
+
+    console = console or Console()
+    x_val, y_val = validation_sample(job)
+    size = min(job.config.training.minibatch_size, len(x_val))
+    if not size:
+        return []
+    job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
+    evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+    reward = job.reward.name
+    console.print(masker.mask(f"headroom check: the starting program scores {evaluation.describe(reward)} "
+                              f"on {size} validation examples ({len(evaluation.failures)} failed); "
+                              "training reruns them from the response cache"), markup=False, soft_wrap=True)
+    for warning in warnings:
+        console.print(masker.mask(f"warning: {warning.message}"), style="yellow", markup=False, soft_wrap=True)
+    return warnings

@@ -67,6 +67,8 @@ class RunRecorder(Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         logs = logs or {}
+        # After every step, so a kill loses at most the step in flight (the file holds the trainer's position).
+        self.program.save(str(self.run.last_checkpoint))
         self.emit(StepEnd(epoch=self.epoch, step=batch, global_step=self.epoch * self.steps + batch + 1,
                           reward=logs.get("reward")))
 

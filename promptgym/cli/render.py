@@ -31,8 +31,8 @@ def describe(record: dict[str, Any]) -> str | None:
     match from_record(record):
         case RunStarted(run_id=run_id, resume=resume):
             return f"run {run_id} started" + (" (resume)" if resume else "")
-        case Resumed(from_epoch=epoch, checkpoint=checkpoint):
-            return f"resuming from {checkpoint} after {epoch} epoch(s)"
+        case Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step):
+            return f"resuming from {checkpoint} at epoch {epoch + 1}, step {step + 1}"
         case TrainBegin() as event:
             return (f"training: {event.epochs} epoch(s), {event.steps} step(s) per epoch, "
                     f"{event.train_size} train / {event.val_size} validation examples")

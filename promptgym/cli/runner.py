@@ -40,13 +40,19 @@ def eval_split(job: Job) -> tuple[str, Any, Any]:
     return "train", data.x_train, data.y_train
 
 
-def restore_checkpoint(program: Any, path: Any) -> int:
-    """Variables and optimizer state from a checkpoint; returns the epochs already done."""
+def restore_checkpoint(program: Any, path: Any) -> tuple[int, int]:
+    """Variables, optimizer and trainer state from a checkpoint; returns the (epoch, step) to resume at.
+
+    Checkpoints are written after every step, so a kill loses at most the step in flight; a checkpoint
+    without a trainer state (written by an older version) resumes at the start of the next epoch.
+    """
     saved = read_json(path)
     program.set_variables(saved["variables"], source=str(path))
-    optimizer = program.training_state.optimizer
-    optimizer.set_state(saved.get("optimizer_state"))
-    return optimizer.epochs_done
+    state = program.training_state
+    state.optimizer.set_state(saved.get("optimizer_state"))
+    state.restored = saved.get("trainer_state")
+    position = (state.restored or {}).get("position") or {"epoch": state.optimizer.epochs_done, "step": 0}
+    return int(position["epoch"]), int(position["step"])
 
 
 @contextlib.contextmanager
@@ -72,13 +78,14 @@ async def evaluate(job: Job, recorder: RunRecorder, label: str) -> dict[str, Any
     return {"split": split, "size": len(x), **logs, **statistics}
 
 
-def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any]) -> dict[str, Any]:
+def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_step: int = 0) -> dict[str, Any]:
     training, data = job.config.training, job.data
     arguments: dict[str, Any] = dict(
         x=data.x_train, y=data.y_train, epochs=training.epochs, batch_size=training.batch_size,
         minibatch_size=training.minibatch_size, validation_batch_size=training.validation_batch_size,
         validation_freq=training.validation_freq, shuffle=training.shuffle, seed=job.config.job.seed,
-        max_errors=training.max_errors, initial_epoch=initial_epoch, callbacks=callbacks, verbose=0,
+        max_errors=training.max_errors, initial_epoch=initial_epoch, initial_step=initial_step, callbacks=callbacks,
+        verbose=0,
     )
     if data.x_val is not None and len(data.x_val):
         arguments["validation_data"] = (data.x_val, data.y_val)
@@ -101,16 +108,18 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
             job = job or await build_job(config)
             job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
             recorder.set_program(job.program)
-            done = restore_checkpoint(job.program, run.last_checkpoint) if resume and run.last_checkpoint.is_file() else 0
+            epoch, step = restore_checkpoint(job.program, run.last_checkpoint) \
+                if resume and run.last_checkpoint.is_file() else (0, 0)
             if resume:
-                recorder.emit(Resumed(from_epoch=done, checkpoint=str(run.last_checkpoint.relative_to(run.path))))
+                recorder.emit(Resumed(from_epoch=epoch, checkpoint=str(run.last_checkpoint.relative_to(run.path)),
+                                      from_step=step))
             if config.training.evaluate_baseline and status.get("baseline") is None:
                 status = run.update_status(baseline=await evaluate(job, recorder, "baseline"))
             callbacks: list[Any] = [recorder]
             if config.training.early_stopping:
                 spec = config.training.early_stopping
                 callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
-            await job.program.fit(**fit_arguments(job, done, callbacks))
+            await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step))
             final = await evaluate(job, recorder, "best")
     except (asyncio.CancelledError, KeyboardInterrupt):
         if recorder.program is not None and recorder.program.training_state is not None:

@@ -134,9 +134,9 @@ class DataModel(pydantic.BaseModel, DataModelOperators, metaclass=DataModelMeta)
     @classmethod
     def to_symbolic_data_model(cls, name: str | None = None) -> Any:
         """A symbolic data model of this class (a placeholder for a program being built)."""
-        from promptgym.modules.symbolic import SymbolicDataModel
+        from promptgym.core.operators import to_symbolic
 
-        return SymbolicDataModel(data_model=cls, name=name)
+        return to_symbolic(cls, name=name)
 
 
 def is_data_model_class(obj: Any) -> bool:

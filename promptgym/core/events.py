@@ -322,6 +322,7 @@ class Resumed(Event):
     kind: ClassVar[str] = "resumed"
     from_epoch: int
     checkpoint: str
+    from_step: int = 0
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,13 @@ def is_symbolic(value: Any) -> bool:
 
 def _symbolic(op: str, operands: list[Any], **options: Any) -> Any:
     if _symbolic_handler is None:
-        import promptgym.modules  # noqa: F401  (registers the handler)
-    assert _symbolic_handler is not None
+        raise RuntimeError("symbolic data model operations need promptgym.modules: `import promptgym` first")
     return _symbolic_handler(op, operands, **options)
+
+
+def to_symbolic(data_model: Any, name: str | None = None) -> Any:
+    """A free symbolic data model of a DataModel class (built by the modules layer)."""
+    return _symbolic("to_symbolic", [data_model], name=name)
 
 
 def to_json_value(value: Any) -> Any:

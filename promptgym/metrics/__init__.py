@@ -6,14 +6,14 @@ over the examples of an epoch or an evaluation.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections import Counter
 from typing import Any, Callable
 
 from promptgym.core.identifiers import get_by_identifier
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin
 from promptgym.rewards.base import Reward, RewardResult
+from promptgym.rewards.builtin import ExactMatch, MeanRewardWrapper
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -78,28 +78,16 @@ class Recall(Metric):
 
 
 @register_builtin
-class MeanMetricWrapper(Metric):
-    """Mean of an async (or plain) ``fn(y_true, y_pred) -> float``; register ``fn`` to save."""
+class MeanMetricWrapper(MeanRewardWrapper, Metric):
+    """Mean of an async (or plain) ``fn(y_true, y_pred) -> float``; register ``fn`` to save.
 
-    def __init__(self, fn: Callable[..., Any] | None = None, in_mask: list[str] | None = None,
-                 out_mask: list[str] | None = None, name: str | None = None) -> None:
-        if fn is None or not callable(fn):
-            raise ValueError("MeanMetricWrapper needs fn=, an async function (y_true, y_pred) -> float")
-        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name or getattr(fn, "__name__", "metric"))
-        self.fn = fn
+    The same wrapper as :class:`~promptgym.rewards.MeanRewardWrapper`, reported as a metric (named after ``fn``).
+    """
 
-    async def score(self, y_true: Any, y_pred: Any) -> RewardResult:
-        value = self.fn(self.mask(y_true), self.mask(y_pred))
-        if inspect.isawaitable(value):
-            value = await value
-        return RewardResult(float(value))
+    function_kind = "metric function"
 
-    def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "fn": serialize_object(self.fn)}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "MeanMetricWrapper":
-        return cls(**{**config, "fn": deserialize_object(config["fn"], expected="metric function")})
+    def default_name_for(self, fn: Callable[..., Any]) -> str:
+        return getattr(fn, "__name__", "metric")
 
 
 @register_builtin
@@ -109,8 +97,6 @@ class Mean(Metric):
     default_name = "mean"
 
     async def compute(self, y_true: Any, y_pred: Any) -> RewardResult:
-        from promptgym.rewards.builtin import ExactMatch
-
         return await ExactMatch().compute(y_true, y_pred)
 
 

@@ -6,7 +6,10 @@
 The prompt is built from the module's trainable variable (instructions and
 few-shot examples) and the output schema; decoding is constrained to the
 schema. Everything before the input is identical across a batch, so the
-local engine reuses its KV cache for that prefix.
+local engine reuses its KV cache for that prefix. A variable with a
+``"retrieval"`` entry (see :mod:`promptgym.modules.retrieval`, set by
+``KNNFewShot``) also shows the pool examples nearest to each input, after
+the fixed ones.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
 from promptgym.modules.module import Module
+from promptgym.modules.retrieval import retrieved_examples
 from promptgym.modules.tracing import record_step
+from promptgym.modules.variable import Variable
 
 DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
 
@@ -109,6 +114,10 @@ class Generator(Module):
     # -- prompt ---------------------------------------------------------------------------
 
     @property
+    def prompt_variable(self) -> Variable:
+        return self.state
+
+    @property
     def instructions(self) -> str:
         return self.state.get("instructions", "")
 
@@ -122,10 +131,17 @@ class Generator(Module):
             f"{describe_fields(self.data_model)}"
         )
 
-    def messages(self, inputs: dict[str, Any]) -> list[dict[str, str]]:
-        """The chat messages for one input: system, examples as turns, then the input."""
+    async def demonstrations(self, inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the prompt shows for ``inputs``: the fixed examples, then the retrieved ones (if any)."""
+        retrieval = self.state.get("retrieval")
+        if not retrieval:
+            return self.examples
+        return [*self.examples, *await retrieved_examples(retrieval, inputs, f"variable {self.state.name!r}")]
+
+    def messages(self, inputs: dict[str, Any], examples: list[dict[str, Any]] | None = None) -> list[dict[str, str]]:
+        """The chat messages for one input: system, examples as turns (default: the fixed ones), then the input."""
         messages = [{"role": "system", "content": self.system_prompt()}]
-        for example in self.examples:
+        for example in self.examples if examples is None else examples:
             messages.append({"role": "user", "content": json.dumps(example["inputs"], ensure_ascii=False)})
             messages.append({"role": "assistant", "content": json.dumps(example["outputs"], ensure_ascii=False)})
         messages.append({"role": "user", "content": json.dumps(inputs, ensure_ascii=False)})
@@ -139,7 +155,7 @@ class Generator(Module):
     async def call(self, inputs: Any, training: bool = False) -> DataModel:
         input_json = as_json(inputs)
         answer = await self.language_model(
-            self.messages(input_json),
+            self.messages(input_json, await self.demonstrations(input_json)),
             schema=self._schema,
             validation_schema=self.data_model.get_schema(),
             temperature=self.temperature,

@@ -175,6 +175,14 @@ class Module:
     def non_trainable_variables(self) -> list[Variable]:
         return [variable for variable in self.variables if not (variable.trainable and self.trainable)]
 
+    @property
+    def prompt_variable(self) -> Variable | None:
+        """The variable holding this module's prompt (``{"instructions", "examples"}``), if it has one.
+
+        Optimizers find what they may rewrite through it; a Generator returns its ``state``.
+        """
+        return None
+
     # -- what a call outputs ----------------------------------------------------------------
 
     def output_data_model(self, input_data_model: type[DataModel]) -> type[DataModel]:

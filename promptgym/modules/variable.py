@@ -1,9 +1,38 @@
-"""Trainable variables: the JSON texts and examples an optimizer evolves."""
+"""Trainable variables: the JSON texts and examples an optimizer evolves.
+
+A rollout can run a program with other values for its variables without
+changing the program: inside ``variable_values(...)``, each named variable
+reads the given value. The override lives in a context variable, so two
+rollouts with different values can run at the same time (each asyncio task
+has its own context), and the program itself is never mutated::
+
+    with variable_values({"generator/state": {"instructions": "Be brief.", "examples": []}}):
+        answer = await program(x)      # the Generator reads "Be brief."
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
-from typing import Any
+from typing import Any, Iterator, Mapping
+
+_overrides: contextvars.ContextVar[Mapping[str, dict[str, Any]] | None] = contextvars.ContextVar(
+    "promptgym_variable_values", default=None)
+
+
+@contextlib.contextmanager
+def variable_values(values: Mapping[str, dict[str, Any]] | None) -> Iterator[None]:
+    """Inside the block (and the tasks it starts), variables named in ``values`` read those values."""
+    if not values:
+        yield
+        return
+    outer = _overrides.get()
+    token = _overrides.set({**outer, **values} if outer else dict(values))
+    try:
+        yield
+    finally:
+        _overrides.reset(token)
 
 
 class Variable:
@@ -36,6 +65,10 @@ class Variable:
 
     @property
     def value(self) -> dict[str, Any]:
+        """The value this variable has here: an override from :func:`variable_values`, else its own."""
+        overrides = _overrides.get()
+        if overrides is not None and self.name in overrides:
+            return overrides[self.name]
         return self._value
 
     def assign(self, value: dict[str, Any]) -> None:
@@ -45,10 +78,10 @@ class Variable:
         self._value = copy.deepcopy(value)
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._value.get(key, default)
+        return self.value.get(key, default)
 
     def get_json(self) -> dict[str, Any]:
-        return copy.deepcopy(self._value)
+        return copy.deepcopy(self.value)
 
     def __repr__(self) -> str:
         return f"Variable(name={self.name!r}, trainable={self.trainable})"

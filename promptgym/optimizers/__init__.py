@@ -6,6 +6,7 @@ from promptgym.core.identifiers import get_by_identifier
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
 from promptgym.optimizers.gepa import GEPA
+from promptgym.optimizers.knn_few_shot import KNNFewShot
 from promptgym.optimizers.mipro import MIPRO, MIPROv2
 from promptgym.optimizers.omega import OMEGA
 
@@ -13,6 +14,8 @@ OPTIMIZERS: dict[str, Any] = {
     "randomfewshot": RandomFewShot,
     "greedyoptimizer": GreedyOptimizer,
     "greedy": GreedyOptimizer,
+    "knnfewshot": KNNFewShot,
+    "knn": KNNFewShot,
     "omega": OMEGA,
     "gepa": GEPA,
     "mipro": MIPRO,
@@ -25,4 +28,4 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get"]
+__all__ = ["GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get"]

@@ -1,4 +1,4 @@
-"""The optimizer protocol shared by RandomFewShot, Greedy, OMEGA, GEPA and MIPRO.
+"""The optimizer protocol shared by RandomFewShot, Greedy, OMEGA, GEPA and MIPRO, and its kit.
 
 The trainer calls, in order::
 
@@ -11,23 +11,32 @@ The trainer calls, in order::
         await on_epoch_end(ctx, epoch)
     await on_train_end(ctx)
 
-``ctx`` is a :class:`~promptgym.training.context.TrainingContext`. The
+``ctx`` is an :class:`~promptgym.optimizers.kit.OptimizerContext`. The
 optimizer keeps every candidate it scored (``candidates``), the current best
-variables (``best``), and its own state (``get_state`` / ``set_state``),
-which ``program.save()`` stores so training can resume.
+(``best``), and its state (``get_state`` / ``set_state``), which
+``program.save()`` stores so training can resume. The base class gives every
+optimizer the same kit: a :class:`~promptgym.optimizers.kit.Budget`
+(``self.budget``; :meth:`Optimizer.score` charges it), pacing over the
+trainer's steps (:meth:`Optimizer.share`), a random generator whose state is
+saved with the optimizer's (:meth:`Optimizer.start_rng`), and the program's
+prompt states (``self.prompts``). docs/optimizers/writing_an_optimizer.md
+shows a complete optimizer built on it.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from promptgym.core.events import CandidateAccepted
-from promptgym.training.context import ExampleResult, TrainingContext
+from promptgym.lm.usage import LEDGER
+from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states, variable_owners
+from promptgym.rollouts import ExampleResult
 
 
 @dataclass
@@ -55,38 +64,108 @@ class Candidate:
         return asdict(self)
 
 
-class Optimizer:
-    """Base class: bookkeeping of candidates, the best one, and the saved state."""
+def lm_calls_since(snapshot: dict[str, Any]) -> int:
+    """Model calls made (all phases) since ``snapshot``, not counting response-cache hits."""
+    return sum(usage.calls - usage.cache_hits for usage in LEDGER.since(snapshot).values())
 
-    def __init__(self, seed: int | None = None) -> None:
+
+class Optimizer:
+    """Base class: candidates, the best one, the kit, and the saved state."""
+
+    def __init__(self, seed: int | None = None, budget: Budget | None = None) -> None:
         self.seed = seed
+        self.budget = budget or Budget()
         self.candidates: list[Candidate] = []
         self.best_id: int | None = None
         self.epochs_done = 0
         self.built = False
+        self.prompts: list[PromptState] = []
+        self.owners: dict[str, str] = {}
+        """The module that owns each variable, by variable name."""
         self._ids = itertools.count()
+        self._rng: np.random.Generator | None = None
+        self._rng_state: dict[str, Any] | None = None
+        self._seed_used: int | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def build(self, program: Any) -> None:
-        """Remember the program's starting variables as the first candidate."""
+        """Find the program's prompt states; remember its starting variables as the first candidate."""
+        self.prompts = prompt_states(program)
+        self.owners = variable_owners(program)
         if self.built:
             return
         start = self.add_candidate(self.trainable_values(program), origin="initial")
         self.best_id = start.id
         self.built = True
 
-    async def on_train_begin(self, ctx: TrainingContext) -> None: ...
+    async def on_train_begin(self, ctx: OptimizerContext) -> None: ...
 
-    async def on_epoch_begin(self, ctx: TrainingContext, epoch: int) -> None: ...
+    async def on_epoch_begin(self, ctx: OptimizerContext, epoch: int) -> None: ...
 
-    async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
         raise NotImplementedError
 
-    async def on_epoch_end(self, ctx: TrainingContext, epoch: int) -> None:
+    async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
         self.epochs_done += 1
 
-    async def on_train_end(self, ctx: TrainingContext) -> None: ...
+    async def on_train_end(self, ctx: OptimizerContext) -> None: ...
+
+    # -- the kit: prompt states -----------------------------------------------------------
+
+    def prompt(self, variable: str) -> PromptState | None:
+        """The prompt state held by ``variable`` (None if it is not one)."""
+        return next((state for state in self.prompts if state.variable == variable), None)
+
+    def module_of(self, variable: str) -> str:
+        """The name of the module that owns ``variable``."""
+        return self.owners[variable]
+
+    # -- the kit: budget, pacing, randomness ----------------------------------------------
+
+    async def score(self, ctx: OptimizerContext, candidate: Candidate, split: str, indices: Sequence[int]
+                    ) -> list[ExampleResult]:
+        """Run and score ``candidate`` on ``indices``; only new (not memoised) rollouts are charged."""
+        pending = len(ctx.rollouts.pending(split, indices, candidate.variables))
+        snapshot = LEDGER.snapshot() if self.budget.unit == "lm_calls" else None
+        results = await ctx.rollouts.run(split, list(indices), variables=candidate.variables)
+        self.budget.charge(rollouts=pending, lm_calls=lm_calls_since(snapshot) if snapshot is not None else 0)
+        candidate.record(results)
+        return results
+
+    def affordable(self, ctx: OptimizerContext, split: str, indices: Sequence[int], *programs: Candidate
+                   ) -> list[int]:
+        """The longest prefix of ``indices`` on which every one of ``programs`` can still be scored.
+
+        Memoised scores cost nothing, so they never count against the budget.
+        """
+        runs, kept = 0, []
+        for index in indices:
+            runs += sum(len(ctx.rollouts.pending(split, [index], program.variables)) for program in programs)
+            if not self.budget.affordable(runs):
+                break
+            kept.append(index)
+        return kept
+
+    def share(self, ctx: OptimizerContext, left: float | None = None) -> float:
+        """An equal share, for this step, of ``left`` (default: the budget left) over the fit's steps left."""
+        return (self.budget.remaining if left is None else left) / ctx.steps_left
+
+    def start_rng(self, ctx: OptimizerContext) -> np.random.Generator:
+        """The optimizer's own generator: seeded once (its seed, else one drawn from the trainer's),
+        continuing from the saved state after a resume."""
+        if self._rng is None:
+            if self.seed is not None:
+                seed = self.seed
+            elif self._rng_state is not None:  # resumed: the saved state replaces the seed; draw nothing
+                seed = self._seed_used or 0
+            else:
+                seed = int(ctx.rng.integers(2**31))
+            self._seed_used = seed
+            self._rng = np.random.default_rng(seed)
+            if self._rng_state is not None:
+                self._rng.bit_generator.state = self._rng_state
+        return self._rng
 
     # -- candidates -----------------------------------------------------------------------
 
@@ -117,36 +196,58 @@ class Optimizer:
             raise RuntimeError("the optimizer is not built yet: call program.fit() first")
         return self.get_candidate(self.best_id)
 
-    async def score(self, ctx: TrainingContext, candidate: Candidate, split: str, indices: list[int]) -> list[ExampleResult]:
-        results = await ctx.run(split, indices, variables=candidate.variables)
-        candidate.record(results)
-        return results
-
-    async def accept(self, ctx: TrainingContext, candidate: Candidate, reason: str) -> None:
+    async def accept(self, ctx: OptimizerContext, candidate: Candidate, reason: str) -> None:
         self.best_id = candidate.id
         await ctx.emit(CandidateAccepted(candidate=candidate.id, parent=candidate.parent, reason=reason))
+
+    def load_candidate(self, program: Any, candidate_id: int | None = None) -> dict[str, Any]:
+        """Assign a candidate's variables (default: the best) to ``program``; returns them.
+
+        >>> # optimizer.load_candidate(program, 3)
+        """
+        candidate = self.best if candidate_id is None else self.get_candidate(candidate_id)
+        by_name = {variable.name: variable for variable in program.variables}
+        unknown = sorted(set(candidate.variables) - set(by_name))
+        if unknown:
+            raise ValueError(f"candidate {candidate.id} has variables the program lacks: {', '.join(unknown)}")
+        for name, value in candidate.variables.items():
+            by_name[name].assign(value)
+        return candidate.variables
+
+    def export_candidates(self) -> list[dict[str, Any]]:
+        """Every candidate with its variables, scores and parent (for artifacts)."""
+        return [candidate.as_dict() for candidate in self.candidates]
 
     # -- state ----------------------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
+        """Candidates, the best, the random generator and the subclass's own state (``get_extra_state``)."""
+        rng = self._rng.bit_generator.state if self._rng is not None else self._rng_state
         return {
             "epochs_done": self.epochs_done,
             "best_id": self.best_id,
             "candidates": [candidate.as_dict() for candidate in self.candidates],
+            "rng": json.loads(json.dumps(rng)) if rng is not None else None,
+            "seed_used": self._seed_used,
             "extra": self.get_extra_state(),
         }
 
     def set_state(self, state: dict[str, Any] | None) -> None:
         if not state:
             return
+        extra = state.get("extra") or {}
         self.epochs_done = int(state.get("epochs_done", 0))
         self.candidates = [Candidate(**item) for item in state.get("candidates", [])]
         self.best_id = state.get("best_id")
         self._ids = itertools.count(max((c.id for c in self.candidates), default=-1) + 1)
         self.built = bool(self.candidates)
-        self.set_extra_state(state.get("extra") or {})
+        self._rng, self._rng_state = None, state.get("rng") or extra.get("rng")
+        seed_used = state.get("seed_used", extra.get("seed_used"))
+        self._seed_used = int(seed_used) if seed_used is not None else None
+        self.set_extra_state(extra)
 
     def get_extra_state(self) -> dict[str, Any]:
+        """A subclass's own state (saved with the program)."""
         return {}
 
     def set_extra_state(self, state: dict[str, Any]) -> None: ...
@@ -157,7 +258,3 @@ class Optimizer:
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Optimizer":
         return cls(**config)
-
-    def export_candidates(self) -> list[dict[str, Any]]:
-        """Every candidate with its variables, scores and parent (for artifacts)."""
-        return [candidate.as_dict() for candidate in self.candidates]

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from promptgym.modules.generator import as_json
+from promptgym.optimizers.kit import PromptState
 from promptgym.rewards.base import to_json
-from promptgym.training.context import ExampleResult, TrainingContext
+from promptgym.rollouts import ExampleResult, RolloutService
 
 
 @dataclass
@@ -111,23 +112,111 @@ class DemoPool:
             self.demos.setdefault(demo.module, {})[demo.index] = demo
 
 
-def seed_labelled_demos(pool: DemoPool, ctx: TrainingContext, modules: set[str]) -> set[str]:
-    """Put every labelled training example in ``pool`` for each of ``modules`` that answers directly.
+def seed_labelled_demos(pool: DemoPool, rollouts: RolloutService, prompts: list[PromptState]) -> set[str]:
+    """Put every labelled training example in ``pool`` for each of ``prompts`` whose module answers directly.
 
     A module answers directly when it reads the program's input and writes
     its output, with the label's fields: a successful run of it would
     produce exactly the labelled example, so no call is needed to get one.
     Returns the names of the modules that got demonstrations.
     """
-    xs, ys = ctx.splits["train"]
-    if not len(ys):
+    targets = rollouts.targets("train")
+    if not targets:
         return set()
-    target_fields, seeded = set(to_json(ys[0]) or {}), set()
-    for module in ctx.program.answer_modules():
-        fields = set(module.output_data_model(ctx.program.input_data_model).model_fields)
-        if module.name not in modules or fields != target_fields:
+    target_fields, seeded = frozenset(to_json(targets[0]) or {}), set()
+    for state in prompts:
+        if state.answer_fields != target_fields:
             continue
-        for index, (x, y) in enumerate(zip(xs, ys)):
-            pool.add_label(module.name, index, as_json(x), to_json(y) or {})
-        seeded.add(module.name)
+        for index, (x, y) in enumerate(zip(rollouts.inputs("train"), targets)):
+            pool.add_label(state.module_name, index, as_json(x), to_json(y) or {})
+        seeded.add(state.module_name)
     return seeded
+
+
+class DemoSampler:
+    """The demonstrations a few-shot search learns and draws: a :class:`DemoPool` and how many to show.
+
+    Few-shot optimizers, OMEGA, GEPA and MIPRO each hold one (composition, not
+    inheritance): it fills the pool from labels (:meth:`seed`) and from
+    scored training runs (:meth:`learn`), says which training examples a
+    candidate shows (:meth:`shown`: scoring it there would leak), and draws
+    demonstrations (:meth:`draw`).
+    """
+
+    def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
+                 use_labels: bool = True) -> None:
+        if not 0 <= nb_min_examples <= nb_max_examples:
+            raise ValueError(f"need 0 <= nb_min_examples <= nb_max_examples, got {nb_min_examples} and {nb_max_examples}")
+        self.nb_min_examples = nb_min_examples
+        self.nb_max_examples = nb_max_examples
+        self.use_labels = use_labels
+        self.pool = DemoPool(min_reward=min_reward)
+        self.labelled_modules: set[str] = set()
+
+    def seed(self, rollouts: RolloutService, prompts: list[PromptState]) -> None:
+        """Labelled training examples become demonstrations of the modules that answer directly."""
+        self.labelled_modules = seed_labelled_demos(self.pool, rollouts, prompts) if self.use_labels else set()
+
+    def needs_traces(self, prompts: list[PromptState]) -> bool:
+        """Whether some module can only learn from traces (it did not get labelled demonstrations)."""
+        return any(state.module_name not in self.labelled_modules for state in prompts)
+
+    def learn(self, rollouts: RolloutService, results: list[ExampleResult]) -> None:
+        """Well-scored training runs join the pool; with labels, so do the answers to failed ones."""
+        self.pool.add(results)
+        if self.use_labels:
+            self.pool.add_labels(results, {r.index: rollouts.target_json("train", r.index) for r in results})
+
+    def shown(self, variables: dict[str, Any], prompts: list[PromptState]) -> set[int]:
+        """Training examples whose demonstrations ``variables`` show."""
+        return {index for state in prompts
+                for index in self.pool.indices_shown(state.module_name, variables[state.variable].get("examples", []))}
+
+    def count(self, rng: np.random.Generator) -> int:
+        """How many demonstrations to show: drawn in [nb_min_examples, nb_max_examples]."""
+        return int(rng.integers(self.nb_min_examples, self.nb_max_examples + 1))
+
+    def draw(self, module: str, rng: np.random.Generator, count: int | None = None) -> list[dict[str, Any]]:
+        """``count`` (default :meth:`count`) demonstrations of ``module``, the highest-reward ones first."""
+        chosen = self.pool.sample(module, self.count(rng) if count is None else count, rng)
+        return [demo.as_example() for demo in chosen]
+
+    @staticmethod
+    def with_examples(variables: dict[str, Any], chosen: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        """``variables`` with the examples of each variable in ``chosen`` replaced."""
+        result = {name: dict(value) for name, value in variables.items()}
+        for name, examples in chosen.items():
+            result[name]["examples"] = examples
+        return result
+
+
+class FewShotArguments:
+    """The few-shot constructor arguments, readable as attributes (Keras style), held by ``demos`` and ``budget``."""
+
+    demos: DemoSampler
+    budget: Any
+
+    @property
+    def nb_min_examples(self) -> int:
+        return self.demos.nb_min_examples
+
+    @property
+    def nb_max_examples(self) -> int:
+        return self.demos.nb_max_examples
+
+    @property
+    def min_reward(self) -> float:
+        return self.demos.pool.min_reward
+
+    @property
+    def use_labels(self) -> bool:
+        return self.demos.use_labels
+
+    @property
+    def max_metric_calls(self) -> int | None:
+        return self.budget.limit
+
+    @property
+    def metric_calls(self) -> int:
+        """Program runs spent so far (the budget's unit; an optimizer's own model calls are not counted)."""
+        return int(self.budget.spent)

@@ -52,21 +52,17 @@ from promptgym.core.events import (
 from promptgym.core.serialization import register_builtin
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
-from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
+from promptgym.optimizers.demo_pool import DemoSampler
+from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
     degenerate_reason,
-    instruction_variables,
-    module_of,
     output_strings,
-    pending_rollouts,
-    steps_per_epoch,
     text_schema,
 )
-from promptgym.rewards.base import to_json
-from promptgym.training.context import ExampleResult, TrainingContext
+from promptgym.rollouts import ExampleResult
 
 logger = logging.getLogger("promptgym")
 
@@ -94,9 +90,10 @@ def component_key(variable: str, field: str) -> str:
     return f"{variable}:{field}"
 
 
-def components_of(variables: dict[str, Any], optimize_examples: bool) -> list[str]:
+def components_of(names: list[str], variables: dict[str, Any], optimize_examples: bool) -> list[str]:
+    """The evolvable parts of the prompts held by variables ``names``: instructions, and examples if asked."""
     keys = []
-    for name in instruction_variables(variables):
+    for name in names:
         keys.append(component_key(name, "instructions"))
         if optimize_examples and "examples" in variables[name]:
             keys.append(component_key(name, "examples"))
@@ -154,9 +151,9 @@ class GEPA(PromptSearchOptimizer):
                  max_merge_invocations: int = 5, skip_perfect_score: bool = True, perfect_score: float = 1.0,
                  min_instruction_length: int = 20, max_instruction_length: int = 1000,
                  reflection_temperature: float | None = None, seed: int | None = None) -> None:
-        super().__init__(seed=seed)
         if max_metric_calls < 1:
             raise ValueError(f"max_metric_calls must be >= 1, got {max_metric_calls}")
+        super().__init__(seed=seed, budget=Budget(int(max_metric_calls), unit="rollouts"))
         if reflection_minibatch_size < 1:
             raise ValueError(f"reflection_minibatch_size must be >= 1, got {reflection_minibatch_size}")
         if candidate_selection not in ("pareto", "best"):
@@ -164,7 +161,6 @@ class GEPA(PromptSearchOptimizer):
         if not 1 <= min_instruction_length < max_instruction_length:
             raise ValueError("need 1 <= min_instruction_length < max_instruction_length")
         self.reflection_language_model = reflection_language_model
-        self.max_metric_calls = int(max_metric_calls)
         self.reflection_minibatch_size = int(reflection_minibatch_size)
         self.candidate_selection = candidate_selection
         self.optimize_examples = optimize_examples
@@ -177,19 +173,16 @@ class GEPA(PromptSearchOptimizer):
         self.max_instruction_length = max_instruction_length
         self.reflection_temperature = reflection_temperature
         # search state (saved by get_extra_state)
-        self.metric_calls = 0
         self.pool: list[int] = []
         self.next_component: dict[int, int] = {}
         self.iterations = 0
         self.merges_due = 0
         self.merges_done = 0
         self.exhausted = False
-        self.demos = DemoPool(min_reward=0.5)
+        self.demos = DemoSampler(max_examples, max_examples, min_reward=0.5)
         self._order: list[int] = []
         self._position = 0
         self._reflection_lm: Any = None
-        self._step = 0
-        self._steps: int | None = None
         self.val_split = "val"
         self.planned_proposals = 0
 
@@ -200,17 +193,22 @@ class GEPA(PromptSearchOptimizer):
         self._reflection_lm = self.resolve_language_model(self.reflection_language_model, "GEPA's reflection")
 
     @property
-    def remaining(self) -> int:
-        return self.max_metric_calls - self.metric_calls
+    def max_metric_calls(self) -> int:
+        return int(self.budget.limit or 0)
 
-    def validation_indices(self, ctx: TrainingContext) -> tuple[str, list[int]]:
-        split = ctx.validation_split()
-        return split, list(range(ctx.size(split)))
+    @property
+    def metric_calls(self) -> int:
+        """Scored rollouts spent so far (the budget's unit)."""
+        return int(self.budget.spent)
 
-    async def on_train_begin(self, ctx: TrainingContext) -> None:
+    def validation_indices(self, ctx: OptimizerContext) -> tuple[str, list[int]]:
+        split = ctx.rollouts.validation_split()
+        return split, list(range(ctx.rollouts.size(split)))
+
+    async def on_train_begin(self, ctx: OptimizerContext) -> None:
         self.start_rng(ctx)
         if self.optimize_examples:  # labelled examples of the Generators that answer directly: no call needed
-            seed_labelled_demos(self.demos, ctx, {module_of(name) for name in instruction_variables(self.best.variables)})
+            self.demos.seed(ctx.rollouts, self.prompts)
         split, val = self.validation_indices(ctx)
         self.val_split = split
         self.exhausted = False
@@ -219,20 +217,20 @@ class GEPA(PromptSearchOptimizer):
                                   minibatch_size=self.reflection_minibatch_size, validation_size=len(val)))
         seed = self.candidates[0]
         if not self.pool:
-            if pending_rollouts(ctx, split, val, seed.variables) > self.remaining:
+            if not self.budget.affordable(len(ctx.rollouts.pending(split, val, seed.variables))):
                 logger.warning("GEPA: max_metric_calls=%d cannot even score the starting program on the %d "
                                "validation examples; nothing to do", self.max_metric_calls, len(val))
                 self.exhausted = True
                 return
-            await self._evaluate(ctx, seed, split, val)
+            await self.score(ctx, seed, split, val)
             self.pool.append(seed.id)
             self.next_component.setdefault(seed.id, 0)
             self.best_id = seed.id
 
-    def _plan(self, ctx: TrainingContext, validation_size: int) -> None:
+    def _plan(self, ctx: OptimizerContext, validation_size: int) -> None:
         """Log how many proposals the budget buys, and warn when it is fewer than 3."""
-        b = min(self.reflection_minibatch_size, ctx.size("train"))
-        left = self.remaining - (0 if self.pool else validation_size)
+        b = min(self.reflection_minibatch_size, ctx.rollouts.size("train"))
+        left = int(self.budget.remaining) - (0 if self.pool else validation_size)
         typical = max(0, left // max(1, 2 * b))
         worst = max(0, left // max(1, 2 * b + validation_size))
         logger.info("GEPA: max_metric_calls=%d (%d used) buys about %d proposals (%d if every one were accepted "
@@ -244,15 +242,9 @@ class GEPA(PromptSearchOptimizer):
                            self.metric_calls + (0 if self.pool else validation_size) + 3 * 2 * b)
         self.planned_proposals = typical
 
-    async def on_epoch_begin(self, ctx: TrainingContext, epoch: int) -> None:
-        self._step = 0
-
-    async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
-        if self._steps is None or self._step == 0:
-            self._steps = steps_per_epoch(ctx.size("train"), len(batch))
-        share = self.remaining / max(1, self._steps - self._step)
-        self._step += 1
-        if self.remaining <= 0:
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
+        share = self.share(ctx)
+        if self.budget.exhausted:
             self.exhausted = True
         start, idle = self.metric_calls, 0
         while not self.exhausted and self.metric_calls - start < share and idle < MAX_IDLE_ITERATIONS:
@@ -262,14 +254,14 @@ class GEPA(PromptSearchOptimizer):
         return {"metric_calls": float(self.metric_calls), "pool_size": float(len(self.pool)),
                 "best_val_reward": float(self.val_mean(self.best) or 0.0)}
 
-    async def on_train_end(self, ctx: TrainingContext) -> None:
+    async def on_train_end(self, ctx: OptimizerContext) -> None:
         await ctx.emit(SearchEnd(optimizer="GEPA", unit="rollouts", used=self.metric_calls, limit=self.max_metric_calls,
                                  iterations=self.iterations, candidates=len(self.candidates), best=self.best_id,
                                  pool=list(self.pool)))
 
     # -- one iteration --------------------------------------------------------------------
 
-    async def iteration(self, ctx: TrainingContext) -> None:
+    async def iteration(self, ctx: OptimizerContext) -> None:
         """One merge attempt (when due) or one reflective mutation."""
         if not self.pool:
             self.exhausted = True
@@ -284,7 +276,7 @@ class GEPA(PromptSearchOptimizer):
     def pool_table(self, split: str) -> dict[int, dict[str, float]]:
         return {cid: dict(self.get_candidate(cid).scores.get(split, {})) for cid in self.pool}
 
-    def select_parent(self, ctx: TrainingContext) -> Candidate:
+    def select_parent(self, ctx: OptimizerContext) -> Candidate:
         split, _ = self.validation_indices(ctx)
         table = self.pool_table(split)
         if self.candidate_selection == "best":
@@ -292,10 +284,11 @@ class GEPA(PromptSearchOptimizer):
         assert self._rng is not None
         return self.get_candidate(pareto.select_parent(table, self._rng))
 
-    def next_minibatch(self, ctx: TrainingContext) -> list[int]:
+    def next_minibatch(self, ctx: OptimizerContext) -> list[int]:
         """The next ``reflection_minibatch_size`` training examples of a shuffled pass (reshuffled per pass)."""
         assert self._rng is not None
-        size, count = ctx.size("train"), min(self.reflection_minibatch_size, ctx.size("train"))
+        size = ctx.rollouts.size("train")
+        count = min(self.reflection_minibatch_size, size)
         if len(self._order) != size or self._position + count > size:
             self._order = self._rng.permutation(size).tolist()
             self._position = 0
@@ -303,10 +296,10 @@ class GEPA(PromptSearchOptimizer):
         self._position += count
         return sorted(batch)
 
-    async def reflective_mutation(self, ctx: TrainingContext) -> None:
+    async def reflective_mutation(self, ctx: OptimizerContext) -> None:
         split, val = self.validation_indices(ctx)
         parent = self.select_parent(ctx)
-        keys = components_of(parent.variables, self.optimize_examples)
+        keys = components_of(self.generators, parent.variables, self.optimize_examples)
         if not keys:
             self.exhausted = True
             logger.warning("GEPA: the program has no trainable Generator instructions; nothing to evolve")
@@ -315,15 +308,14 @@ class GEPA(PromptSearchOptimizer):
         key = keys[position % len(keys)]
         self.next_component[parent.id] = position + 1
         minibatch = self.next_minibatch(ctx)
-        worst_case = pending_rollouts(ctx, "train", minibatch, parent.variables) + len(minibatch) + len(val)
-        if worst_case > self.remaining:
+        worst_case = len(ctx.rollouts.pending("train", minibatch, parent.variables)) + len(minibatch) + len(val)
+        if not self.budget.affordable(worst_case):
             self.exhausted = True
             logger.info("GEPA: stopping with %d of %d metric calls left (an iteration may cost %d)",
-                        self.remaining, self.max_metric_calls, worst_case)
+                        self.budget.remaining, self.max_metric_calls, worst_case)
             return
-        parent_results = await self._evaluate(ctx, parent, "train", minibatch)
-        self.demos.add(parent_results)
-        self.demos.add_labels(parent_results, {i: to_json(ctx.splits["train"][1][i]) for i in minibatch})
+        parent_results = await self.score(ctx, parent, "train", minibatch)
+        self.demos.learn(ctx.rollouts, parent_results)
         if self.skip_perfect_score and all(r.reward >= self.perfect_score for r in parent_results):
             await ctx.emit(ReflectionSkipped(candidate=parent.id, reason="perfect minibatch"))
             return
@@ -334,8 +326,8 @@ class GEPA(PromptSearchOptimizer):
         child = self.add_candidate(variables, parent=parent.id, origin=origin)
         self.next_component[child.id] = position + 1
         await ctx.emit(CandidateProposed(candidate=child.id, parent=parent.id, origin=origin, component=key))
-        child_results = await self._evaluate(ctx, child, "train", minibatch)
-        self.demos.add(child_results)
+        child_results = await self.score(ctx, child, "train", minibatch)
+        self.demos.pool.add(child_results)
         parent_total = sum(r.reward for r in parent_results)
         child_total = sum(r.reward for r in child_results)
         if not pareto.is_improvement([r.reward for r in child_results], [r.reward for r in parent_results]):
@@ -344,8 +336,8 @@ class GEPA(PromptSearchOptimizer):
             return
         await self.add_to_pool(ctx, child, split, val, reason=f"minibatch {child_total:.3f} > {parent_total:.3f}")
 
-    async def add_to_pool(self, ctx: TrainingContext, child: Candidate, split: str, val: list[int], reason: str) -> None:
-        await self._evaluate(ctx, child, split, val)
+    async def add_to_pool(self, ctx: OptimizerContext, child: Candidate, split: str, val: list[int], reason: str) -> None:
+        await self.score(ctx, child, split, val)
         self.pool.append(child.id)
         self.merges_due += 1 if self.use_merge else 0
         score = self.val_mean(child)
@@ -361,15 +353,9 @@ class GEPA(PromptSearchOptimizer):
             return None
         return candidate.mean(self.val_split)
 
-    async def _evaluate(self, ctx: TrainingContext, candidate: Candidate, split: str,
-                        indices: list[int]) -> list[ExampleResult]:
-        """Score and count: only rollouts the context really runs (not memoised) spend budget."""
-        self.metric_calls += pending_rollouts(ctx, split, indices, candidate.variables)
-        return await self.score(ctx, candidate, split, indices)
-
     # -- proposals ------------------------------------------------------------------------
 
-    async def propose(self, ctx: TrainingContext, parent: Candidate, key: str,
+    async def propose(self, ctx: OptimizerContext, parent: Candidate, key: str,
                       results: list[ExampleResult]) -> tuple[dict[str, Any], str] | None:
         name, field = key.rsplit(":", 1)
         if field == "examples":
@@ -385,7 +371,7 @@ class GEPA(PromptSearchOptimizer):
             return None
         text = cut_repetition(answer.get("new_instructions"))
         labels = output_strings([step.outputs for r in results for step in r.trace.steps]
-                                + [to_json(ctx.splits["train"][1][r.index]) for r in results])
+                                + [ctx.rollouts.target_json("train", r.index) for r in results])
         reason = degenerate_reason(text, current, labels, self.min_instruction_length, self.max_instruction_length)
         variables = with_component(parent.variables, key, text.strip() if isinstance(text, str) else text)
         if reason is None and self.find(variables) is not None:
@@ -395,10 +381,10 @@ class GEPA(PromptSearchOptimizer):
             return None
         return variables, "reflection"
 
-    async def propose_examples(self, ctx: TrainingContext, parent: Candidate, name: str
+    async def propose_examples(self, ctx: OptimizerContext, parent: Candidate, name: str
                                ) -> tuple[dict[str, Any], str] | None:
         assert self._rng is not None
-        chosen = [demo.as_example() for demo in self.demos.sample(module_of(name), self.max_examples, self._rng)]
+        chosen = self.demos.draw(self.module_of(name), self._rng, count=self.max_examples)
         variables = with_component(parent.variables, component_key(name, "examples"), chosen)
         if not chosen or chosen == parent.variables[name].get("examples") or self.find(variables) is not None:
             await self.reject(ctx, f"examples for {name}", "no new demonstrations in the pool")
@@ -407,7 +393,7 @@ class GEPA(PromptSearchOptimizer):
 
     def reflective_records(self, variable_name: str, results: list[ExampleResult]) -> str:
         """What the reflection model reads: per example, the module's inputs, outputs, score and feedback."""
-        module = module_of(variable_name)
+        module = self.module_of(variable_name)
         blocks = []
         for number, result in enumerate(results, 1):
             steps = result.trace.for_module(module)
@@ -424,7 +410,7 @@ class GEPA(PromptSearchOptimizer):
 
     # -- merge ----------------------------------------------------------------------------
 
-    async def merge(self, ctx: TrainingContext) -> bool:
+    async def merge(self, ctx: OptimizerContext) -> bool:
         """Try to merge two non-dominated pool candidates sharing an ancestor; True if it spent budget."""
         assert self._rng is not None
         split, val = self.validation_indices(ctx)
@@ -434,7 +420,7 @@ class GEPA(PromptSearchOptimizer):
         pairs = [(a, b, anc) for i, a in enumerate(front) for b in front[i + 1:]
                  if (anc := pareto.common_ancestor(parents, a, b)) is not None]
         self._rng.shuffle(pairs)
-        keys = components_of(self.best.variables, optimize_examples=True)  # merge whatever differs
+        keys = components_of(self.generators, self.best.variables, optimize_examples=True)  # merge whatever differs
         means = pareto.aggregate(table)
         for a, b, anc in pairs:
             ca, cb, c0 = (self.get_candidate(cid) for cid in (a, b, anc))
@@ -449,13 +435,13 @@ class GEPA(PromptSearchOptimizer):
                 continue
             subsample = sorted(self._rng.choice(val, size=min(self.reflection_minibatch_size, len(val)),
                                                 replace=False).tolist())
-            if len(val) > self.remaining:
+            if not self.budget.affordable(len(val)):
                 self.exhausted = True
                 return False
             self.merges_done += 1
             child = self.add_candidate(variables, parent=a, origin=f"merge:{a}+{b}")
             await ctx.emit(CandidateProposed(candidate=child.id, parent=a, origin=child.origin))
-            results = await self._evaluate(ctx, child, split, subsample)
+            results = await self.score(ctx, child, split, subsample)
             mine = sum(r.reward for r in results)
             theirs = max(sum(ca.scores[split][str(i)] for i in subsample), sum(cb.scores[split][str(i)] for i in subsample))
             if mine >= theirs:
@@ -483,17 +469,17 @@ class GEPA(PromptSearchOptimizer):
         return {**super().get_extra_state(), "metric_calls": self.metric_calls, "pool": list(self.pool),
                 "next_component": {str(k): v for k, v in self.next_component.items()},
                 "iterations": self.iterations, "merges_due": self.merges_due, "merges_done": self.merges_done,
-                "demos": self.demos.get_state(), "order": list(self._order), "position": self._position}
+                "demos": self.demos.pool.get_state(), "order": list(self._order), "position": self._position}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
-        self.metric_calls = int(state.get("metric_calls", 0))
+        self.budget.spent = int(state.get("metric_calls", 0))
         self.pool = [int(cid) for cid in state.get("pool", [])]
         self.next_component = {int(k): int(v) for k, v in state.get("next_component", {}).items()}
         self.iterations = int(state.get("iterations", 0))
         self.merges_due = int(state.get("merges_due", 0))
         self.merges_done = int(state.get("merges_done", 0))
-        self.demos.set_state(state.get("demos", {}))
+        self.demos.pool.set_state(state.get("demos", {}))
         self._order = [int(i) for i in state.get("order", [])]
         self._position = int(state.get("position", 0))
         self.exhausted = False

@@ -48,25 +48,20 @@ from promptgym.core.events import (
     TrialEnd,
 )
 from promptgym.core.serialization import register_builtin
-from promptgym.lm.usage import LEDGER
 from promptgym.optimizers import racing
-from promptgym.optimizers.base import Candidate
-from promptgym.optimizers.demo_pool import DemoPool, seed_labelled_demos
+from promptgym.lm.usage import LEDGER
+from promptgym.optimizers.base import Candidate, lm_calls_since
+from promptgym.optimizers.demo_pool import DemoSampler
+from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
     degenerate_reason,
-    instruction_variables,
-    lm_calls_since,
-    module_of,
     output_strings,
-    pending_rollouts,
-    steps_per_epoch,
     text_schema,
 )
 from promptgym.rewards.base import to_json
-from promptgym.training.context import ExampleResult, TrainingContext
 
 logger = logging.getLogger("promptgym")
 
@@ -162,7 +157,7 @@ class MIPRO(PromptSearchOptimizer):
                  minibatch_full_eval_steps: int | None = None, min_instruction_length: int = 20,
                  max_instruction_length: int = 600, proposal_temperature: float | None = 0.7,
                  seed: int | None = None) -> None:
-        super().__init__(seed=seed)
+        super().__init__(seed=seed, budget=Budget(max_lm_calls, unit="lm_calls"))
         if auto is not None and auto not in PRESETS:
             raise ValueError(f"auto must be one of {', '.join(PRESETS)} or None, got {auto!r}")
         preset = PRESETS[auto or "light"]
@@ -182,7 +177,6 @@ class MIPRO(PromptSearchOptimizer):
         if not (optimize_instructions or optimize_examples):
             raise ValueError("MIPRO needs optimize_instructions or optimize_examples (or both)")
         self.requested_trials = num_trials
-        self.max_lm_calls = max_lm_calls
         self.proposal_language_model = proposal_language_model
         self.optimize_instructions = optimize_instructions
         self.optimize_examples = optimize_examples
@@ -200,35 +194,35 @@ class MIPRO(PromptSearchOptimizer):
         self.demo_sets: dict[str, list[list[dict[str, Any]]]] = {}
         self.trials: list[dict[str, Any]] = []
         self.repeats = 0
+        self.told: list[dict[str, Any]] = []
+        """Every value TPE was told, trials and free repeats, in order (the study is rebuilt from it)."""
         self.full_evaluated: list[int] = []
-        self.lm_calls = 0
-        self.rollouts = 0
-        self.rollout_lm_calls = 0
         self.num_trials = 0
         self.exhausted = False
         self._study: optuna.Study | None = None
         self._proposal_lm: Any = None
-        self._step = 0
-        self._steps: int | None = None
         self.val_split = "val"
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def build(self, program: Any) -> None:
         super().build(program)
+        # Before the first rollout, one is priced at a call per Generator.
+        self.budget.default_calls_per_rollout = float(max(1, len(self.generators)))
         self._proposal_lm = self.resolve_language_model(self.proposal_language_model, "MIPRO's proposals")
 
     @property
-    def generators(self) -> list[str]:
-        return instruction_variables(self.candidates[0].variables)
+    def max_lm_calls(self) -> int | None:
+        return self.budget.limit
 
     @property
-    def remaining_calls(self) -> float:
-        return math.inf if self.max_lm_calls is None else self.max_lm_calls - self.lm_calls
+    def lm_calls(self) -> int:
+        """Every model call MIPRO caused so far (the budget's unit), response-cache hits not counted."""
+        return int(self.budget.spent)
 
-    async def on_train_begin(self, ctx: TrainingContext) -> None:
+    async def on_train_begin(self, ctx: OptimizerContext) -> None:
         self.start_rng(ctx)
-        self.val_split = ctx.validation_split()
+        self.val_split = ctx.rollouts.validation_split()
         self.exhausted = False
         if not self.generators:
             logger.warning("MIPRO: the program has no trainable Generator; nothing to search")
@@ -246,21 +240,15 @@ class MIPRO(PromptSearchOptimizer):
         if baseline.id not in self.full_evaluated:
             await self.full_evaluation(ctx, baseline)
         logger.info("MIPRO: %d trials over %s; %d LM calls spent so far%s", self.num_trials,
-                    ", ".join(f"{module_of(n)}: {len(self.instruction_candidates[n])} instructions x "
+                    ", ".join(f"{self.module_of(n)}: {len(self.instruction_candidates[n])} instructions x "
                               f"{len(self.demo_sets[n])} demo sets" for n in self.generators),
                     self.lm_calls, "" if self.max_lm_calls is None else f" of {self.max_lm_calls}")
         await ctx.emit(BudgetPlan(optimizer="MIPRO", unit="lm_calls", limit=self.max_lm_calls, used=self.lm_calls,
                                   minibatch_size=self.minibatch_size, num_trials=self.num_trials))
 
-    async def on_epoch_begin(self, ctx: TrainingContext, epoch: int) -> None:
-        self._step = 0
-
-    async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
-        if self._steps is None or self._step == 0:
-            self._steps = steps_per_epoch(ctx.size("train"), len(batch))
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
         left = self.num_trials - len(self.trials)
-        share = math.ceil(left / max(1, self._steps - self._step)) if left > 0 else 0
-        self._step += 1
+        share = math.ceil(self.share(ctx, left)) if left > 0 else 0
         for _ in range(share):
             if self.exhausted or len(self.trials) >= self.num_trials:
                 break
@@ -270,7 +258,7 @@ class MIPRO(PromptSearchOptimizer):
         return {"trials": float(len(self.trials)), "optimizer_lm_calls": float(self.lm_calls),
                 "best_val_reward": float(self.best.mean(self.val_split) or 0.0)}
 
-    async def on_train_end(self, ctx: TrainingContext) -> None:
+    async def on_train_end(self, ctx: OptimizerContext) -> None:
         if self.trials:
             await self.periodic_full_evaluation(ctx)
         await ctx.emit(SearchEnd(optimizer="MIPRO", unit="lm_calls", used=self.lm_calls, limit=self.max_lm_calls,
@@ -278,85 +266,64 @@ class MIPRO(PromptSearchOptimizer):
 
     # -- accounting -----------------------------------------------------------------------
 
-    def calls_per_rollout(self) -> float:
-        if self.rollouts:
-            return max(1.0, self.rollout_lm_calls / self.rollouts)
-        return float(max(1, len(self.generators)))
-
-    def affordable(self, rollouts: int, extra_calls: int = 0) -> bool:
-        return rollouts * self.calls_per_rollout() + extra_calls <= self.remaining_calls
-
-    async def run_counted(self, ctx: TrainingContext, candidate: Candidate, split: str,
-                          indices: list[int]) -> list[ExampleResult]:
-        pending = pending_rollouts(ctx, split, indices, candidate.variables)
-        snapshot = LEDGER.snapshot()
-        results = await self.score(ctx, candidate, split, indices)
-        calls = lm_calls_since(snapshot)
-        self.lm_calls += calls
-        self.rollouts += pending
-        self.rollout_lm_calls += calls
-        return results
-
-    async def ask_counted(self, ctx: TrainingContext, messages: list[dict[str, str]], schema: dict[str, Any],
+    async def ask_counted(self, ctx: OptimizerContext, messages: list[dict[str, str]], schema: dict[str, Any],
                           what: str) -> dict[str, Any] | None:
+        """A proposal call, charged to the budget."""
         snapshot = LEDGER.snapshot()
         answer = await self.ask(ctx, self._proposal_lm, messages, schema, what, temperature=self.proposal_temperature)
-        self.lm_calls += lm_calls_since(snapshot)
+        self.budget.charge(lm_calls=lm_calls_since(snapshot))
         return answer
 
     # -- stage 1: demonstrations ----------------------------------------------------------
 
-    async def bootstrap(self, ctx: TrainingContext) -> None:
+    async def bootstrap(self, ctx: OptimizerContext) -> None:
         assert self._rng is not None
         base = self.candidates[0]
         self.demo_sets = {name: [list(base.variables[name].get("examples", []))] for name in self.generators}
         if not self.optimize_examples:
             return
         limit = self.max_bootstrap_examples or 4 * self.num_candidates * max(1, self.max_bootstrapped_demos)
-        size = ctx.size("train")
+        size = ctx.rollouts.size("train")
         indices = sorted(self._rng.permutation(size)[:min(size, limit)].tolist())
-        affordable = indices[:max(0, int(self.remaining_calls // self.calls_per_rollout()))] \
+        affordable = indices[:max(0, int(self.budget.remaining // self.budget.calls_per_rollout()))] \
             if self.max_lm_calls is not None else indices
-        pool = DemoPool(min_reward=self.min_reward)
+        demos = DemoSampler(self.max_bootstrapped_demos, self.max_bootstrapped_demos, self.min_reward, self.use_labels)
         # Generators that answer directly get the labelled examples for free; run only for the others.
-        seeded = seed_labelled_demos(pool, ctx, {module_of(n) for n in self.generators}) if self.use_labels else set()
-        if affordable and any(module_of(name) not in seeded for name in self.generators):
-            results = await self.run_counted(ctx, base, "train", affordable)
-            pool.add(results)
-            if self.use_labels:
-                pool.add_labels(results, {i: to_json(ctx.splits["train"][1][i]) for i in affordable})
+        demos.seed(ctx.rollouts, self.prompts)
+        if affordable and demos.needs_traces(self.prompts):
+            demos.learn(ctx.rollouts, await self.score(ctx, base, "train", affordable))
         for name in self.generators:
             sets = self.demo_sets[name]
             for _ in range(4 * self.num_candidates):
                 if len(sets) >= self.num_candidates:
                     break
-                chosen = [demo.as_example() for demo in pool.sample(module_of(name), self.max_bootstrapped_demos, self._rng)]
+                chosen = demos.draw(self.module_of(name), self._rng, count=self.max_bootstrapped_demos)
                 if chosen and chosen not in sets:
                     sets.append(chosen)
-        await ctx.emit(DemosBootstrapped(optimizer="MIPRO", pool_size=pool.size(),
-                                         demo_sets={module_of(n): len(s) for n, s in self.demo_sets.items()}))
+        await ctx.emit(DemosBootstrapped(optimizer="MIPRO", pool_size=demos.pool.size(),
+                                         demo_sets={self.module_of(n): len(s) for n, s in self.demo_sets.items()}))
 
     # -- stage 2: instructions ------------------------------------------------------------
 
-    async def propose_instructions(self, ctx: TrainingContext) -> None:
+    async def propose_instructions(self, ctx: OptimizerContext) -> None:
         assert self._rng is not None
         base = self.candidates[0]
         self.instruction_candidates = {name: [base.variables[name]["instructions"]] for name in self.generators}
         if not self.optimize_instructions:
             return
         self.summary = await self.summarize(ctx)
-        labels = output_strings([to_json(y) for y in ctx.splits["train"][1]][:200])
+        labels = output_strings([to_json(y) for y in ctx.rollouts.targets("train")][:200])
         program = self.describe_program()
         for name in self.generators:
             known = self.instruction_candidates[name]
             for number in range(1, self.num_candidates):
-                if not self.affordable(0, extra_calls=1):
+                if not self.budget.affordable(0, lm_calls=1):
                     logger.info("MIPRO: max_lm_calls reached while proposing instructions")
                     return
                 tip_name = list(TIPS)[int(self._rng.integers(len(TIPS)))]
                 demos = self.demo_sets[name][number % len(self.demo_sets[name])]
                 prompt = PROPOSAL_PROMPT.format(
-                    summary=self.summary or "(no summary)", program=program, module=module_of(name),
+                    summary=self.summary or "(no summary)", program=program, module=self.module_of(name),
                     instructions=known[0],
                     demos="\n".join(f"{as_text(d['inputs'], 300)} -> {as_text(d['outputs'], 200)}" for d in demos)
                     or "(none yet)",
@@ -376,12 +343,12 @@ class MIPRO(PromptSearchOptimizer):
                     await self.reject(ctx, f"instruction proposal {number} for {name}", reason, text)
                     continue
                 known.append(text.strip())
-                await ctx.emit(InstructionProposed(optimizer="MIPRO", module=module_of(name), tip=tip_name,
+                await ctx.emit(InstructionProposed(optimizer="MIPRO", module=self.module_of(name), tip=tip_name,
                                                    text=as_text(text, 200)))
 
-    async def summarize(self, ctx: TrainingContext) -> str:
+    async def summarize(self, ctx: OptimizerContext) -> str:
         assert self._rng is not None
-        xs, ys = ctx.splits["train"]
+        xs, ys = ctx.rollouts.inputs("train"), ctx.rollouts.targets("train")
         picks = sorted(self._rng.permutation(len(xs))[:8].tolist())
         examples = "\n".join(f"{as_text(to_json(xs[i]), 300)} -> {as_text(to_json(ys[i]), 200)}" for i in picks)
         answer = await self.ask_counted(ctx, [{"role": "user", "content": SUMMARY_PROMPT.format(examples=examples)}],
@@ -398,14 +365,18 @@ class MIPRO(PromptSearchOptimizer):
             dists[f"{name}:demos"] = optuna.distributions.CategoricalDistribution(list(range(len(self.demo_sets[name]))))
         return dists
 
-    def _make_study(self) -> None:
+    def sampler(self) -> optuna.samplers.TPESampler:
+        """TPE seeded from the optimizer's seed and the trials so far, so a resumed search draws what it would have
+        (optuna's sampler state itself is not saved)."""
         seed = self.seed if self.seed is not None else (self._seed_used or 0)
         startup = min(10, max(2, self.num_trials // 3))
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
+        return optuna.samplers.TPESampler(seed=seed + len(self.trials), n_startup_trials=startup, multivariate=True)
+
+    def _make_study(self) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self._study = optuna.create_study(direction="maximize", sampler=sampler)
+        self._study = optuna.create_study(direction="maximize", sampler=self.sampler())
         dists = self.distributions()
-        for record in self.trials:
+        for record in self.told or self.trials:
             self._study.add_trial(optuna.trial.create_trial(params=record["params"], distributions=dists,
                                                             value=record["value"]))
 
@@ -416,23 +387,26 @@ class MIPRO(PromptSearchOptimizer):
             variables[name]["examples"] = self.demo_sets[name][params[f"{name}:demos"]]
         return variables
 
-    async def trial(self, ctx: TrainingContext) -> None:
+    async def trial(self, ctx: OptimizerContext) -> None:
         assert self._study is not None and self._rng is not None
-        size = ctx.size(self.val_split)
+        self._study.sampler = self.sampler()
+        size = ctx.rollouts.size(self.val_split)
         minibatch = sorted(self._rng.choice(size, size=min(self.minibatch_size, size), replace=False).tolist())
         for repeat in range(MAX_FREE_REPEATS + 1):
             trial = self._study.ask(self.distributions())
             params = {key: int(value) for key, value in trial.params.items()}
             variables = self.variables_for(params)
             candidate = self.find(variables)
-            pending = pending_rollouts(ctx, self.val_split, minibatch, variables)
+            pending = len(ctx.rollouts.pending(self.val_split, minibatch, variables))
             if pending or candidate is None or repeat == MAX_FREE_REPEATS:
                 break
             # Already scored on every example of this minibatch: nothing to learn or pay for. TPE hears the
             # known value, and the trial is asked again instead of being spent on a repeat.
-            self._study.tell(trial, candidate.mean(self.val_split, minibatch) or 0.0)
+            known = candidate.mean(self.val_split, minibatch) or 0.0
+            self._study.tell(trial, known)
+            self.told.append({"params": params, "value": known})
             self.repeats += 1
-        if not self.affordable(pending):
+        if not self.budget.affordable(pending):
             self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
             self.exhausted = True
             logger.info("MIPRO: max_lm_calls=%s reached after %d trials", self.max_lm_calls, len(self.trials))
@@ -441,9 +415,10 @@ class MIPRO(PromptSearchOptimizer):
             candidate = self.add_candidate(variables, parent=self.candidates[0].id, origin="mipro")
             await ctx.emit(CandidateProposed(candidate=candidate.id, parent=candidate.parent, origin="mipro",
                                              params=params))
-        results = await self.run_counted(ctx, candidate, self.val_split, minibatch)
+        results = await self.score(ctx, candidate, self.val_split, minibatch)
         value = float(np.mean([r.reward for r in results])) if results else 0.0
         self._study.tell(trial, value)
+        self.told.append({"params": params, "value": value})
         self.trials.append({"number": len(self.trials), "params": params, "value": value,
                             "candidate": candidate.id, "minibatch": minibatch})
         await ctx.emit(TrialEnd(optimizer="MIPRO", trial=len(self.trials) - 1, params=params, value=value,
@@ -451,7 +426,7 @@ class MIPRO(PromptSearchOptimizer):
         if len(self.trials) % self.minibatch_full_eval_steps == 0:
             await self.periodic_full_evaluation(ctx)
 
-    async def periodic_full_evaluation(self, ctx: TrainingContext) -> None:
+    async def periodic_full_evaluation(self, ctx: OptimizerContext) -> None:
         """Score the not-yet-fully-evaluated candidate with the best minibatch average on the whole split."""
         tried = {record["candidate"] for record in self.trials} - set(self.full_evaluated)
         if not tried:
@@ -460,12 +435,12 @@ class MIPRO(PromptSearchOptimizer):
         best = max(sorted(means), key=lambda cid: means[cid])
         await self.full_evaluation(ctx, self.get_candidate(best))
 
-    async def full_evaluation(self, ctx: TrainingContext, candidate: Candidate) -> None:
-        indices = list(range(ctx.size(self.val_split)))
-        if not self.affordable(pending_rollouts(ctx, self.val_split, indices, candidate.variables)):
+    async def full_evaluation(self, ctx: OptimizerContext, candidate: Candidate) -> None:
+        indices = list(range(ctx.rollouts.size(self.val_split)))
+        if not self.budget.affordable(len(ctx.rollouts.pending(self.val_split, indices, candidate.variables))):
             self.exhausted = True
             return
-        await self.run_counted(ctx, candidate, self.val_split, indices)
+        await self.score(ctx, candidate, self.val_split, indices)
         self.full_evaluated.append(candidate.id)
         score = candidate.mean(self.val_split) or 0.0
         incumbent = self.best.mean(self.val_split) if self.best.id in self.full_evaluated else None
@@ -481,19 +456,11 @@ class MIPRO(PromptSearchOptimizer):
         if outcome.won:
             await self.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
 
-    async def settle_close_call(self, ctx: TrainingContext, candidate: Candidate, lead: float, examples: int,
+    async def settle_close_call(self, ctx: OptimizerContext, candidate: Candidate, lead: float, examples: int,
                                 where: str) -> racing.Outcome:
         """Within one example of the incumbent on full validation: go on over held-out training examples."""
-        incumbent = self.best
-
-        async def run(program: Candidate, split: str, chunk: list[int]) -> None:
-            await self.run_counted(ctx, program, split, chunk)
-
-        def affordable(split: str, chunk: list[int], *programs: Candidate) -> list[int]:
-            return racing.affordable_prefix(ctx, split, chunk, programs, self.affordable)
-
-        hidden = racing.shown_training_examples(ctx, candidate, incumbent)
-        return await racing.settle_close_call(ctx, candidate, incumbent, lead, examples, where, hidden, run, affordable)
+        hidden = racing.shown_training_examples(ctx, candidate, self.best)
+        return await racing.settle_close_call(self, ctx, candidate, self.best, lead, examples, where, hidden)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -512,10 +479,9 @@ class MIPRO(PromptSearchOptimizer):
     def get_extra_state(self) -> dict[str, Any]:
         return {**super().get_extra_state(), "prepared": self.prepared, "summary": self.summary,
                 "instruction_candidates": self.instruction_candidates, "demo_sets": self.demo_sets,
-                "trials": self.trials, "repeats": self.repeats, "full_evaluated": list(self.full_evaluated),
-                "lm_calls": self.lm_calls,
-                "rollouts": self.rollouts, "rollout_lm_calls": self.rollout_lm_calls, "num_trials": self.num_trials,
-                "seed_used": self._seed_used}
+                "trials": self.trials, "repeats": self.repeats, "told": self.told, "full_evaluated": list(self.full_evaluated),
+                "lm_calls": self.lm_calls, "rollouts": self.budget.rollouts,
+                "rollout_lm_calls": self.budget.rollout_lm_calls, "num_trials": self.num_trials}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
@@ -525,13 +491,12 @@ class MIPRO(PromptSearchOptimizer):
         self.demo_sets = {k: list(v) for k, v in state.get("demo_sets", {}).items()}
         self.trials = list(state.get("trials", []))
         self.repeats = int(state.get("repeats", 0))
+        self.told = list(state.get("told", []))
         self.full_evaluated = [int(c) for c in state.get("full_evaluated", [])]
-        self.lm_calls = int(state.get("lm_calls", 0))
-        self.rollouts = int(state.get("rollouts", 0))
-        self.rollout_lm_calls = int(state.get("rollout_lm_calls", 0))
+        self.budget.spent = int(state.get("lm_calls", 0))
+        self.budget.rollouts = int(state.get("rollouts", 0))
+        self.budget.rollout_lm_calls = int(state.get("rollout_lm_calls", 0))
         self.num_trials = int(state.get("num_trials", 0))
-        if state.get("seed_used") is not None:
-            self._seed_used = int(state["seed_used"])
         self._study = None
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from typing import Any, Awaitable, Callable
 
 import numpy as np
@@ -40,7 +41,7 @@ from promptgym.lm.defaults import get_default_embedding_model, get_default_langu
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import lm_phase
-from promptgym.optimizers.base import Candidate
+from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.dns import (
     ALGORITHMS,
     SELECTIONS,
@@ -54,25 +55,21 @@ from promptgym.optimizers.dns import (
     variable_probabilities,
 )
 from promptgym.optimizers import racing
-from promptgym.optimizers.few_shot import RandomFewShot, module_of
+from promptgym.optimizers.demo_pool import DemoSampler, FewShotArguments
+from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
 from promptgym.optimizers.omega_prompts import (
-    BASE_INSTRUCTIONS,
-    CROSSOVER_INSTRUCTIONS,
-    GROUNDED_INSTRUCTIONS,
-    GROUNDED_THINKING_DESCRIPTION,
     LABEL_LENGTH,
-    MUTATION_INSTRUCTIONS,
-    THINKING_DESCRIPTION,
-    THINKING_LENGTH,
     candidate_text,
+    evidence,
+    labelled_examples,
     mutable_schema,
     shorten,
+    step_request,
     string_leaves,
-    without_lengths,
 )
 from promptgym.rewards.base import to_json
-from promptgym.training.context import ExampleResult, TrainingContext
+from promptgym.rollouts import ExampleResult
 
 logger = logging.getLogger("promptgym")
 
@@ -80,8 +77,6 @@ DistanceFunction = Callable[..., Awaitable[float]]
 
 GROUNDED_ATTEMPTS = 2
 """Grounded rewrites tried per Generator while its instructions are still the starting ones."""
-GROUNDED_EXAMPLES = 8
-"""Labelled training examples a grounded rewrite reads."""
 COUNTERS = {"mutation": "mutations", "grounded": "grounded", "crossover": "crossovers"}
 """The ``stats`` counter of each kind of LM-written child."""
 
@@ -95,7 +90,7 @@ def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_
 
 
 @register_builtin
-class OMEGA(RandomFewShot):
+class OMEGA(FewShotArguments, Optimizer):
     """Evolve instructions (and demonstrations) with mutation, crossover and Dominated Novelty Search.
 
     Args:
@@ -116,7 +111,8 @@ class OMEGA(RandomFewShot):
         algorithm: ``"dns"`` (competition) or ``"ga"`` (keep the fittest).
         selection: ``"softmax"``, ``"best"`` or ``"random"`` parent selection.
         instructions: task-specific guidance for the mutation and crossover steps.
-        max_instructions_length: bound (characters) on every text the LM writes.
+        max_instruction_length: bound (characters) on every text the LM writes
+            (``max_instructions_length`` is its old spelling, accepted for one release).
         max_evidence: how many examples of each batch the parent runs on and
             the LM sees (failures first).
         fallback_few_shot: when a mutation fails or is rejected, propose new
@@ -148,7 +144,7 @@ class OMEGA(RandomFewShot):
         algorithm: str = "dns",
         selection: str = "softmax",
         instructions: str | None = None,
-        max_instructions_length: int = 800,
+        max_instruction_length: int = 800,
         max_evidence: int = 6,
         fallback_few_shot: bool = True,
         grounded_start: bool = True,
@@ -156,10 +152,17 @@ class OMEGA(RandomFewShot):
         use_labels: bool = True,
         max_metric_calls: int | None = None,
         seed: int | None = None,
+        max_instructions_length: int | None = None,
     ) -> None:
-        super().__init__(few_shot_learning=few_shot_learning, nb_min_examples=nb_min_examples,
-                         nb_max_examples=nb_max_examples, min_reward=min_reward, use_labels=use_labels,
-                         max_metric_calls=max_metric_calls, seed=seed)
+        if max_instructions_length is not None:
+            warnings.warn("OMEGA(max_instructions_length=...) is deprecated: use max_instruction_length",
+                          DeprecationWarning, stacklevel=2)
+            max_instruction_length = max_instructions_length
+        if max_metric_calls is not None and max_metric_calls < 1:
+            raise ValueError(f"max_metric_calls must be >= 1 or None, got {max_metric_calls}")
+        super().__init__(seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
+        self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels)
+        self.few_shot_learning = few_shot_learning
         for name, value in (("mutation_temperature", mutation_temperature), ("crossover_temperature", crossover_temperature),
                             ("selection_temperature", selection_temperature), ("sampling_temperature", sampling_temperature)):
             if not isinstance(value, (int, float)) or value <= 0:
@@ -175,8 +178,8 @@ class OMEGA(RandomFewShot):
             raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
         if str(selection).lower() not in SELECTIONS:
             raise ValueError(f"OMEGA: unknown selection {selection!r}; expected one of {', '.join(map(repr, SELECTIONS))}")
-        if max_instructions_length < 40:
-            raise ValueError(f"OMEGA: max_instructions_length must be >= 40 characters, got {max_instructions_length}")
+        if max_instruction_length < 40:
+            raise ValueError(f"OMEGA: max_instruction_length must be >= 40 characters, got {max_instruction_length}")
         if max_evidence < 1:
             raise ValueError(f"OMEGA: max_evidence must be >= 1, got {max_evidence}")
         if distance_function is not None and not callable(distance_function):
@@ -204,7 +207,7 @@ class OMEGA(RandomFewShot):
         self.merging_rate = float(merging_rate)
         self.population_size = population_size
         self.instructions = instructions or ""
-        self.max_instructions_length = max_instructions_length
+        self.max_instruction_length = max_instruction_length
         self.max_evidence = max_evidence
         self.fallback_few_shot = fallback_few_shot
         self.grounded_start = grounded_start
@@ -223,32 +226,30 @@ class OMEGA(RandomFewShot):
     # -- lifecycle ------------------------------------------------------------------------
 
     def build(self, program: Any) -> None:
+        first = not self.built
+        super().build(program)
         self._program_description = " ".join(filter(None, [getattr(program, "name", ""), getattr(program, "description", "")]))
         self._variable_descriptions = {v.name: v.description for v in program.trainable_variables}
-        if self.built:
-            return
-        super().build(program)
-        self.population = [self.best_id]  # type: ignore[list-item]
+        if first:
+            self.population = [self.best_id]  # type: ignore[list-item]
 
-    async def on_train_begin(self, ctx: TrainingContext) -> None:
-        await super().on_train_begin(ctx)  # labelled demonstrations for the Generators that answer directly
-        self._fitness_split = ctx.validation_split()
+    async def on_train_begin(self, ctx: OptimizerContext) -> None:
+        self.demos.seed(ctx.rollouts, self.prompts)  # labelled demonstrations for the Generators that answer directly
+        self._fitness_split = ctx.rollouts.validation_split()
         # The task's short output values: a "rewrite" equal to one of them is an answer, not instructions.
-        self._labels = {leaf for y in ctx.splits["train"][1] for leaf in string_leaves(to_json(y))
+        self._labels = {leaf for y in ctx.rollouts.targets("train") for leaf in string_leaves(to_json(y))
                         if len(leaf) <= LABEL_LENGTH}
         if self.best_id is not None and self.best_id not in self.population:
             self.population.append(self.best_id)
 
-    async def train_step(self, ctx: TrainingContext, batch: list[int]) -> dict[str, float]:
-        if self.remaining <= 0:
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
+        if self.budget.exhausted:
             return {"metric_calls": self.metric_calls, "population": len(self.population)}
         parent = self.select_parent(ctx.rng)
         shown = self.shown(parent)
         unseen = [i for i in batch if i not in shown][: self.max_evidence]  # no run nobody reads
         results = await self.score(ctx, parent, "train", self.affordable(ctx, "train", unseen, parent))
-        self.pool.add(results)
-        if self.use_labels:
-            self.pool.add_labels(results, {i: to_json(ctx.splits["train"][1][i]) for i in batch})
+        self.demos.learn(ctx.rollouts, results)
         self.credit_variables(results, list(parent.variables))
         child = await self.breed(ctx, parent, results)
         if child is None and self.fallback_few_shot:
@@ -258,7 +259,7 @@ class OMEGA(RandomFewShot):
             await self.compete(ctx, child)
         return {"metric_calls": self.metric_calls, "population": len(self.population)}
 
-    async def on_epoch_end(self, ctx: TrainingContext, epoch: int) -> None:
+    async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
         await self.compete_population(ctx)
         await super().on_epoch_end(ctx, epoch)
 
@@ -280,7 +281,7 @@ class OMEGA(RandomFewShot):
                                                 self.selection_temperature)
         return members[int(rng.choice(len(members), p=probabilities))]
 
-    async def compete_population(self, ctx: TrainingContext) -> None:
+    async def compete_population(self, ctx: OptimizerContext) -> None:
         """Dominated Novelty Search (or GA truncation) over the population; the best always survives."""
         members = self.members()
         if self.best not in members:
@@ -341,7 +342,7 @@ class OMEGA(RandomFewShot):
         for result in results:
             ran = {step.module for step in result.trace.steps}
             for name in names:
-                if not ran or module_of(name) in ran:
+                if not ran or self.owners.get(name) in ran:
                     total = self.variable_rewards.setdefault(name, [0.0, 0.0])
                     total[0] += result.reward
                     total[1] += 1
@@ -355,11 +356,11 @@ class OMEGA(RandomFewShot):
         return names[int(rng.choice(len(names), p=probabilities))]
 
     def schema_for(self, value: Any) -> dict[str, Any] | None:
-        return mutable_schema(value, self.max_instructions_length) if isinstance(value, dict) else None
+        return mutable_schema(value, self.max_instruction_length) if isinstance(value, dict) else None
 
     # -- breeding -------------------------------------------------------------------------
 
-    async def breed(self, ctx: TrainingContext, parent: Candidate, results: list[ExampleResult]) -> Candidate | None:
+    async def breed(self, ctx: OptimizerContext, parent: Candidate, results: list[ExampleResult]) -> Candidate | None:
         """A mutation or (with probability ``merging_rate * epoch``) a crossover child, or None."""
         mutable = [name for name, value in parent.variables.items() if self.schema_for(value) is not None]
         if not mutable:
@@ -380,14 +381,18 @@ class OMEGA(RandomFewShot):
         name = self.choose_variable(mutable, ctx.rng)
         return await self.offspring(ctx, "mutation", parent, name, results)
 
-    def wins_dead_heat(self, candidate: Candidate, outcome: racing.Outcome) -> bool:
-        """Grounded instructions describe the task: level with the starting ones after held-out examples, they win.
+    def shown(self, candidate: Candidate) -> set[int]:
+        """Training examples that ``candidate`` shows as demonstrations (scoring it on them would leak)."""
+        return self.demos.shown(candidate.variables, self.prompts)
 
-        On dates ISO both such children the evidence could not separate from the
-        zero-shot program scored 40/40 on test against its 34/40
-        (``bench/training/score_fixed_program.py --instructions``).
+    async def compete(self, ctx: OptimizerContext, candidate: Candidate) -> bool:
+        """Race ``candidate`` against the incumbent (:func:`racing.compete`); keep the better.
+
+        Grounded instructions describe the task: left exactly level with the
+        starting ones after held-out examples (a dead heat), they win it.
         """
-        return candidate.origin == "grounded" and outcome.dead_heat
+        hidden = self.shown(candidate) | self.shown(self.best)
+        return await racing.compete(self, ctx, candidate, hidden, wins_dead_heat=candidate.origin == "grounded")
 
     def wants_grounding(self, parent: Candidate, name: str) -> bool:
         """Whether ``name`` still holds its starting instructions and may get a grounded rewrite."""
@@ -397,52 +402,7 @@ class OMEGA(RandomFewShot):
         return isinstance(value, dict) and isinstance(start, dict) and "instructions" in value \
             and value["instructions"] == start.get("instructions")
 
-    def labelled_examples(self, ctx: TrainingContext) -> list[dict[str, Any]]:
-        """``GROUNDED_EXAMPLES`` training examples, input and expected output, drawn at random."""
-        xs, ys = ctx.splits["train"]
-        picks = sorted(ctx.rng.permutation(len(xs))[:GROUNDED_EXAMPLES].tolist())
-        return [shorten({"inputs": to_json(xs[i]), "expected": to_json(ys[i])}) for i in picks]
-
-    def evidence(self, ctx: TrainingContext, results: list[ExampleResult]) -> list[dict[str, Any]]:
-        """What the LM reads: failures first (lowest reward), then one success, at most ``max_evidence``."""
-        xs, ys = ctx.splits["train"]
-        ordered = sorted(results, key=lambda r: (r.reward, r.index))
-        failures = [r for r in ordered if r.reward < 1.0]
-        successes = [r for r in reversed(ordered) if r.reward >= 1.0]
-        chosen = (failures[: self.max_evidence - 1] + successes[:1]) if failures else successes[: self.max_evidence]
-        chosen = chosen[: self.max_evidence]
-        return [shorten({
-            "inputs": to_json(xs[r.index]),
-            "predicted": to_json(r.prediction) if r.prediction is not None else f"(failed: {r.error})",
-            "expected": to_json(ys[r.index]),
-            "reward": round(float(r.reward), 3),
-            "feedback": r.feedback,
-        }) for r in chosen]
-
-    def step_request(self, operation: str, schema: dict[str, Any], inputs: dict[str, Any]
-                     ) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
-        """A ChainOfThought-style request: messages, the constrained schema and the validation schema.
-
-        The answer starts with a bounded ``thinking`` field, then the new
-        value's fields. Validation drops the length bounds, so an over-long
-        text (from a backend without constrained decoding) reaches the guard
-        rails and is rejected at once instead of being re-asked.
-        """
-        guidance = {"mutation": MUTATION_INSTRUCTIONS, "grounded": GROUNDED_INSTRUCTIONS,
-                    "crossover": CROSSOVER_INSTRUCTIONS}[operation]
-        thinking_description = GROUNDED_THINKING_DESCRIPTION if operation == "grounded" else THINKING_DESCRIPTION
-        lines = [f"- thinking (string): {thinking_description}"]
-        lines += [f"- {key} ({prop['type']}): {prop.get('description', '')}" for key, prop in schema["properties"].items()]
-        system = "\n".join(filter(None, [self.instructions, BASE_INSTRUCTIONS, guidance]))
-        system += "\n\nAnswer with a JSON object with these fields:\n" + "\n".join(lines)
-        messages = [{"role": "system", "content": system},
-                    {"role": "user", "content": json.dumps(inputs, ensure_ascii=False)}]
-        thinking = {"type": "string", "maxLength": THINKING_LENGTH, "description": thinking_description}
-        constrained = {**schema, "properties": {"thinking": thinking, **schema["properties"]},
-                       "required": ["thinking", *schema["required"]]}
-        return messages, constrained, without_lengths(constrained)
-
-    async def offspring(self, ctx: TrainingContext, operation: str, parent: Candidate, name: str,
+    async def offspring(self, ctx: OptimizerContext, operation: str, parent: Candidate, name: str,
                         results: list[ExampleResult], other: Candidate | None = None) -> Candidate | None:
         value = parent.variables[name]
         schema = self.schema_for(value)
@@ -453,15 +413,15 @@ class OMEGA(RandomFewShot):
             "variable": name,
             "variable_description": self._variable_descriptions.get(name, ""),
             "average_reward": round(self.average_reward(name), 3),
-            "batch": self.evidence(ctx, results),
+            "batch": evidence(results, ctx.rollouts, self.max_evidence),
             "current_value": {key: value[key] for key in fields},
         }
         if other is not None:
             inputs["other_value"] = {key: other.variables[name].get(key) for key in fields}
         if operation == "grounded":
-            inputs["examples"] = self.labelled_examples(ctx)
+            inputs["examples"] = labelled_examples(ctx.rollouts, ctx.rng)
         try:
-            messages, constrained, validation = self.step_request(operation, schema, inputs)
+            messages, constrained, validation = step_request(operation, schema, inputs, self.instructions)
             temperature = self.crossover_temperature if operation == "crossover" else self.mutation_temperature
             with lm_phase("optimizer"):
                 answer = await self.language_model(messages, schema=constrained, validation_schema=validation,
@@ -484,7 +444,7 @@ class OMEGA(RandomFewShot):
         new_value = {**value, **new_fields}
         if self.few_shot_learning and "examples" in value and operation != "grounded":
             examples = self.crossover_examples(ctx.rng, value, other.variables[name]) if other is not None else \
-                self.sample_examples(module_of(name), ctx.rng)
+                self.sample_examples(self.owners[name], ctx.rng)
             if examples:
                 new_value["examples"] = examples
         variables = {**parent.variables, name: new_value}
@@ -497,7 +457,7 @@ class OMEGA(RandomFewShot):
         self.stats[COUNTERS[operation]] += 1
         return self.add_candidate(variables, parent=parent.id, origin=operation)
 
-    def child_problem(self, ctx: TrainingContext, name: str, value: dict[str, Any], new_fields: dict[str, Any],
+    def child_problem(self, ctx: OptimizerContext, name: str, value: dict[str, Any], new_fields: dict[str, Any],
                       results: list[ExampleResult]) -> str | None:
         """Why the LM's new fields are not worth a validation call (guard rails), or None."""
         changed = [key for key, item in new_fields.items() if item != value.get(key)]
@@ -513,7 +473,7 @@ class OMEGA(RandomFewShot):
                     continue
                 known = [c.variables.get(name, {}).get(key) for c in self.candidates]
                 problem = instruction_problem(text, parent=str(value.get(key, "")), labels=labels,
-                                              max_length=self.max_instructions_length,
+                                              max_length=self.max_instruction_length,
                                               known=[k for k in known if isinstance(k, str)])
                 if problem is not None:
                     return f"{key}: {problem}"
@@ -523,10 +483,10 @@ class OMEGA(RandomFewShot):
 
     def sample_examples(self, module: str, rng: np.random.Generator) -> list[dict[str, Any]]:
         """``nb_min_examples``..``nb_max_examples`` demos, drawn by softmax(reward / sampling_temperature)."""
-        demos = self.pool.for_module(module)
+        demos = self.demos.pool.for_module(module)
         if not demos:
             return []
-        count = min(int(rng.integers(self.nb_min_examples, self.nb_max_examples + 1)), len(demos))
+        count = min(self.demos.count(rng), len(demos))
         if count == 0:
             return []
         weights = softmax([demo.reward - 0.1 * demo.labeled for demo in demos], self.sampling_temperature)
@@ -539,19 +499,18 @@ class OMEGA(RandomFewShot):
         for example in list(mine.get("examples", [])) + list(theirs.get("examples", [])):
             if example not in merged:
                 merged.append(example)
-        if len(merged) <= self.nb_max_examples:
+        if len(merged) <= self.demos.nb_max_examples:
             return merged
-        chosen = rng.choice(len(merged), size=self.nb_max_examples, replace=False)
+        chosen = rng.choice(len(merged), size=self.demos.nb_max_examples, replace=False)
         return [merged[i] for i in sorted(chosen)]
 
-    def few_shot_child(self, ctx: TrainingContext, parent: Candidate) -> Candidate | None:
+    def few_shot_child(self, ctx: OptimizerContext, parent: Candidate) -> Candidate | None:
         """The fallback proposal: the parent with new demonstrations (None when the pool has nothing new)."""
-        names = [name for name, value in parent.variables.items() if isinstance(value, dict) and "examples" in value]
         for _ in range(8):
-            chosen = {name: self.sample_examples(module_of(name), ctx.rng) for name in names}
+            chosen = {state.variable: self.sample_examples(state.module_name, ctx.rng) for state in self.prompts}
             if not any(chosen.values()):
                 return None
-            variables = self.with_examples(parent.variables, {n: e for n, e in chosen.items() if e})
+            variables = self.demos.with_examples(parent.variables, {n: e for n, e in chosen.items() if e})
             if self.find(variables) is None:
                 self.stats["few_shot"] += 1
                 return self.add_candidate(variables, parent=parent.id, origin="few_shot")
@@ -561,7 +520,8 @@ class OMEGA(RandomFewShot):
 
     def get_extra_state(self) -> dict[str, Any]:
         return {
-            **super().get_extra_state(),
+            "pool": self.demos.pool.get_state(),
+            "metric_calls": self.metric_calls,
             "population": list(self.population),
             "competition": {str(k): v for k, v in self.competition.items()},
             "variable_rewards": {k: list(v) for k, v in self.variable_rewards.items()},
@@ -571,7 +531,8 @@ class OMEGA(RandomFewShot):
         }
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
-        super().set_extra_state(state)
+        self.demos.pool.set_state(state.get("pool", {}))
+        self.budget.spent = int(state.get("metric_calls", 0))
         known = {c.id for c in self.candidates}
         self.population = [int(i) for i in state.get("population", []) if int(i) in known]
         if not self.population and self.best_id is not None:
@@ -583,8 +544,6 @@ class OMEGA(RandomFewShot):
         self._embeddings = {}
 
     def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.pop("few_shot_learning", None)
         return {
             "language_model": serialize_object(self.language_model),
             "embedding_model": serialize_object(self.embedding_model) if self.embedding_model is not None else None,
@@ -600,16 +559,23 @@ class OMEGA(RandomFewShot):
             "algorithm": self.algorithm,
             "selection": self.selection,
             "instructions": self.instructions or None,
-            "max_instructions_length": self.max_instructions_length,
+            "max_instruction_length": self.max_instruction_length,
             "max_evidence": self.max_evidence,
             "fallback_few_shot": self.fallback_few_shot,
             "grounded_start": self.grounded_start,
-            **config,
+            "nb_min_examples": self.demos.nb_min_examples,
+            "nb_max_examples": self.demos.nb_max_examples,
+            "min_reward": self.demos.pool.min_reward,
+            "use_labels": self.demos.use_labels,
+            "max_metric_calls": self.budget.limit,
+            "seed": self.seed,
         }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "OMEGA":
         config = dict(config)
+        if "max_instructions_length" in config:  # the spelling of files written before it was renamed
+            config["max_instruction_length"] = config.pop("max_instructions_length")
         for key, expected in (("language_model", "language model"), ("embedding_model", "embedding model"),
                               ("distance_function", "distance function")):
             if isinstance(config.get(key), dict):

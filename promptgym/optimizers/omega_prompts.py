@@ -1,7 +1,8 @@
 """What OMEGA asks its language model, and how it turns candidates into text.
 
-The prompts, the schema of a rewritable variable, and the text of a
-candidate that the embedding model sees (for novelty distances).
+The prompts, the request a mutation, grounded rewrite or crossover sends
+(with the evidence it reads), the schema of a rewritable variable, and the
+text of a candidate that the embedding model sees (for novelty distances).
 """
 
 from __future__ import annotations
@@ -9,6 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
+from promptgym.rewards.base import to_json
+from promptgym.rollouts import ExampleResult, RolloutService
+
+GROUNDED_EXAMPLES = 8
+"""Labelled training examples a grounded rewrite reads."""
 THINKING_LENGTH = 300
 THINKING_DESCRIPTION = "Brief step-by-step reasoning about the failures, written before the new value"
 EMBEDDING_TEXT_LENGTH = 1500
@@ -122,3 +130,52 @@ def without_lengths(schema: Any) -> Any:
     if isinstance(schema, list):
         return [without_lengths(value) for value in schema]
     return schema
+
+
+def labelled_examples(rollouts: RolloutService, rng: np.random.Generator, count: int = GROUNDED_EXAMPLES
+                      ) -> list[dict[str, Any]]:
+    """``count`` training examples, input and expected output, drawn at random (what a grounded rewrite reads)."""
+    xs, ys = rollouts.inputs("train"), rollouts.targets("train")
+    picks = sorted(rng.permutation(len(xs))[:count].tolist())
+    return [shorten({"inputs": to_json(xs[i]), "expected": to_json(ys[i])}) for i in picks]
+
+
+def evidence(results: list[ExampleResult], rollouts: RolloutService, max_evidence: int) -> list[dict[str, Any]]:
+    """What a mutation reads: failures first (lowest reward), then one success, at most ``max_evidence``."""
+    xs, ys = rollouts.inputs("train"), rollouts.targets("train")
+    ordered = sorted(results, key=lambda r: (r.reward, r.index))
+    failures = [r for r in ordered if r.reward < 1.0]
+    successes = [r for r in reversed(ordered) if r.reward >= 1.0]
+    chosen = (failures[: max_evidence - 1] + successes[:1]) if failures else successes[: max_evidence]
+    return [shorten({
+        "inputs": to_json(xs[r.index]),
+        "predicted": to_json(r.prediction) if r.prediction is not None else f"(failed: {r.error})",
+        "expected": to_json(ys[r.index]),
+        "reward": round(float(r.reward), 3),
+        "feedback": r.feedback,
+    }) for r in chosen[: max_evidence]]
+
+
+def step_request(operation: str, schema: dict[str, Any], inputs: dict[str, Any], instructions: str = ""
+                 ) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
+    """A ChainOfThought-style request: messages, the constrained schema and the validation schema.
+
+    The answer starts with a bounded ``thinking`` field, then the new
+    value's fields. Validation drops the length bounds, so an over-long
+    text (from a backend without constrained decoding) reaches the guard
+    rails and is rejected at once instead of being re-asked. ``instructions``
+    is the user's task-specific guidance for OMEGA, placed first.
+    """
+    guidance = {"mutation": MUTATION_INSTRUCTIONS, "grounded": GROUNDED_INSTRUCTIONS,
+                "crossover": CROSSOVER_INSTRUCTIONS}[operation]
+    thinking_description = GROUNDED_THINKING_DESCRIPTION if operation == "grounded" else THINKING_DESCRIPTION
+    lines = [f"- thinking (string): {thinking_description}"]
+    lines += [f"- {key} ({prop['type']}): {prop.get('description', '')}" for key, prop in schema["properties"].items()]
+    system = "\n".join(filter(None, [instructions, BASE_INSTRUCTIONS, guidance]))
+    system += "\n\nAnswer with a JSON object with these fields:\n" + "\n".join(lines)
+    messages = [{"role": "system", "content": system},
+                {"role": "user", "content": json.dumps(inputs, ensure_ascii=False)}]
+    thinking = {"type": "string", "maxLength": THINKING_LENGTH, "description": thinking_description}
+    constrained = {**schema, "properties": {"thinking": thinking, **schema["properties"]},
+                   "required": ["thinking", *schema["required"]]}
+    return messages, constrained, without_lengths(constrained)

@@ -19,11 +19,12 @@ neither program shows, carrying the validation lead over::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Sequence
 
+from promptgym.core.events import CandidateProposed, CandidateScored
 from promptgym.modules.generator import as_json
-from promptgym.optimizers.base import Candidate
-from promptgym.training.context import TrainingContext
+from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.kit import OptimizerContext
 
 RACE_CHUNK = 2
 """Examples per round of a race (each round runs both programs on them)."""
@@ -35,9 +36,6 @@ SETTLE_ROUNDS = 2
 """Rounds of ``minibatch_size`` held-out examples a close call may take: the second only after a dead heat."""
 
 _EPS = 1e-9
-
-Score = Callable[[Candidate, str, list[int]], Awaitable[Any]]
-Affordable = Callable[[str, list[int], Candidate, Candidate], list[int]]
 
 
 def verdict(lead: float, margin: float | None = None) -> int:
@@ -52,25 +50,26 @@ def race_decided(lead: float, left: int, margin: float | None = None) -> bool:
     return verdict(lead - left, margin) == verdict(lead + left, margin)
 
 
-async def race(candidate: Candidate, incumbent: Candidate, split: str, indices: Sequence[int],
-               score: Score, affordable: Affordable, head_start: float = 0.0,
+async def race(optimizer: Optimizer, ctx: OptimizerContext, candidate: Candidate, incumbent: Candidate,
+               split: str, indices: Sequence[int], head_start: float = 0.0,
                margin: float | None = None) -> tuple[float, int]:
     """Score both on ``indices`` until the verdict is known or unaffordable; the lead gained and examples raced.
 
     ``head_start`` is a lead carried over from an earlier race (it counts in
     deciding when to stop, not in the returned lead). Examples the incumbent
-    already has scores on go first (they cost one run, not two).
+    already has scores on go first (they cost one run, not two). Runs are
+    charged to ``optimizer``'s budget.
     """
     known = incumbent.scores.get(split, {})
     order = sorted(indices, key=lambda i: str(i) not in known)
     raced: list[int] = []
     lead = 0.0
     while len(raced) < len(order):
-        chunk = affordable(split, order[len(raced):len(raced) + RACE_CHUNK], candidate, incumbent)
+        chunk = optimizer.affordable(ctx, split, order[len(raced):len(raced) + RACE_CHUNK], candidate, incumbent)
         if not chunk:
             break
-        await score(candidate, split, chunk)
-        await score(incumbent, split, chunk)
+        await optimizer.score(ctx, candidate, split, chunk)
+        await optimizer.score(ctx, incumbent, split, chunk)
         raced += chunk
         lead = ((candidate.mean(split, raced) or 0.0) - (incumbent.mean(split, raced) or 0.0)) * len(raced)
         if race_decided(head_start + lead, len(order) - len(raced), margin):
@@ -98,9 +97,9 @@ class Outcome:
         return self.held_out > 0 and abs(self.lead) <= _EPS
 
 
-async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, lead: float,
-                            examples: int, where: str, hidden: set[int], score: Score,
-                            affordable: Affordable) -> Outcome:
+async def settle_close_call(optimizer: Optimizer, ctx: OptimizerContext, candidate: Candidate,
+                            incumbent: Candidate, lead: float, examples: int, where: str,
+                            hidden: set[int]) -> Outcome:
     """A validation ``lead`` too close to call goes on over ``minibatch_size`` training examples not in ``hidden``.
 
     If that leaves the two level (a dead heat: typically both perfect on
@@ -111,15 +110,15 @@ async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumben
     solved no validation example (level with an incumbent at zero, it is no
     better, whatever the held-out examples say).
     """
-    split = ctx.validation_split()
+    split = ctx.rollouts.validation_split()
     if examples == 0 or split == "train" or verdict(lead, CLOSE_MARGIN) != 0 or not candidate.mean(split):
         return Outcome(lead, examples, where)
-    size = ctx.minibatch_size
+    size = ctx.rollouts.minibatch_size
     held_out = held_out_training_examples(ctx, SETTLE_ROUNDS * size, hidden)
     more, count = 0.0, 0
     for start in range(0, len(held_out), size):
         chunk = held_out[start:start + size]
-        gained, raced = await race(candidate, incumbent, "train", chunk, score, affordable, head_start=lead + more)
+        gained, raced = await race(optimizer, ctx, candidate, incumbent, "train", chunk, head_start=lead + more)
         more, count = more + gained, count + raced
         if raced < len(chunk) or abs(lead + more) > _EPS:
             break
@@ -129,44 +128,55 @@ async def settle_close_call(ctx: TrainingContext, candidate: Candidate, incumben
                    f"{where} (lead {lead:+g}: too close to call) and {count} held-out train examples", held_out=count)
 
 
-async def contest(ctx: TrainingContext, candidate: Candidate, incumbent: Candidate, indices: Sequence[int],
-                  hidden: set[int], score: Score, affordable: Affordable) -> Outcome:
+async def contest(optimizer: Optimizer, ctx: OptimizerContext, candidate: Candidate, incumbent: Candidate,
+                  indices: Sequence[int], hidden: set[int]) -> Outcome:
     """Race on the validation ``indices``; a close call is settled on training examples not in ``hidden``.
 
     Without validation data (the validation split is the training set) the
     plain race decides.
     """
-    split = ctx.validation_split()
+    split = ctx.rollouts.validation_split()
     margin = None if split == "train" else CLOSE_MARGIN
-    lead, raced = await race(candidate, incumbent, split, indices, score, affordable, margin=margin)
+    lead, raced = await race(optimizer, ctx, candidate, incumbent, split, indices, margin=margin)
     where = f"{raced} {split} examples"
-    return await settle_close_call(ctx, candidate, incumbent, lead, raced, where, hidden, score, affordable)
+    return await settle_close_call(optimizer, ctx, candidate, incumbent, lead, raced, where, hidden)
 
 
-def affordable_prefix(ctx: TrainingContext, split: str, indices: Sequence[int], programs: Sequence[Candidate],
-                      fits: Callable[[int], bool]) -> list[int]:
-    """The longest prefix of ``indices`` whose new runs of every one of ``programs`` still ``fits(total_runs)``.
+async def compete(optimizer: Optimizer, ctx: OptimizerContext, candidate: Candidate, hidden: set[int],
+                  wins_dead_heat: bool = False) -> bool:
+    """Race ``candidate`` against ``optimizer``'s incumbent on one validation minibatch; keep the better.
 
-    Memoised scores cost nothing, so they never count against a budget.
+    A validation minibatch is small: a race it leaves within one example
+    either way (typically both perfect) is too close to call, and goes on
+    over training examples in ``hidden``'s complement (those neither program
+    shows as a demonstration), the validation lead carried over (see
+    :func:`contest`). With ``wins_dead_heat`` the candidate also replaces
+    the incumbent when that evidence leaves them exactly level.
     """
-    runs, kept = 0, []
-    for index in indices:
-        runs += sum(len(ctx.pending(split, [index], program.variables)) for program in programs)
-        if not fits(runs):
-            break
-        kept.append(index)
-    return kept
+    split, incumbent = ctx.rollouts.validation_split(), optimizer.best
+    indices = [i for i in ctx.rollouts.validation_minibatch() if split != "train" or i not in hidden]
+    await ctx.emit(CandidateProposed(candidate=candidate.id, parent=candidate.parent, origin=candidate.origin))
+    outcome = await contest(optimizer, ctx, candidate, incumbent, indices, hidden)
+    await ctx.emit(CandidateScored(candidate=candidate.id, incumbent=incumbent.id, lead=outcome.lead,
+                                   examples=outcome.examples, where=outcome.where))
+    if outcome.won:
+        await optimizer.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
+        return True
+    if wins_dead_heat and outcome.dead_heat:
+        await optimizer.accept(ctx, candidate, reason=f"level on {outcome.where}: {candidate.origin} wins a dead heat")
+        return True
+    return False
 
 
-def shown_training_examples(ctx: TrainingContext, *programs: Candidate) -> set[int]:
+def shown_training_examples(ctx: OptimizerContext, *programs: Candidate) -> set[int]:
     """Training examples whose inputs appear among the demonstrations of any of ``programs``."""
     shown_inputs = [example.get("inputs") for program in programs for value in program.variables.values()
                     if isinstance(value, dict) for example in value.get("examples") or []]
     if not shown_inputs:
         return set()
-    return {index for index, x in enumerate(ctx.splits["train"][0]) if as_json(x) in shown_inputs}
+    return {index for index, x in enumerate(ctx.rollouts.inputs("train")) if as_json(x) in shown_inputs}
 
 
-def held_out_training_examples(ctx: TrainingContext, count: int, hidden: set[int]) -> list[int]:
-    """The first ``count`` training examples of ``ctx.held_out_order()`` that are not in ``hidden`` (shown ones)."""
-    return [i for i in ctx.held_out_order() if i not in hidden][:count]
+def held_out_training_examples(ctx: OptimizerContext, count: int, hidden: set[int]) -> list[int]:
+    """The first ``count`` training examples of the held-out order that are not in ``hidden`` (shown ones)."""
+    return [i for i in ctx.rollouts.held_out_order() if i not in hidden][:count]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pydantic
 
 from promptgym.core.data_model import DataModel
@@ -34,10 +33,13 @@ from promptgym.modules.module import Module, unique_name
 from promptgym.modules.symbolic import SymbolicDataModel
 from promptgym.modules.variable import Variable
 from promptgym.programs.graph import FunctionalGraph
+from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
+from promptgym.programs.summary import program_summary
+from promptgym.training.trainer import Trainer
 
 
 @register_builtin
-class Program(Module):
+class Program(Trainer, Module):
     """A trainable LM program; see the module docstring for the three styles.
 
     A subclass may also define ``async def build(self, inputs)`` that wires
@@ -59,8 +61,6 @@ class Program(Module):
         if tracked:  # re-initialised as a functional program from build(): keep the sub-modules already set
             self.__dict__["_tracked"].update(tracked)
         self._graph: FunctionalGraph | None = None
-        if "training_state" not in self.__dict__:
-            self.training_state: Any = None  # set by compile()
         if inputs is not None or outputs is not None:
             if inputs is None or outputs is None:
                 raise ValueError("a functional Program needs both inputs= and outputs=")
@@ -170,57 +170,21 @@ class Program(Module):
             inputs = self.validate_input(inputs)
         return await self._graph.run(inputs, training)
 
-    async def predict(self, x: Any, batch_size: int = 32, verbose: Any = "auto", callbacks: list[Any] | None = None) -> np.ndarray:
-        """Run on every input of ``x``; failed examples are None and listed in ``.failures``.
-
-        >>> # predictions = await program.predict(x_test, batch_size=32)
-        >>> # predictions.failures  -> {index: "error message"}
-        """
-        from promptgym.training.predict import predict_program
-
-        return await predict_program(self, x, batch_size=batch_size, verbose=verbose, callbacks=callbacks)
-
-    # -- training (implemented in promptgym.training) -------------------------------------
-
-    def compile(self, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
-        """Attach a reward, an optimizer and metrics; see ``promptgym.training``."""
-        from promptgym.training.compile import compile_program
-
-        compile_program(self, reward=reward, optimizer=optimizer, metrics=metrics)
-
-    async def fit(self, *args: Any, **kwargs: Any) -> Any:
-        from promptgym.training.fit import fit_program
-
-        return await fit_program(self, *args, **kwargs)
-
-    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        from promptgym.training.evaluate import evaluate_program
-
-        return await evaluate_program(self, *args, **kwargs)
-
     # -- saving ---------------------------------------------------------------------------
 
     def save(self, filepath: str) -> None:
-        """Architecture + variables (+ compile config and optimizer state), atomically."""
-        from promptgym.programs.saving import save_program
-
+        """Architecture + variables (+ compile config, optimizer and trainer state), atomically."""
         save_program(self, filepath)
 
     @classmethod
     def load(cls, filepath: str) -> "Program":
         """Rebuild a saved program; resolves only registered classes, runs no code from the file."""
-        from promptgym.programs.saving import load_program
-
         return load_program(filepath)
 
     def save_variables(self, filepath: str) -> None:
-        from promptgym.programs.saving import save_variables
-
         save_variables(self, filepath)
 
     def load_variables(self, filepath: str) -> None:
-        from promptgym.programs.saving import load_variables
-
         load_variables(self, filepath)
 
     def get_variables(self) -> dict[str, dict[str, Any]]:
@@ -265,8 +229,6 @@ class Program(Module):
 
     def summary(self, print_fn: Any = None) -> str:
         """Print (and return) the modules, their schemas and trainable variables."""
-        from promptgym.programs.summary import program_summary
-
         text = program_summary(self)
         (print_fn or print)(text)
         return text

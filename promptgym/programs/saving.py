@@ -2,7 +2,8 @@
 
 A program file holds the architecture (registered class names + configs,
 DataModels as JSON schemas), every variable's value, and, once compiled, the
-compile configuration and the optimizer's state, so ``fit()`` can resume.
+compile configuration, the optimizer's state and (during or after ``fit()``)
+the trainer's (where it is, the rollouts it paid for), so ``fit()`` can resume.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def program_to_json(program: "Program") -> dict[str, Any]:
         "program": serialize_object(program),
         "variables": program.get_variables(),
     }
-    if program.training_state is not None:
-        data["compile"] = program.training_state.get_config()
-        data["optimizer_state"] = program.training_state.optimizer.get_state()
+    compile_config = program.get_compile_config()
+    if compile_config is not None:
+        data["compile"] = compile_config
+        data.update(program.get_training_progress())
     return data
 
 
@@ -53,9 +55,7 @@ def program_from_json(data: dict[str, Any], source: str = "program") -> "Program
     program = deserialize_object(data["program"], expected="program class")
     program.set_variables(data["variables"], source=source)
     if "compile" in data:
-        from promptgym.training.compile import restore_compiled
-
-        restore_compiled(program, data["compile"], data.get("optimizer_state"))
+        program.compile_from_config(data["compile"], data.get("optimizer_state"), data.get("trainer_state"))
     return program
 
 

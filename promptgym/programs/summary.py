@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from promptgym.modules.retrieval import describe_retrieval
+
 if TYPE_CHECKING:
     from promptgym.programs.program import Program
 
@@ -30,6 +32,7 @@ def program_summary(program: "Program", width: int = 110) -> str:
         variables = "\n".join(
             f"{variable.name}: {len(variable.get('instructions', ''))} chars of instructions, "
             f"{len(variable.get('examples', []))} examples"
+            + (f" + {describe_retrieval(variable.get('retrieval'))} per input" if variable.get("retrieval") else "")
             for variable in module.trainable_variables
         ) or "-"
         table.add_row(

@@ -4,7 +4,7 @@ from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
 from promptgym.rewards.base import JsonView, Reward, RewardResult
-from promptgym.rewards.builtin import CosineSimilarity, ExactMatch, LMAsJudge, MeanRewardWrapper, ProgramAsJudge
+from promptgym.rewards.builtin import CosineSimilarity, ExactMatch, LMAsJudge, MeanRewardWrapper
 
 REWARDS = {
     "exactmatch": ExactMatch,
@@ -18,5 +18,7 @@ def get(identifier: Any) -> Reward:
     return get_by_identifier(identifier, REWARDS, "reward", base=Reward)
 
 
-__all__ = ["CosineSimilarity", "ExactMatch", "JsonView", "LMAsJudge", "MeanRewardWrapper", "ProgramAsJudge",
-           "REWARDS", "Reward", "RewardResult", "get"]
+# ProgramAsJudge lives in promptgym.programs (it saves a program); ``import promptgym`` makes it
+# promptgym.rewards.ProgramAsJudge too.
+__all__ = ["CosineSimilarity", "ExactMatch", "JsonView", "LMAsJudge", "MeanRewardWrapper", "REWARDS", "Reward",
+           "RewardResult", "get"]

@@ -1,7 +1,8 @@
-"""The built-in rewards: ExactMatch, CosineSimilarity, LMAsJudge, ProgramAsJudge, MeanRewardWrapper."""
+"""The built-in rewards: ExactMatch, CosineSimilarity, LMAsJudge, MeanRewardWrapper (ProgramAsJudge is in programs)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Callable
 
@@ -12,7 +13,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
-from promptgym.rewards.base import JsonView, Reward, RewardResult
+from promptgym.rewards.base import JsonView, Reward, RewardResult, coerce_result
 
 
 def _normalize(value: Any) -> Any:
@@ -108,71 +109,34 @@ class LMAsJudge(Reward):
 
 
 @register_builtin
-class ProgramAsJudge(Reward):
-    """Another program grades the prediction.
-
-    The judge's input DataModel receives ``{"ground_truth": ..., "prediction": ...}``
-    (as JSON strings when its fields are strings); its output must have a
-    numeric ``reward`` field, and may have ``critique`` or ``feedback``.
-    """
-
-    def __init__(self, program: Any = None, in_mask: list[str] | None = None, out_mask: list[str] | None = None,
-                 name: str | None = None) -> None:
-        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name)
-        if program is None:
-            raise ValueError("ProgramAsJudge needs program=, a Program whose output has a 'reward' field")
-        self.program = program
-
-    async def compute(self, y_true: JsonView | None, y_pred: JsonView) -> RewardResult:
-        fields = getattr(self.program.input_data_model, "model_fields", {})
-        payload: dict[str, Any] = {"ground_truth": y_true, "prediction": y_pred}
-        if fields and all(fields[k].annotation is str for k in payload if k in fields):
-            payload = {k: json.dumps(v, ensure_ascii=False) for k, v in payload.items()}
-        verdict = await self.program(payload)
-        data = verdict.get_json() if hasattr(verdict, "get_json") else dict(verdict)
-        if "reward" not in data:
-            raise ValueError(f"ProgramAsJudge: the judge's output has no 'reward' field (got {sorted(data)})")
-        return RewardResult(float(data["reward"]), str(data.get("critique", data.get("feedback", ""))))
-
-    def get_config(self) -> dict[str, Any]:
-        from promptgym.programs.saving import program_to_json
-
-        return {**super().get_config(), "program": program_to_json(self.program)}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "ProgramAsJudge":
-        from promptgym.programs.saving import program_from_json
-
-        return cls(**{**config, "program": program_from_json(config["program"], source="ProgramAsJudge")})
-
-
-@register_builtin
 class MeanRewardWrapper(Reward):
     """Wraps an async (or plain) ``fn(y_true, y_pred)``; register ``fn`` to save the program.
 
     ``fn`` may return a float, ``(score, feedback)`` or ``{"score": ..., "feedback": ...}``.
+    ``MeanMetricWrapper`` is the same wrapper as a metric.
     """
+
+    function_kind = "reward function"
 
     def __init__(self, fn: Callable[..., Any] | None = None, in_mask: list[str] | None = None,
                  out_mask: list[str] | None = None, name: str | None = None) -> None:
         if fn is None or not callable(fn):
-            raise ValueError("MeanRewardWrapper needs fn=, an async function (y_true, y_pred) -> float")
-        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name or "reward")
+            raise ValueError(f"{type(self).__name__} needs fn=, an async function (y_true, y_pred) -> float")
+        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name or self.default_name_for(fn))
         self.fn = fn
 
+    def default_name_for(self, fn: Callable[..., Any]) -> str:
+        return "reward"
+
     async def score(self, y_true: Any, y_pred: Any) -> RewardResult:
-        import inspect
-
-        from promptgym.rewards.base import coerce_result
-
         value = self.fn(self.mask(y_true), self.mask(y_pred))
         if inspect.isawaitable(value):
             value = await value
-        return coerce_result(value, getattr(self.fn, "__name__", "reward function"))
+        return coerce_result(value, getattr(self.fn, "__name__", self.function_kind))
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "fn": serialize_object(self.fn)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "MeanRewardWrapper":
-        return cls(**{**config, "fn": deserialize_object(config["fn"], expected="reward function")})
+        return cls(**{**config, "fn": deserialize_object(config["fn"], expected=cls.function_kind)})

@@ -30,10 +30,12 @@ class Evaluation(dict):
         extra: keys to add to the dict as they are (no per-example scores, e.g. LM usage).
         level: the confidence level of ``interval()`` and ``compare()``.
         seed: the bootstrap's seed for graded scores (the same scores and seed give the same interval).
+        failures: positions of the examples whose run failed (they score 0).
     """
 
     def __init__(self, scores: Mapping[str, Sequence[float | None]], extra: Mapping[str, Any] | None = None,
-                 level: float = DEFAULT_LEVEL, seed: int = 0) -> None:
+                 level: float = DEFAULT_LEVEL, seed: int = 0, failures: Sequence[int] = ()) -> None:
+        self.failures = tuple(int(index) for index in failures)
         self.scores = {name: tuple(float(v) for v in as_scores(values, name)) for name, values in scores.items()}
         sizes = {len(values) for values in self.scores.values()}
         if len(sizes) > 1:
@@ -60,7 +62,7 @@ class Evaluation(dict):
 
     def statistics(self) -> dict[str, Any]:
         """JSON-ready: ``{"n", "level", "intervals": {key: {...}}, "scores": {key: [...]}}``."""
-        return {"n": self.n, "level": self.level, "seed": self.seed,
+        return {"n": self.n, "level": self.level, "seed": self.seed, "failures": list(self.failures),
                 "intervals": {name: interval.as_dict() for name, interval in self.intervals().items()},
                 "scores": {name: list(values) for name, values in self.scores.items()}}
 
@@ -69,7 +71,8 @@ class Evaluation(dict):
         """Rebuild from ``statistics()`` (e.g. a run folder's status) and the plain dict it came with."""
         scores = statistics.get("scores") or {}
         extra = {key: value for key, value in means.items() if key not in scores}
-        return cls(scores, extra, level=statistics.get("level", DEFAULT_LEVEL), seed=statistics.get("seed", 0))
+        return cls(scores, extra, level=statistics.get("level", DEFAULT_LEVEL), seed=statistics.get("seed", 0),
+                   failures=statistics.get("failures", ()))
 
     def describe(self, name: str | None = None) -> str:
         """``"0.800 [0.650, 0.925] (n=40)"``."""
@@ -88,4 +91,4 @@ class Evaluation(dict):
 
     def __reduce__(self) -> Any:
         extra = {key: value for key, value in self.items() if key not in self.scores}
-        return (type(self), (self.scores, extra, self.level, self.seed))
+        return (type(self), (self.scores, extra, self.level, self.seed, self.failures))

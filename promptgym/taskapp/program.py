@@ -25,6 +25,7 @@ from promptgym.core.serialization import register_builtin
 from promptgym.datasets.loaders import to_object_array
 from promptgym.modules.module import Module
 from promptgym.modules.tracing import record_step
+from promptgym.modules.variable import Variable
 from promptgym.programs.program import Program
 from promptgym.rewards.base import Reward, RewardResult
 from promptgym.taskapp.client import TaskAppClient
@@ -55,6 +56,10 @@ class RemotePolicy(Module):
         super().__init__(name=name, description=description, trainable=trainable)
         self.state = self.add_variable("state", {"instructions": instructions, "examples": list(examples or [])},
                                        description="instructions and few-shot examples")
+
+    @property
+    def prompt_variable(self) -> Variable:
+        return self.state
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), **self.state.get_json()}

@@ -1,18 +1,30 @@
-"""``program.compile()``: resolve the reward, optimizer and metrics."""
+"""``compile()``: the reward, optimizer and metrics a program trains with, and their saved form."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptgym import metrics as metrics_module
+from promptgym import optimizers as optimizers_module
+from promptgym import rewards as rewards_module
 from promptgym.core.serialization import deserialize_object, serialize_object
+from promptgym.rollouts import RolloutService
 
 
 @dataclass
 class CompiledState:
+    """What ``compile()`` resolved, plus what a resumed ``fit()`` needs (see :meth:`trainer_state`)."""
+
     reward: Any
     optimizer: Any
     metrics: list[Any] = field(default_factory=list)
+    rollouts: RolloutService | None = None
+    """The rollout service of the running (or last) ``fit()``."""
+    position: dict[str, int] | None = None
+    """``{"epoch", "step"}``: the next step a resumed ``fit()`` runs."""
+    restored: dict[str, Any] | None = None
+    """A trainer state read from a file, for the next resumed ``fit()``."""
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -21,23 +33,27 @@ class CompiledState:
             "metrics": [serialize_object(metric) for metric in self.metrics],
         }
 
+    def trainer_state(self) -> dict[str, Any] | None:
+        """Where ``fit()`` is and what its rollouts cost so far (memoised results, failures, random state)."""
+        if self.rollouts is None:
+            return self.restored
+        return {"position": self.position, "rollouts": self.rollouts.get_state()}
 
-def _output_fields(program: Any) -> list[str] | None:
+
+def output_fields(program: Any) -> list[str] | None:
     model = program.output_data_model
     return list(model.model_fields) if model is not None else None
 
 
-def compile_program(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
-    from promptgym import metrics as metrics_module
-    from promptgym import optimizers as optimizers_module
-    from promptgym import rewards as rewards_module
-
+def compile_state(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None
+                  ) -> CompiledState:
+    """Resolve names, instances and config dicts; check the masks against the program's output fields."""
     if reward is None:
         raise ValueError("compile() needs reward= (for example promptgym.rewards.ExactMatch() or 'exactmatch')")
     resolved_reward = rewards_module.get(reward)
     resolved_optimizer = optimizers_module.get(optimizer if optimizer is not None else "randomfewshot")
     resolved_metrics = [metrics_module.get(metric) for metric in metrics or []]
-    fields = _output_fields(program)
+    fields = output_fields(program)
     if fields is not None:
         for scorer in [resolved_reward, *resolved_metrics]:
             scorer.check_fields(fields)
@@ -45,13 +61,14 @@ def compile_program(program: Any, reward: Any = None, optimizer: Any = None, met
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"two scorers are named {duplicates[0]!r}; pass name=... to tell them apart")
-    program.training_state = CompiledState(resolved_reward, resolved_optimizer, resolved_metrics)
+    return CompiledState(resolved_reward, resolved_optimizer, resolved_metrics)
 
 
-def restore_compiled(program: Any, config: dict[str, Any], optimizer_state: dict[str, Any] | None) -> None:
-    """Rebuild the compiled state of a loaded program, including the optimizer's progress."""
+def restore_state(config: dict[str, Any], optimizer_state: dict[str, Any] | None,
+                  trainer_state: dict[str, Any] | None = None) -> CompiledState:
+    """The compiled state of a loaded program, with the optimizer's progress and the trainer's."""
     reward = deserialize_object(config["reward"], expected="reward")
     optimizer = deserialize_object(config["optimizer"], expected="optimizer")
     metrics = [deserialize_object(item, expected="metric") for item in config.get("metrics", [])]
     optimizer.set_state(optimizer_state)
-    program.training_state = CompiledState(reward, optimizer, metrics)
+    return CompiledState(reward, optimizer, metrics, restored=trainer_state)

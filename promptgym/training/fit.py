@@ -1,4 +1,4 @@
-"""``program.fit()``: the training loop. Everything it reports flows through callbacks."""
+"""``program.fit()``: the training loop. Everything it reports flows through callbacks and events."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from typing import Any
 import numpy as np
 
 from promptgym.core.events import EpochEnd, TrainBegin, TrainEnd
-from promptgym.lm.usage import LEDGER, PHASES
-from promptgym.training.batch import as_object_array, validate_inputs
+from promptgym.lm.usage import LEDGER
+from promptgym.optimizers.kit import OptimizerContext
+from promptgym.rollouts import ExampleResult, RolloutService
+from promptgym.rollouts.executor import Executor
 from promptgym.training.callback import CallbackList
-from promptgym.training.context import ExampleResult, TrainingContext
+from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.history import History
+from promptgym.training.logs import scored_logs, usage_logs
 from promptgym.training.progress import ProgressBar
-from promptgym.training.targets import validate_targets
 
 logger = logging.getLogger("promptgym")
 
@@ -24,47 +26,6 @@ def require_compiled(program: Any, method: str) -> Any:
     if program.training_state is None:
         raise RuntimeError(f"{method}() needs compile() first: program.compile(reward=..., optimizer=..., metrics=...)")
     return program.training_state
-
-
-def split_validation(x: np.ndarray, y: np.ndarray, validation_split: float, validation_data: Any
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    if validation_data is not None:
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-            raise ValueError("validation_data must be a tuple (x_val, y_val)")
-        return x, y, as_object_array(validation_data[0], "validation_data x"), as_object_array(validation_data[1], "validation_data y")
-    if not 0 <= validation_split < 1:
-        raise ValueError(f"validation_split must be in [0, 1), got {validation_split}")
-    cut = len(x) - int(math.floor(len(x) * validation_split))
-    if cut == 0:
-        raise ValueError(f"validation_split={validation_split} leaves no training example out of {len(x)}")
-    return x[:cut], y[:cut], x[cut:], y[cut:]
-
-
-def mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else 0.0
-
-
-def usage_logs(since: dict[str, Any]) -> dict[str, int]:
-    total_calls = sum(usage.calls for usage in since.values())
-    logs = {
-        "lm_calls": total_calls,
-        "prompt_tokens": sum(usage.prompt_tokens for usage in since.values()),
-        "completion_tokens": sum(usage.completion_tokens for usage in since.values()),
-    }
-    for phase in PHASES:
-        logs[f"lm_calls_{phase}"] = since[phase].calls if phase in since else 0
-    return logs
-
-
-def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -> dict[str, float | None]:
-    """Mean reward and metrics of ``results`` (None when there are none: an optimizer may run no training example)."""
-    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
-    if not results:
-        return {f"{prefix}{name}": None for name in names}
-    logs = {f"{prefix}{names[0]}": mean([r.reward for r in results])}
-    for name in names[1:]:
-        logs[f"{prefix}{name}"] = mean([r.metrics.get(name, 0.0) for r in results])
-    return logs
 
 
 async def fit_program(
@@ -84,6 +45,8 @@ async def fit_program(
     verbose: Any = 1,
     max_errors: int | None = None,
     initial_epoch: int = 0,
+    initial_step: int = 0,
+    executor: Executor | None = None,
 ) -> History:
     """Train; see the README for every argument. Returns a :class:`History`."""
     compiled = require_compiled(program, "fit")
@@ -105,9 +68,15 @@ async def fit_program(
         callback_list.append(ProgressBar(), program)
     rng = np.random.default_rng(seed)
     limit = max_errors if max_errors is not None else max(10, len(x_train) + len(x_val))
-    ctx = TrainingContext(program, compiled, splits, minibatch_size, rng, callback_list, limit)
+    rollouts = RolloutService(program, compiled.reward, compiled.metrics, splits, executor=executor,
+                              emit=callback_list.emit, max_errors=limit, rng=rng, minibatch_size=minibatch_size)
+    if (initial_epoch or initial_step) and compiled.restored:  # a resumed run: the rollouts it already paid for
+        rollouts.set_state(compiled.restored.get("rollouts") or {})
+    compiled.rollouts, compiled.restored = rollouts, None
+    compiled.position = {"epoch": initial_epoch, "step": initial_step}
     steps = math.ceil(len(x_train) / batch_size)
-    ctx.epochs, ctx.steps = epochs, steps
+    ctx = OptimizerContext(rollouts, callback_list.emit, rng, epoch=initial_epoch, epochs=epochs, step=initial_step,
+                           steps=steps)
     optimizer = compiled.optimizer
     optimizer.build(program)
     program.stop_training = False
@@ -118,30 +87,34 @@ async def fit_program(
     await optimizer.on_train_begin(ctx)
     for epoch in range(initial_epoch, epochs):
         ctx.epoch = epoch
+        failures_start = len(rollouts.failure_log)
         await callback_list.call("on_epoch_begin", epoch, {"steps": steps})
         await optimizer.on_epoch_begin(ctx, epoch)
         order = np.random.default_rng(seed + epoch).permutation(len(x_train)) if shuffle else np.arange(len(x_train))
         train_results: list[ExampleResult] = []
-        for step in range(steps):
+        for step in range(initial_step if epoch == initial_epoch else 0, steps):
             ctx.step = step
             batch = [int(i) for i in order[step * batch_size:(step + 1) * batch_size]]
             await callback_list.call("on_train_batch_begin", step, {"size": len(batch)})
-            ctx.step_results = {}
+            rollouts.start_step()
             step_logs = await optimizer.train_step(ctx, batch)
-            results = list(ctx.step_results.values())  # what the optimizer ran on training examples: no extra call
-            await ctx.add_metrics(results)
+            results = list(rollouts.train_results.values())  # what the optimizer ran on training examples: no extra call
+            await rollouts.add_metrics(results)
             train_results += results
             program_assign(program, optimizer.best.variables)
+            compiled.position = {"epoch": epoch, "step": step + 1}
             logs = {**scored_logs(train_results, compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
             await callback_list.call("on_train_batch_end", step, logs)
+        ctx.step = 0
         await optimizer.on_epoch_end(ctx, epoch)
         program_assign(program, optimizer.best.variables)
+        compiled.position = {"epoch": epoch + 1, "step": 0}
         epoch_logs: dict[str, Any] = scored_logs(train_results, compiled)
         if len(x_val) and (epoch + 1) % validation_freq == 0:
-            epoch_logs.update(await validate(ctx, callback_list, validation_batch_size, compiled))
+            epoch_logs.update(await validate(rollouts, callback_list, validation_batch_size, compiled))
         epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
         usage_start = LEDGER.snapshot()
-        epoch_logs["failures"] = ctx.errors
+        epoch_logs["failures"] = len(set(rollouts.failure_log[failures_start:]))
         await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id))
         await callback_list.call("on_epoch_end", epoch, epoch_logs)
         if program.stop_training:
@@ -159,14 +132,13 @@ def program_assign(program: Any, variables: dict[str, Any]) -> None:
         by_name[name].assign(value)
 
 
-async def validate(ctx: TrainingContext, callback_list: CallbackList, batch_size: int, compiled: Any) -> dict[str, Any]:
-    total = ctx.size("val")
+async def validate(rollouts: RolloutService, callback_list: CallbackList, batch_size: int, compiled: Any
+                   ) -> dict[str, Any]:
+    """The end-of-epoch validation pass: the current program on every validation example (reporting only)."""
+    total = rollouts.size("val")
     await callback_list.call("on_test_begin", {"total": total, "in_fit": True})
-    results: list[ExampleResult] = []
-    for batch, start in enumerate(range(0, total, batch_size)):
-        indices = list(range(start, min(start + batch_size, total)))
-        results += await ctx.run("val", indices, variables=ctx.program.get_variables(), with_metrics=True)
-        await callback_list.call("on_test_batch_end", batch, {"done": len(results), "in_fit": True})
+    results = await rollouts.run("val", list(range(total)), variables=rollouts.program.get_variables(),
+                                 with_metrics=True, window=batch_size)
     logs = scored_logs(results, compiled, prefix="val_")
     await callback_list.call("on_test_end", {**logs, "in_fit": True})
     return logs

@@ -7,8 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from promptgym.training.batch import as_object_array, run_many, validate_inputs
+from promptgym.rollouts import Rollout, get_default_executor
+from promptgym.rollouts.executor import Executor
 from promptgym.training.callback import CallbackList
+from promptgym.training.data import as_object_array, validate_inputs
+from promptgym.training.evaluate import BatchCallbacks
 from promptgym.training.progress import ProgressBar
 
 logger = logging.getLogger("promptgym")
@@ -28,7 +31,8 @@ def wants_progress(verbose: Any) -> bool:
 
 
 async def predict_program(program: Any, x: Any, batch_size: int = 32, verbose: Any = "auto",
-                          callbacks: list[Any] | None = None) -> Predictions:
+                          callbacks: list[Any] | None = None, executor: Executor | None = None) -> Predictions:
+    """Every input of ``x`` run, up to ``batch_size`` at a time in a sliding window (not lock-step batches)."""
     inputs = validate_inputs(program, as_object_array(x, "x"))
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -38,23 +42,13 @@ async def predict_program(program: Any, x: Any, batch_size: int = 32, verbose: A
     results = np.empty(len(inputs), dtype=object).view(Predictions)
     results.failures = {}
     await callback_list.call("on_predict_begin", {"total": len(inputs)})
-    failures = 0
-
-    async def example_done(outcome: Any) -> None:
-        nonlocal failures
-        failures += outcome.error is not None
-        await callback_list.call("on_example_end", "predict", {"failures": failures})
-
-    for batch, start in enumerate(range(0, len(inputs), batch_size)):
-        await callback_list.call("on_predict_batch_begin", batch, {"size": min(batch_size, len(inputs) - start)})
-        indexed = [(i, inputs[i]) for i in range(start, min(start + batch_size, len(inputs)))]
-        outcomes = await run_many(program, indexed, on_done=example_done)
-        for outcome in outcomes:
-            results[outcome.index] = outcome.prediction
-            if outcome.error:
-                results.failures[outcome.index] = outcome.error
-        await callback_list.call("on_predict_batch_end", batch,
-                                 {"done": min(start + batch_size, len(inputs)), "failures": len(results.failures)})
+    batches = BatchCallbacks(callback_list, "predict", len(inputs), batch_size)
+    outcomes = await (executor or get_default_executor()).run(
+        program, [Rollout(i, value) for i, value in enumerate(inputs)], window=batch_size, on_done=batches.done)
+    for outcome in outcomes:
+        results[outcome.index] = outcome.prediction
+        if outcome.error:
+            results.failures[outcome.index] = outcome.error
     if results.failures:
         indices = sorted(results.failures)
         logger.warning("%d of %d predictions failed (indices %s); they are None in the result, "

@@ -41,7 +41,9 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     config = write_config(workdir)
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
-    assert "est. LM calls" in result.output and "epoch 2:" in result.output
+    assert "est. LM calls" in result.output and "epoch 2:" in result.output and "headroom check 3" in result.output
+    assert "headroom check: the starting program scores 0.000 [0.000, 0.561] (n=3) on 3 validation examples" \
+        in result.output
     run = only_run(workdir)
     for name in ("config.toml", "events.jsonl", "history.csv", "best_program.json", "summary.md",
                  "candidates.json", "checkpoints/last.json", "checkpoints/epoch_1.json", "checkpoints/epoch_2.json",
@@ -165,6 +167,35 @@ def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     events = run.events()
     assert len(events) > events_before and [e["event"] for e in events].count("run_started") == 2
     assert any(e["event"] == "resumed" for e in events)
+
+
+def test_a_kill_mid_epoch_loses_at_most_the_step_in_flight(workdir: Path) -> None:
+    config = write_config(workdir, epochs=2)  # 12 training examples in batches of 3: 4 steps per epoch
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTGYM_TEST_DELAY": "0.08"}
+    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
+                               cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    events_file = lambda: next(iter((workdir / "runs").glob("*/events.jsonl")), None)  # noqa: E731
+
+    def steps_done() -> list[dict]:
+        path = events_file()
+        lines = path.read_text().splitlines() if path is not None else []
+        return [e for e in map(json.loads, lines) if e["event"] == "step"]
+
+    wait_for(lambda: (workdir / "runs").is_dir() and any(e["step"] >= 1 and e["epoch"] == 0 for e in steps_done()))
+    process.kill()  # kill -9: no handler runs, nothing is saved on the way out
+    process.wait(timeout=30)
+    last = steps_done()[-1]
+    run = only_run(workdir)
+
+    result = runner.invoke(app, ["train", "--resume", run.id])
+    assert result.exit_code == 0, result.output
+    events = run.events()
+    resumed = next(e for e in events if e["event"] == "resumed")
+    after = [(e["epoch"], e["step"]) for e in events[events.index(resumed):] if e["event"] == "step"]
+    # Every step finished before the kill was checkpointed: the run goes on with the next one, repeating none.
+    assert (resumed["from_epoch"], resumed["from_step"]) == (last["epoch"], last["step"] + 1)
+    assert after[0] == ((last["epoch"], last["step"] + 1) if last["step"] < 3 else (last["epoch"] + 1, 0))
+    assert run.status()["status"] == "completed"
 
 
 def test_detached_run_and_runs_commands(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

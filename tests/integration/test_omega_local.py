@@ -38,7 +38,7 @@ async def test_omega_on_the_embedded_models():
     outputs = await pg.Generator(data_model=Sentiment, language_model=lm, name="classify")(inputs)
     program = pg.Program(inputs=inputs, outputs=outputs, name="sentiment")
     optimizer = pg.optimizers.OMEGA(language_model=optimizer_lm, embedding_model=em, few_shot_learning=True,
-                                    nb_max_examples=2, population_size=3, max_instructions_length=300)
+                                    nb_max_examples=2, population_size=3, max_instruction_length=300)
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
     x = np.array([Review(review=text) for text, _ in REVIEWS], dtype=object)
     y = np.array([Sentiment(label=label) for _, label in REVIEWS], dtype=object)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
@@ -10,9 +9,10 @@ import promptgym as pg
 from promptgym.core.events import Event
 from promptgym.optimizers.base import Optimizer
 from promptgym.testing import ScriptedLanguageModel, last_user_json
+from promptgym.optimizers.kit import OptimizerContext
+from promptgym.rollouts import RolloutService
 from promptgym.training.callback import CallbackList
 from promptgym.training.compile import CompiledState
-from promptgym.training.context import TrainingContext
 from tests.support import Answer, Question
 
 GOOD = "Answer with the question text written entirely in UPPER case letters."
@@ -70,16 +70,20 @@ class Events(CallbackList):
         return [e["event"] for e in self.events]
 
 
-def context(program: pg.Program, optimizer: Optimizer, train: int = 6, val: int = 4, seed: int = 0) -> TrainingContext:
-    """A TrainingContext without the trainer, so every task call is the optimizer's."""
+def context(program: pg.Program, optimizer: Optimizer, train: int = 6, val: int = 4, seed: int = 0) -> OptimizerContext:
+    """An optimizer's context without the trainer, so every task call is the optimizer's."""
     x, y = data(train)
     xv, yv = data(val, start=100)
     compiled = CompiledState(pg.rewards.ExactMatch(), optimizer)
     program.training_state = compiled
     optimizer.build(program)
-    return TrainingContext(program, compiled, {"train": (x, y), "val": (xv, yv)}, 4, np.random.default_rng(seed),
-                           Events(), max_errors=100)
+    events = Events()
+    rng = np.random.default_rng(seed)
+    rollouts = RolloutService(program, compiled.reward, [], {"train": (x, y), "val": (xv, yv)}, emit=events.emit,
+                              max_errors=100, rng=rng, minibatch_size=4)
+    return OptimizerContext(rollouts, events.emit, rng)
 
 
-def dumps(value: object) -> str:
-    return json.dumps(value, sort_keys=True)
+def events(ctx: OptimizerContext) -> Events:
+    """The events the optimizer emitted through ``ctx`` (made by :func:`context`)."""
+    return ctx.emit.__self__  # type: ignore[attr-defined]

@@ -65,8 +65,8 @@ def test_a_close_call_is_its_own_verdict_with_a_margin(lead, left, decided):
     assert race_decided(lead, left, margin=1) is decided
 
 
-class HeldOutContext:
-    """What settle_close_call reads of a training context: a validation split, a minibatch size, one order."""
+class HeldOutRollouts:
+    """What settle_close_call reads of the rollout service: a validation split, a minibatch size, one order."""
 
     minibatch_size = 2
 
@@ -75,6 +75,23 @@ class HeldOutContext:
 
     def held_out_order(self):
         return [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+class HeldOutContext:
+    rollouts = HeldOutRollouts()
+
+
+class ScoringBy:
+    """What settle_close_call asks of an optimizer: score a program on a chunk, and what it can afford."""
+
+    def __init__(self, score):
+        self._score = score
+
+    async def score(self, ctx, program, split, chunk):
+        await self._score(program, split, chunk)
+
+    def affordable(self, ctx, split, chunk, *programs):
+        return list(chunk)
 
 
 @pytest.mark.parametrize(("incumbent_misses", "won", "raced"), [
@@ -91,8 +108,8 @@ async def test_a_dead_heat_takes_one_more_round_of_held_out_examples(incumbent_m
             program.scores.setdefault(split, {})[str(i)] = float(right)
 
     candidate.scores["val"] = incumbent.scores["val"] = {str(i): 1.0 for i in range(10)}  # both perfect
-    outcome = await settle_close_call(HeldOutContext(), candidate, incumbent, 0.0, 10, "10 val examples",
-                                      set(), score, lambda split, chunk, *programs: list(chunk))
+    outcome = await settle_close_call(ScoringBy(score), HeldOutContext(), candidate, incumbent, 0.0, 10,
+                                      "10 val examples", set())
     assert (outcome.won, outcome.examples - 10) == (won, raced)
     assert outcome.where == f"10 val examples (lead +0: too close to call) and {raced} held-out train examples"
 
@@ -104,8 +121,8 @@ async def test_a_candidate_that_solved_no_validation_example_is_not_settled():
     async def score(program, split, chunk):
         raise AssertionError("no held-out run for a candidate at zero")
 
-    outcome = await settle_close_call(HeldOutContext(), candidate, incumbent, 0.0, 10, "10 val examples",
-                                      set(), score, lambda split, chunk, *programs: list(chunk))
+    outcome = await settle_close_call(ScoringBy(score), HeldOutContext(), candidate, incumbent, 0.0, 10,
+                                      "10 val examples", set())
     assert (outcome.won, outcome.examples, outcome.where) == (False, 10, "10 val examples")
 
 
@@ -261,7 +278,7 @@ async def test_without_labels_traces_are_needed():
     (x, y), (x_val, y_val) = data("t", 4), data("v", 4)
     await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, minibatch_size=4, verbose=0)
     assert asked(lm)[:4] == ["t0", "t1", "t2", "t3"]
-    assert program.training_state.optimizer.pool.size() == 4
+    assert program.training_state.optimizer.demos.pool.size() == 4
 
 
 async def test_budget_and_spend_survive_save_and_load(tmp_path):

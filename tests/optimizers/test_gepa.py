@@ -9,13 +9,15 @@ import pytest
 import promptgym as pg
 from promptgym.optimizers import GEPA
 from promptgym.optimizers.proposals import degenerate_reason
-from tests.optimizers.prompt_search_support import GOOD, context, data, program_for, task_lm, task_requests
+from tests.optimizers.prompt_search_support import GOOD, context, data, events, program_for, task_lm, task_requests
 
 
 async def run_search(optimizer: GEPA, ctx, steps: int = 3) -> None:
     await optimizer.on_train_begin(ctx)
     await optimizer.on_epoch_begin(ctx, 0)
+    ctx.steps = steps
     for step in range(steps):
+        ctx.step = step
         await optimizer.train_step(ctx, [2 * step, 2 * step + 1])
     await optimizer.on_epoch_end(ctx, 0)
     await optimizer.on_train_end(ctx)
@@ -32,7 +34,7 @@ async def test_reflection_improves_and_child_joins_pool_and_becomes_best():
     assert best.parent == 0 and best.origin == "reflection"
     assert best.mean("val") == 1.0 and optimizer.candidates[0].mean("val") == 0.0
     assert optimizer.pool[:2] == [0, best.id]
-    kinds = ctx.callbacks.kinds()
+    kinds = events(ctx).kinds()
     assert "candidate_added" in kinds and "candidate_accepted" in kinds
     # the reflection model read inputs, outputs, score and feedback
     reflection = next(r for r in lm.requests if "new_instructions" in r.schema["properties"])
@@ -50,7 +52,7 @@ async def test_child_not_better_on_the_minibatch_is_rejected_without_validation(
     child = optimizer.candidates[1]
     assert child.origin == "reflection" and optimizer.pool == [0] and optimizer.best_id == 0
     assert "val" not in child.scores and len(child.scores["train"]) == 2
-    assert "candidate_rejected" in ctx.callbacks.kinds()
+    assert "candidate_rejected" in events(ctx).kinds()
 
 
 @pytest.mark.parametrize("budget", [4, 5, 7, 8, 9, 13, 17, 25, 40])
@@ -91,7 +93,7 @@ async def test_budget_plan_is_logged_and_warns_when_it_buys_fewer_than_three(cap
         await optimizer.on_train_begin(ctx)
     assert optimizer.planned_proposals == 2  # (12 - 4 validation) // (2 + 2)
     assert any("buys only 2 proposal" in r.message and r.levelno == logging.WARNING for r in caplog.records)
-    assert ctx.callbacks.events[0]["event"] == "budget_plan"
+    assert events(ctx).events[0]["event"] == "budget_plan"
 
 
 async def test_reflection_failures_are_skipped_not_fatal():
@@ -101,7 +103,7 @@ async def test_reflection_failures_are_skipped_not_fatal():
     ctx = context(program, optimizer)
     await run_search(optimizer, ctx)
     assert optimizer.proposal_failures >= 1 and len(optimizer.candidates) == 1
-    assert "proposal_failed" in ctx.callbacks.kinds()
+    assert "proposal_failed" in events(ctx).kinds()
     assert optimizer.metric_calls <= 30
 
 
@@ -128,6 +130,7 @@ async def test_state_round_trip_resumes_the_search(tmp_path):
     program = await program_for(lm)
     optimizer = GEPA(max_metric_calls=40, reflection_minibatch_size=2, seed=0)
     ctx = context(program, optimizer)
+    ctx.steps = 3  # 6 training examples in batches of 2
     await optimizer.on_train_begin(ctx)
     await optimizer.on_epoch_begin(ctx, 0)
     await optimizer.train_step(ctx, [0, 1])
@@ -144,6 +147,7 @@ async def test_state_round_trip_resumes_the_search(tmp_path):
     await restored.on_train_begin(ctx2)  # does not re-score the start
     assert restored.metric_calls == optimizer.metric_calls
     await restored.on_epoch_begin(ctx2, 0)
+    ctx2.steps, ctx2.step = 3, 1
     await restored.train_step(ctx2, [2, 3])
     assert restored.metric_calls <= 40
     new_program = await program_for(task_lm())
@@ -223,5 +227,5 @@ async def test_optimize_examples_starts_with_every_training_label_without_a_call
     ctx = context(program, optimizer)
     await optimizer.on_train_begin(ctx)
     assert lm.requests == []
-    demos = optimizer.demos.for_module("qa")
-    assert len(demos) == ctx.size("train") and all(d.labeled and d.outputs["answer"].isupper() for d in demos)
+    demos = optimizer.demos.pool.for_module("qa")
+    assert len(demos) == ctx.rollouts.size("train") and all(d.labeled and d.outputs["answer"].isupper() for d in demos)

@@ -11,14 +11,16 @@ import promptgym as pg
 from promptgym.optimizers import MIPRO
 from promptgym.optimizers.mipro import default_num_trials
 from promptgym.testing import last_user_json
-from tests.optimizers.prompt_search_support import GOOD, context, data, program_for, task_lm
+from tests.optimizers.prompt_search_support import GOOD, context, data, events, program_for, task_lm
 from tests.support import Answer, Question
 
 
 async def search(optimizer: MIPRO, ctx, steps: int = 2) -> None:
     await optimizer.on_train_begin(ctx)
     await optimizer.on_epoch_begin(ctx, 0)
+    ctx.steps = steps
     for step in range(steps):
+        ctx.step = step
         await optimizer.train_step(ctx, [3 * step, 3 * step + 1, 3 * step + 2])
     await optimizer.on_epoch_end(ctx, 0)
     await optimizer.on_train_end(ctx)
@@ -43,7 +45,7 @@ async def test_stages_propose_bootstrap_search_and_keep_the_best():
     assert len(optimizer.trials) == 6
     assert optimizer.best.mean("val") == 1.0 and optimizer.best.variables[name]["instructions"] == GOOD
     assert optimizer.best.id in optimizer.full_evaluated and 0 in optimizer.full_evaluated
-    kinds = ctx.callbacks.kinds()
+    kinds = events(ctx).kinds()
     assert kinds.count("trial_end") == 6 and "full_evaluation" in kinds and "proposal_rejected" in kinds
     prompt = next(r for r in lm.requests if "proposed_instruction" in r.schema["properties"]).messages[0]["content"]
     assert "upper case" in prompt and "Module qa" in prompt  # dataset summary + program structure
@@ -51,7 +53,7 @@ async def test_stages_propose_bootstrap_search_and_keep_the_best():
     # The Generator answers directly: its demo sets are labelled examples; bootstrapping (before the first
     # proposal call) ran no training example.
     first_proposal = next(i for i, r in enumerate(lm.requests) if "answer" not in r.schema["properties"])
-    train_inputs = {x.question for x in ctx.splits["train"][0]}
+    train_inputs = {x.question for x in ctx.rollouts.inputs("train")}
     assert not any(json.loads(r.messages[-1]["content"]).get("question") in train_inputs
                    for r in lm.requests[:first_proposal])
 
@@ -89,7 +91,7 @@ async def test_max_lm_calls_is_respected():
 async def test_proposal_failures_are_skipped_and_the_search_goes_on():
     optimizer, lm, ctx = await run(fail_proposals=True)
     assert optimizer.instruction_candidates["qa/state"] == ["Answer the question."]
-    assert optimizer.proposal_failures == 2 and "proposal_failed" in ctx.callbacks.kinds()
+    assert optimizer.proposal_failures == 2 and "proposal_failed" in events(ctx).kinds()
     assert len(optimizer.trials) == 6  # demo sets are still searched
     assert optimizer.best.mean("val") == 0.0 or optimizer.best.variables["qa/state"]["examples"]
 
@@ -105,6 +107,7 @@ async def test_resume_rebuilds_the_study_from_saved_trials():
     program = await program_for(lm)
     optimizer = MIPRO(seed=0, num_candidates=3, num_trials=6, minibatch_size=2, minibatch_full_eval_steps=3)
     ctx = context(program, optimizer)
+    ctx.steps = 2  # 6 training examples in batches of 3
     await optimizer.on_train_begin(ctx)
     await optimizer.on_epoch_begin(ctx, 0)
     await optimizer.train_step(ctx, [0, 1, 2])  # first half of the trials
@@ -118,7 +121,9 @@ async def test_resume_rebuilds_the_study_from_saved_trials():
     assert len(lm.requests) == calls  # no new bootstrap, proposals or baseline evaluation
     assert len(restored._study.trials) == 3
     await restored.on_epoch_begin(ctx2, 0)
+    ctx2.steps = 2
     await restored.train_step(ctx2, [0, 1, 2])
+    ctx2.step = 1
     await restored.train_step(ctx2, [3, 4, 5])
     assert len(restored.trials) == 6
     new_program = await program_for(task_lm())

@@ -402,3 +402,12 @@ async def test_parent_runs_only_on_the_examples_the_mutation_reads_and_budget_ca
     # example the incumbent (the parent) already ran on. fit()'s end-of-epoch validation then scores the
     # other validation example, outside the budget.
     assert optimizer.metric_calls == 5 and len(task.requests) == 6
+
+
+def test_the_old_spelling_of_max_instruction_length_is_accepted_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="max_instruction_length"):
+        optimizer = make(max_instructions_length=300)
+    assert optimizer.max_instruction_length == 300
+    config = {**optimizer.get_config(), "max_instructions_length": 500}  # a file written before the rename
+    del config["max_instruction_length"]
+    assert OMEGA.from_config(config).max_instruction_length == 500

@@ -1,0 +1,49 @@
+"""``ProgramAsJudge``: a reward whose grader is another program (it lives beside programs, which it saves).
+
+    judge = ProgramAsJudge(program=grader)      # grader's output has a numeric ``reward`` field
+    program.compile(reward=judge, optimizer="randomfewshot")
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from promptgym.core.serialization import register_builtin
+from promptgym.programs.saving import program_from_json, program_to_json
+from promptgym.rewards.base import JsonView, Reward, RewardResult
+
+
+@register_builtin
+class ProgramAsJudge(Reward):
+    """Another program grades the prediction.
+
+    The judge's input DataModel receives ``{"ground_truth": ..., "prediction": ...}``
+    (as JSON strings when its fields are strings); its output must have a
+    numeric ``reward`` field, and may have ``critique`` or ``feedback``.
+    """
+
+    def __init__(self, program: Any = None, in_mask: list[str] | None = None, out_mask: list[str] | None = None,
+                 name: str | None = None) -> None:
+        super().__init__(in_mask=in_mask, out_mask=out_mask, name=name)
+        if program is None:
+            raise ValueError("ProgramAsJudge needs program=, a Program whose output has a 'reward' field")
+        self.program = program
+
+    async def compute(self, y_true: JsonView | None, y_pred: JsonView) -> RewardResult:
+        fields = getattr(self.program.input_data_model, "model_fields", {})
+        payload: dict[str, Any] = {"ground_truth": y_true, "prediction": y_pred}
+        if fields and all(fields[k].annotation is str for k in payload if k in fields):
+            payload = {k: json.dumps(v, ensure_ascii=False) for k, v in payload.items()}
+        verdict = await self.program(payload)
+        data = verdict.get_json() if hasattr(verdict, "get_json") else dict(verdict)
+        if "reward" not in data:
+            raise ValueError(f"ProgramAsJudge: the judge's output has no 'reward' field (got {sorted(data)})")
+        return RewardResult(float(data["reward"]), str(data.get("critique", data.get("feedback", ""))))
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "program": program_to_json(self.program)}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "ProgramAsJudge":
+        return cls(**{**config, "program": program_from_json(config["program"], source="ProgramAsJudge")})

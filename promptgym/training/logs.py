@@ -1,0 +1,37 @@
+"""The numbers a History row holds: mean reward and metrics of scored results, and LM usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from promptgym.lm.usage import PHASES
+from promptgym.rollouts import ExampleResult
+
+
+def mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def usage_logs(since: dict[str, Any]) -> dict[str, int]:
+    """LM calls and tokens (all phases), and calls per phase, from a ledger difference."""
+    logs = {
+        "lm_calls": sum(usage.calls for usage in since.values()),
+        "prompt_tokens": sum(usage.prompt_tokens for usage in since.values()),
+        "completion_tokens": sum(usage.completion_tokens for usage in since.values()),
+    }
+    for phase in PHASES:
+        logs[f"lm_calls_{phase}"] = since[phase].calls if phase in since else 0
+    return logs
+
+
+def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -> dict[str, float | None]:
+    """Mean reward and metrics of ``results`` (None when there are none: an optimizer may run no training example)."""
+    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
+    if not results:
+        return {f"{prefix}{name}": None for name in names}
+    logs = {f"{prefix}{names[0]}": mean([r.reward for r in results])}
+    for name in names[1:]:
+        logs[f"{prefix}{name}"] = mean([r.metrics.get(name, 0.0) for r in results])
+    return logs

@@ -1,0 +1,98 @@
+"""``Trainer``: what ``Program`` inherits to be trained, as Keras' ``Model`` inherits its ``Trainer``.
+
+compile / fit / evaluate / predict, and the compile configuration a saved
+program carries (with the optimizer's and the trainer's state, so a loaded
+program can resume ``fit()``)::
+
+    program.compile(reward="exactmatch", optimizer="randomfewshot")
+    history = await program.fit(x_train, y_train, epochs=2)
+    program.get_compile_config()        # what program.save() stores
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from promptgym.rollouts.executor import Executor
+from promptgym.stats import Evaluation
+from promptgym.training.compile import CompiledState, compile_state, restore_state
+from promptgym.training.evaluate import evaluate_program
+from promptgym.training.fit import fit_program
+from promptgym.training.history import History
+from promptgym.training.predict import predict_program
+
+
+class Trainer:
+    """compile / fit / evaluate / predict for a program (a class that also is a Module)."""
+
+    training_state: CompiledState | None = None
+    """What ``compile()`` resolved (None before it)."""
+    stop_training: bool = False
+    """Set by a callback (EarlyStopping) to end ``fit()`` after the current epoch."""
+
+    def compile(self, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
+        """Attach a reward, an optimizer and metrics (instances, names or config dicts).
+
+        >>> # program.compile(reward="exactmatch", optimizer="randomfewshot", metrics=["f1_score"])
+        """
+        self.training_state = compile_state(self, reward=reward, optimizer=optimizer, metrics=metrics)
+
+    async def fit(self, x: Any = None, y: Any = None, validation_split: float = 0.1, validation_data: Any = None,
+                  epochs: int = 1, batch_size: int = 1, minibatch_size: int = 4, validation_batch_size: int = 32,
+                  validation_freq: int = 1, callbacks: list[Any] | None = None, shuffle: bool = False,
+                  seed: int = 0, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
+                  initial_step: int = 0, executor: Executor | None = None) -> History:
+        """Train; see the README for every argument. Returns a :class:`History`.
+
+        ``initial_epoch`` / ``initial_step``: where a resumed run starts (a
+        program loaded from a checkpoint goes on with the rollouts it had
+        already paid for). ``executor``: where rollouts run (default:
+        ``promptgym.rollouts.get_default_executor()``).
+        """
+        return await fit_program(self, x, y, validation_split=validation_split, validation_data=validation_data,
+                                 epochs=epochs, batch_size=batch_size, minibatch_size=minibatch_size,
+                                 validation_batch_size=validation_batch_size, validation_freq=validation_freq,
+                                 callbacks=callbacks, shuffle=shuffle, seed=seed, verbose=verbose,
+                                 max_errors=max_errors, initial_epoch=initial_epoch, initial_step=initial_step,
+                                 executor=executor)
+
+    async def evaluate(self, x: Any = None, y: Any = None, batch_size: int = 32, verbose: Any = "auto",
+                       callbacks: list[Any] | None = None, max_errors: int | None = None,
+                       executor: Executor | None = None) -> Evaluation:
+        """``{"reward": ..., "<metric>": ...}`` averaged over the examples; failures score 0, with their
+        confidence interval and a paired test against another evaluation (:class:`~promptgym.stats.Evaluation`)."""
+        return await evaluate_program(self, x, y, batch_size=batch_size, verbose=verbose, callbacks=callbacks,
+                                      max_errors=max_errors, executor=executor)
+
+    async def predict(self, x: Any, batch_size: int = 32, verbose: Any = "auto", callbacks: list[Any] | None = None,
+                      executor: Executor | None = None) -> np.ndarray:
+        """Run on every input of ``x``; failed examples are None and listed in ``.failures``.
+
+        >>> # predictions = await program.predict(x_test, batch_size=32)
+        >>> # predictions.failures  -> {index: "error message"}
+        """
+        return await predict_program(self, x, batch_size=batch_size, verbose=verbose, callbacks=callbacks,
+                                     executor=executor)
+
+    # -- the compile configuration round trip ---------------------------------------------
+
+    def get_compile_config(self) -> dict[str, Any] | None:
+        """The reward, optimizer and metrics as config dicts (None before ``compile()``)."""
+        return self.training_state.get_config() if self.training_state is not None else None
+
+    def get_training_progress(self) -> dict[str, Any]:
+        """The optimizer's state and, during or after ``fit()``, the trainer's: what a resumed fit needs."""
+        if self.training_state is None:
+            return {}
+        progress: dict[str, Any] = {"optimizer_state": self.training_state.optimizer.get_state()}
+        trainer_state = self.training_state.trainer_state()
+        if trainer_state is not None:
+            progress["trainer_state"] = trainer_state
+        return progress
+
+    def compile_from_config(self, config: dict[str, Any], optimizer_state: dict[str, Any] | None = None,
+                            trainer_state: dict[str, Any] | None = None) -> None:
+        """Compile from :meth:`get_compile_config`'s output, restoring the optimizer's and trainer's progress."""
+        self.training_state = restore_state(config, optimizer_state, trainer_state)

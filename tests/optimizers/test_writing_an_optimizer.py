@@ -1,0 +1,42 @@
+"""The example optimizer of docs/optimizers/writing_an_optimizer.md: it works, saves, and the doc shows it whole."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import promptgym as pg
+from tests.optimizers.prompt_search_support import GOOD, data, program_for, task_lm
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "custom_optimizer.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("custom_optimizer", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_example_optimizer_keeps_the_instructions_that_win(tmp_path):
+    InstructionList = load_example().InstructionList
+    program = await program_for(task_lm())
+    program.compile(reward=pg.rewards.ExactMatch(),
+                    optimizer=InstructionList(["Be brief.", GOOD, "Answer in lower case."], max_metric_calls=30))
+    x, y = data(6)
+    xv, yv = data(4, start=100)
+    history = await program.fit(x, y, validation_data=(xv, yv), epochs=1, batch_size=2, minibatch_size=4, verbose=0)
+
+    optimizer = program.training_state.optimizer
+    assert program.trainable_variables[0].get("instructions") == GOOD
+    assert optimizer.tried == 3 and [c.origin for c in optimizer.candidates][1:] == ["instruction_list"] * 3
+    assert history.history["val_reward"] == [1.0] and 0 < optimizer.budget.spent <= 30
+    program.save(str(tmp_path / "program.json"))
+    loaded = pg.Program.load(str(tmp_path / "program.json")).training_state.optimizer
+    assert (loaded.tried, loaded.budget.spent, loaded.best_id) == (3, optimizer.budget.spent, optimizer.best_id)
+
+
+def test_the_doc_shows_the_whole_example():
+    doc = (ROOT / "docs" / "optimizers" / "writing_an_optimizer.md").read_text()
+    assert EXAMPLE.read_text().strip() in doc
