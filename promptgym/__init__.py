@@ -45,6 +45,7 @@ from promptgym.modules import (
     Xor,
 )
 from promptgym.programs import Program, ProgramAsJudge, Sequential
+from promptgym.rollouts.executor import get_default_executor, set_default_executor
 from promptgym.session import clear_session, enable_logging, enable_observability
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
@@ -66,7 +67,8 @@ __all__ = [
     "And", "ChainOfThought", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
-    "enable_logging", "enable_observability", "get_default_embedding_model",
+    "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",
+    "set_default_executor",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
     "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
 ]

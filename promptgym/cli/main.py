@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import typer
 
+from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, secret_env_names, secret_masker
 from promptgym.cli.config import ConfigError, JobConfig, load_config, resolved_dict, validate_config
 from promptgym.cli.runs import RunFolder, default_runs_dir
@@ -58,13 +59,13 @@ def load_run_config(run: RunFolder) -> JobConfig:
 
 
 def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
-                   job: Any = None) -> None:
+                   job: Any = None, backend: BackendSpec | None = None) -> None:
     from promptgym.cli.render import make_renderer
     from promptgym.cli.runner import execute
 
     renderer = make_renderer(stream_format, console)
     try:
-        status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job))
+        status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job, backend=backend))
     except KeyboardInterrupt:
         renderer.close()
         console.print(f"interrupted; checkpoint saved. Continue with: promptgym train --resume {run.id}")
@@ -83,8 +84,9 @@ def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_for
     console.print(f"best program: {run.path / 'best_program.json'} (final reward {shown})")
 
 
-def start_detached(run: RunFolder, runs_dir: Path) -> None:
-    command = [sys.executable, "-m", "promptgym.cli.main", "worker", run.id, "--runs-dir", str(runs_dir)]
+def start_detached(run: RunFolder, runs_dir: Path, backend: BackendSpec) -> None:
+    command = [sys.executable, "-m", "promptgym.cli.main", "worker", run.id, "--runs-dir", str(runs_dir),
+               *backend.arguments()]
     with (run.path / "worker.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=os.getcwd())
@@ -101,7 +103,9 @@ def train(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
     examples: Optional[int] = typer.Option(None, "--examples", min=1, help="Use only N training examples."),
     task_url: Optional[str] = typer.Option(None, "--task-url", help="Train against this task app."),
-    backend: str = typer.Option("local", "--backend", help="Where the job runs (only 'local' in this version)."),
+    backend: str = typer.Option("local", "--backend", help="Where rollouts run: local (this process), ray (a local "
+                                "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the resolved job, then stop."),
@@ -117,8 +121,10 @@ def train(
 
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
-    if backend != "local":
-        fail(f"--backend: only 'local' is available in this version, got {backend!r}")
+    try:
+        spec = parse_backend(backend, workers)
+    except BackendError as error:
+        fail(str(error))
     folder = runs_dir or default_runs_dir()
     if resume:
         try:
@@ -132,9 +138,9 @@ def train(
         masker = secret_masker(env_file or status.get("env_file"), job_config)
         console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done)")
         if poll:
-            run_in_process(run, job_config, masker, stream_format, resume=True)
+            run_in_process(run, job_config, masker, stream_format, resume=True, backend=spec)
         else:
-            start_detached(run, folder)
+            start_detached(run, folder, spec)
         return
     overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed}
     masker = secret_masker(env_file)
@@ -150,7 +156,7 @@ def train(
         job = asyncio.run(build_job(job_config))
     except ConfigError as error:
         fail(masker.mask(str(error)))
-    print_preview(job, masker, console)
+    print_preview(job, masker, console, backend=spec)
     if dry_run:
         console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
         return
@@ -164,13 +170,14 @@ def train(
     save_resolved_config(run, job_config, masker)
     run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config)
     if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=False, job=job)
+        run_in_process(run, job_config, masker, stream_format, resume=False, job=job, backend=spec)
     else:
-        start_detached(run, folder)
+        start_detached(run, folder, spec)
 
 
 @app.command("worker", hidden=True)
-def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> None:
+def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
+           backend: str = typer.Option("local", "--backend"), workers: Optional[int] = typer.Option(None, "--workers")) -> None:
     """Run (or resume) RUN_ID in this process without a live display (used by --no-poll)."""
     from promptgym.cli.runner import execute
 
@@ -179,7 +186,8 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir")) -> Non
     status = run.status()
     masker = secret_masker(status.get("env_file"), config)
     try:
-        asyncio.run(execute(run, config, masker, resume=run.last_checkpoint.is_file()))
+        asyncio.run(execute(run, config, masker, resume=run.last_checkpoint.is_file(),
+                            backend=parse_backend(backend, workers)))
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED)
     except Exception:  # noqa: BLE001 - already recorded in run.json / events.jsonl

@@ -71,7 +71,7 @@ def held_out(job: Job) -> str:
     return f" ({int(math.floor(job.data.sizes()['train'] * split))} of train held out: validation_split={split})"
 
 
-def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
+def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[str, str]]:
     config, sizes = job.config, job.data.sizes()
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
@@ -91,14 +91,16 @@ def preview_rows(job: Job, masker: Masker) -> list[tuple[str, str]]:
         ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")
          + "); cached calls are free"),
     ]
+    if backend is not None:
+        rows.append(("runs on", backend.describe()))
     return [(key, masker.mask(value)) for key, value in rows]
 
 
-def print_preview(job: Job, masker: Masker, console: Console | None = None) -> None:
+def print_preview(job: Job, masker: Masker, console: Console | None = None, backend: Any = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in preview_rows(job, masker):
+    for key, value in preview_rows(job, masker, backend):
         table.add_row(key, value)
     (console or Console()).print(table)
 

@@ -70,22 +70,24 @@ def cancel_on_sigterm() -> Iterator[None]:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def evaluate(job: Job, recorder: RunRecorder, label: str) -> dict[str, Any]:
+async def evaluate(job: Job, recorder: RunRecorder, label: str, executor: Any = None) -> dict[str, Any]:
     split, x, y = eval_split(job)
-    logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0)
+    logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0,
+                                      executor=executor)
     recorder.emit(Evaluated(label=label, split=split, size=len(x), logs=logs))
     statistics = {"statistics": logs.statistics()} if isinstance(logs, Evaluation) else {}
     return {"split": split, "size": len(x), **logs, **statistics}
 
 
-def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_step: int = 0) -> dict[str, Any]:
+def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_step: int = 0,
+                  executor: Any = None) -> dict[str, Any]:
     training, data = job.config.training, job.data
     arguments: dict[str, Any] = dict(
         x=data.x_train, y=data.y_train, epochs=training.epochs, batch_size=training.batch_size,
         minibatch_size=training.minibatch_size, validation_batch_size=training.validation_batch_size,
         validation_freq=training.validation_freq, shuffle=training.shuffle, seed=job.config.job.seed,
         max_errors=training.max_errors, initial_epoch=initial_epoch, initial_step=initial_step, callbacks=callbacks,
-        verbose=0,
+        verbose=0, executor=executor,
     )
     if data.x_val is not None and len(data.x_val):
         arguments["validation_data"] = (data.x_val, data.y_val)
@@ -95,12 +97,18 @@ def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_st
 
 
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                  resume: bool = False, job: Job | None = None) -> dict[str, Any]:
-    """Train, checkpointing every epoch and on interrupt; returns the final run status."""
+                  resume: bool = False, job: Job | None = None, backend: Any = None) -> dict[str, Any]:
+    """Train, checkpointing every epoch and on interrupt; returns the final run status.
+
+    ``backend`` (a :class:`promptgym.cli.backend.BackendSpec`) says where rollouts run; a Ray
+    instance it starts is stopped, by process id, when the run ends however it ends.
+    """
     from promptgym.training.callbacks_builtin import EarlyStopping
 
     started, usage_start = time.time(), LEDGER.total().calls
-    status = run.update_status(status="running", pid=os.getpid(), error=None)
+    status = run.update_status(status="running", pid=os.getpid(), error=None,
+                               runs_on=backend.describe() if backend is not None else None)
+    executor = backend.executor() if backend is not None else None
     recorder = RunRecorder(run, masker, listeners)
     recorder.emit(RunStarted(run_id=run.id, resume=resume))
     try:
@@ -114,13 +122,13 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
                 recorder.emit(Resumed(from_epoch=epoch, checkpoint=str(run.last_checkpoint.relative_to(run.path)),
                                       from_step=step))
             if config.training.evaluate_baseline and status.get("baseline") is None:
-                status = run.update_status(baseline=await evaluate(job, recorder, "baseline"))
+                status = run.update_status(baseline=await evaluate(job, recorder, "baseline", executor))
             callbacks: list[Any] = [recorder]
             if config.training.early_stopping:
                 spec = config.training.early_stopping
                 callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
-            await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step))
-            final = await evaluate(job, recorder, "best")
+            await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step, executor=executor))
+            final = await evaluate(job, recorder, "best", executor)
     except (asyncio.CancelledError, KeyboardInterrupt):
         if recorder.program is not None and recorder.program.training_state is not None:
             recorder.save_checkpoint("interrupted")
@@ -129,6 +137,9 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     except BaseException as error:
         finish(run, recorder, started, usage_start, status="failed", error=masker.mask(f"{type(error).__name__}: {error}"))
         raise
+    finally:
+        if executor is not None:
+            await executor.close()
     status = finish(run, recorder, started, usage_start, status="writing_artifacts", final=final, announce=False)
     job.program.save(str(run.path / "best_program.json"))
     write_artifacts(run, job, status)

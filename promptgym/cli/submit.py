@@ -164,6 +164,7 @@ def submit(
     python: str = typer.Option("python", "--python", help="The cluster's interpreter that has promptgym."),
     remote_runs_dir: str = typer.Option("runs", "--remote-runs-dir", help="Where the job writes its run folder."),
     entrypoint_cpus: Optional[float] = typer.Option(None, "--entrypoint-cpus", help="CPUs reserved for the driver."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Run the job's rollouts on N Ray workers of the cluster."),
     poll: bool = typer.Option(True, "--poll/--no-poll", help="Stream the job's log, or submit and print the run id."),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where the local record goes (default ./runs)."),
 ) -> None:
@@ -179,7 +180,10 @@ def submit(
     for value in secrets.values():
         masker.add(value)
     run_id = new_run_id(job_config.job.name)
-    entrypoint = entrypoint_command(run_id, python, remote_runs_dir)
+    if workers is not None and workers < 1:
+        fail(f"--workers: expected a number >= 1, got {workers}")
+    extra = ["--backend", "ray", "--workers", str(workers)] if workers else []
+    entrypoint = entrypoint_command(run_id, python, remote_runs_dir, extra)
     # The record exists before the job does: a job writing to this same runs dir takes it over.
     run = RunFolder.create(runs_dir or default_runs_dir(), job_config.job.name, run_id=run_id)
     run.update_status(status="submitted", backend="ray_job", ray_address=address, entrypoint=entrypoint,

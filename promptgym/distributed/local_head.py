@@ -40,9 +40,16 @@ def ray_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def use_loopback_ray() -> None:
-    """Set :func:`ray_environment`'s variables in this process (before ``ray.init`` starts an instance)."""
+    """Make this process's Ray use 127.0.0.1 (before ``ray.init`` connects to a head on this machine).
+
+    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` once, when it is imported; if it already was, its
+    constant is set too, or ``ray.init("127.0.0.1:port")`` would dial the machine's other address.
+    """
     for name in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED"):
         os.environ[name] = ray_environment({})[name]
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
 
 
 def free_port() -> int:

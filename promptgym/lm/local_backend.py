@@ -34,6 +34,10 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
+# Threads of each llama.cpp context in this process (a Ray worker sets it; default: every core).
+LOCAL_THREADS_ENV = "PROMPTGYM_LOCAL_THREADS"
+
+
 class LlamaCppBackend:
     """Runs chat completions on a local ``.gguf`` file."""
 
@@ -42,7 +46,7 @@ class LlamaCppBackend:
     def __init__(self, model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE, n_threads: int | None = None) -> None:
         self.model_path = Path(model_path)
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = n_threads or int(os.environ.get(LOCAL_THREADS_ENV) or 0) or max(1, os.cpu_count() or 1)
         self._llama: Any = None
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}

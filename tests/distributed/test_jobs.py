@@ -31,13 +31,23 @@ class Question(pg.DataModel):
 class Answer(pg.DataModel):
     answer: str = pg.Field(description="The answer")
 
+@pg.register_synalinks_serializable()
+class FixedLM(ScriptedLanguageModel):  # registered: a Ray worker rebuilds it from the program's JSON
+    def __init__(self, delay_s=0.0, **kwargs):
+        kwargs.pop("responses", None)
+        self.delay_s = delay_s
+        super().__init__(respond=lambda request: {"answer": "A"}, delay_s=delay_s, **kwargs)
+
+    def get_config(self):
+        return {**super().get_config(), "delay_s": self.delay_s}
+
 def build_program(delay_s=0.0, leak=False):
     token = os.environ.get("SERVICE_TOKEN", "")
     if hashlib.sha256(token.encode()).hexdigest() != "TOKEN_SHA256":
         raise ConfigError("the job did not receive SERVICE_TOKEN")
     if leak:
         raise ConfigError("can't reach the service with " + os.environ["PLAIN_SETTING"])
-    lm = ScriptedLanguageModel(respond=lambda request: {"answer": "A"}, delay_s=delay_s)
+    lm = FixedLM(delay_s=delay_s)
     generator = pg.Generator(data_model=Answer, language_model=lm, name="answerer")
     return pg.Sequential([pg.Input(data_model=Question), generator], name="qa")
 '''
@@ -88,11 +98,12 @@ def files_under(root: Path) -> list[Path]:
 
 def test_a_submitted_run_completes_with_its_secrets_as_env_vars_only(ray_head: LocalRayHead, job_home: Path) -> None:
     config, env, program = write_job(job_home)
-    result = submit(ray_head, config, env, program)
+    result = submit(ray_head, config, env, program, "--workers", "2")  # its rollouts on 2 workers of the cluster
     assert result.exit_code == 0, result.output
     record = only_record(job_home)
     assert f"run {record.id}: completed" in result.output
-    assert "Resolved job" in result.output and "run_finished" in result.output or "done:" in result.output
+    assert "Resolved job" in result.output and "done:" in result.output
+    assert "the Ray cluster this job runs on, 2 worker(s)" in result.output
     assert TOKEN not in result.output and PLAIN not in result.output
     assert "PLAIN_SETTING, SERVICE_TOKEN" in result.output
     status = record.status()

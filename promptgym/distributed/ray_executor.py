@@ -1,0 +1,315 @@
+"""Rollouts on Ray actors: each worker builds the program from its JSON once and holds its own model.
+
+    executor = RayExecutor(num_workers=2)              # a local Ray instance owned by the executor
+    await program.evaluate(x, y, executor=executor)    # or promptgym.set_default_executor(executor)
+    await executor.close()                              # stops the instance, by process id
+
+``address`` is None (start a local instance on 127.0.0.1, stopped by ``close()`` or at exit),
+``"auto"`` (the cluster this process runs in: a Ray job, or ``RAY_ADDRESS``), ``"ray://host:port"``
+(Ray Client) or a GCS address ``"host:port"``. The optimizer loop stays here, in one controller:
+workers only run rollouts (data in, data out; see :mod:`promptgym.distributed.wire`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import json
+import logging
+import os
+from typing import Any, Sequence
+
+from promptgym.core.serialization import serialize_object
+from promptgym.distributed.wire import outcome_from_wire, rollout_to_wire, user_modules
+from promptgym.lm.local_backend import LOCAL_THREADS_ENV
+from promptgym.lm.usage import LEDGER
+from promptgym.rollouts.executor import OnOutcome, OnStart, Outcome, Rollout
+
+logger = logging.getLogger("promptgym")
+
+DEFAULT_SERVER_CONCURRENCY = 8
+
+
+class RayExecutorError(RuntimeError):
+    """Ray could not run the rollouts (no worker left, or the cluster can't be reached)."""
+
+
+def language_models(program: Any) -> list[Any]:
+    """The language models of the program's modules."""
+    found = {}
+    for module in getattr(program, "modules", []) or []:
+        model = getattr(module, "language_model", None)
+        if model is not None:
+            found[id(model)] = model
+    return list(found.values())
+
+
+def default_concurrency(program: Any) -> int:
+    """Rollouts each worker runs at once: 1 for an embedded model (one context), a server model's ``concurrency``."""
+    limits = []
+    for model in language_models(program):
+        provider = getattr(getattr(model, "model_string", None), "provider", "")
+        limits.append(1 if provider == "local" else (model.concurrency or DEFAULT_SERVER_CONCURRENCY))
+    return max(limits or [1])
+
+
+class RayExecutor:
+    """Runs rollouts on ``num_workers`` Ray actors, ``concurrency`` at a time each, in a sliding window.
+
+    Args:
+        address: None (a local instance owned by this executor), ``"auto"``, ``"ray://host:port"`` or ``"host:port"``.
+        num_workers: actors to start.
+        concurrency: rollouts in flight per actor (default: 1 for an embedded model, else the model's ``concurrency``).
+        threads: llama.cpp threads per actor for ``local/...`` models.
+        num_cpus: CPUs a local instance offers (default: ``num_workers``); each actor reserves ``cpus_per_worker``.
+        max_restarts: how often Ray restarts a dead actor; its rollouts are retried on another one meanwhile.
+        runtime_env: passed to Ray for the actors (``env_vars``, ``working_dir``, ...).
+
+    >>> executor = RayExecutor(num_workers=2, threads=1)   # nothing starts before the first run
+    >>> executor.num_workers
+    2
+    """
+
+    def __init__(self, address: str | None = None, num_workers: int = 2, concurrency: int | None = None,
+                 threads: int = 1, num_cpus: int | None = None, cpus_per_worker: float = 0.0,
+                 max_restarts: int = 3, runtime_env: dict[str, Any] | None = None) -> None:
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 or None, got {concurrency}")
+        self.address = address
+        self.num_workers = num_workers
+        self.concurrency = concurrency
+        self.threads = threads
+        self.num_cpus = num_cpus or num_workers
+        self.cpus_per_worker = cpus_per_worker
+        self.max_restarts = max_restarts
+        self.runtime_env = runtime_env or {}
+        self.head: Any = None
+        self.workers: list[Any] = []
+        self.retries = 0
+        """Rollouts run again because their worker died."""
+        self._connected = False
+        self._program_refs: dict[str, Any] = {}
+        self._imports: tuple[str, ...] = ()
+        self._deaths: dict[int, int] = {}
+        self._built: dict[int, set[str]] = {}
+
+    # -- where ------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """Where rollouts run, for previews and logs."""
+        where = "a local Ray instance owned by this run" if self.address is None else f"the Ray cluster at {self.address}"
+        each = f"{self.concurrency} in flight each" if self.concurrency else "the model's concurrency each"
+        return f"{where}: {self.num_workers} worker(s), {each}, {self.threads} llama.cpp thread(s) per worker"
+
+    def _connect(self) -> None:
+        from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
+
+        if self._connected:
+            return
+        host = (self.address or "").removeprefix("ray://").split(":")[0]
+        if self.address is None or host in ("127.0.0.1", "localhost"):
+            use_loopback_ray()
+        import ray
+
+        if self.address is None:
+            self.head = LocalRayHead(num_cpus=self.num_cpus, dashboard=False).start()
+            atexit.register(self._stop_head)
+            address = self.head.gcs_address
+        else:
+            address = self.address
+        try:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.WARNING)
+        except Exception as error:  # noqa: BLE001 - connection errors come in many types; say where
+            self._stop_head()
+            raise RayExecutorError(f"can't connect to Ray at {address}: {type(error).__name__}: {error}") from None
+        self._connected = True
+
+    def _start_workers(self, imports: tuple[str, ...]) -> None:
+        from promptgym.distributed.worker import remote_worker_class
+
+        env = {**self.runtime_env.get("env_vars", {}), LOCAL_THREADS_ENV: str(self.threads)}
+        if "PYTHONPATH" not in env and os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        options = {"num_cpus": self.cpus_per_worker, "max_restarts": self.max_restarts, "max_task_retries": 0,
+                   "max_concurrency": 1000, "runtime_env": {**self.runtime_env, "env_vars": env}}
+        worker_class = remote_worker_class()
+        self.workers = [worker_class.options(**options).remote(list(imports)) for _ in range(self.num_workers)]
+        self._imports, self._deaths, self._built = imports, {}, {}
+
+    def _program_ref(self, program: Any) -> tuple[str, Any]:
+        """The program's architecture in Ray's object store, once per distinct architecture."""
+        import ray
+
+        config = serialize_object(program)
+        key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        if key not in self._program_refs:
+            self._program_refs[key] = ray.put(config)
+        return key, self._program_refs[key]
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def run(self, program: Any, rollouts: Sequence[Rollout], training: bool = False,
+                  window: int | None = None, on_start: OnStart | None = None,
+                  on_done: OnOutcome | None = None) -> list[Outcome]:
+        """Run ``rollouts`` on the workers; one Outcome each, in the order given (the Executor protocol).
+
+        Each worker gets chunks of up to ``concurrency`` rollouts per call (one Ray call costs about a
+        millisecond; a chunk shares it) and a new chunk as soon as its previous one is back, so at most
+        ``window`` rollouts are in flight in all. A chunk whose worker died goes back to the front of the
+        queue and runs on another worker (or on this one once Ray has restarted it, if it is the last).
+        """
+        if not rollouts:
+            return []
+        self._connect()
+        key, ref = self._program_ref(program)
+        imports = tuple(user_modules(serialize_object(program), *(r.inputs for r in rollouts[:1])))
+        if not self.workers or not set(imports) <= set(self._imports):
+            self._start_workers(tuple(sorted(set(imports) | set(self._imports))))
+        own = program.get_variables()
+        queue = _Queue(rollouts, window or len(rollouts))
+        chunk_size = self.concurrency or default_concurrency(program)
+        outcomes: dict[int, Outcome] = {}
+
+        async def feed(worker: int) -> None:
+            try:
+                await feed_until_done(worker)
+            finally:
+                await queue.wake()
+
+        async def feed_until_done(worker: int) -> None:
+            while worker not in self._dead_workers():
+                chunk = await queue.take(worker, chunk_size, len(self.workers) - len(self._dead_workers()))
+                if not chunk:
+                    return
+                for _, rollout in chunk:
+                    if on_start is not None:
+                        await on_start(rollout)
+                wires = [rollout_to_wire(r, r.variables if r.variables is not None else own) for _, r in chunk]
+                try:
+                    answers = await self._call(worker, key, ref, wires, training)
+                except _WorkerDied:
+                    await queue.put_back(chunk, worker)
+                    continue
+                await queue.done(len(chunk))
+                for (position, _), data in zip(chunk, answers):
+                    outcomes[position] = outcome = outcome_from_wire(data, program)
+                    for phase, usage in (outcome.usage or {}).items():  # the Outcome contract: recorded here
+                        LEDGER.record(usage, phase)
+                    if on_done is not None:
+                        await on_done(outcome)
+
+        await asyncio.gather(*(feed(worker) for worker in range(len(self.workers))))
+        if len(outcomes) < len(rollouts):
+            raise RayExecutorError(f"every Ray worker died or became unreachable; {len(rollouts) - len(outcomes)} "
+                                   "rollout(s) did not run")
+        return [outcomes[position] for position in range(len(rollouts))]
+
+    async def _call(self, worker: int, key: str, ref: Any, wires: list[dict[str, Any]],
+                    training: bool) -> list[dict[str, Any]]:
+        import ray
+
+        # The program travels once per worker: passing an object reference costs Ray a borrow each call.
+        box = [] if key in self._built.setdefault(worker, set()) else [ref]
+        call = self.workers[worker].run.remote(key, box, wires, training)
+        try:
+            answers = await call
+            self._built[worker].add(key)
+            return answers
+        except ray.exceptions.RayActorError as error:
+            self.retries += len(wires)
+            self._deaths[worker] = self._deaths.get(worker, 0) + 1
+            self._built[worker] = set()  # a restarted actor starts empty
+            logger.warning("Ray worker %d died while running example(s) %s (%s); running them again on another worker",
+                           worker, ", ".join(str(wire["index"]) for wire in wires), type(error).__name__)
+            raise _WorkerDied from error
+        except asyncio.CancelledError:
+            ray.cancel(call)
+            raise
+
+    def _dead_workers(self) -> set[int]:
+        return {worker for worker, deaths in self._deaths.items() if deaths > self.max_restarts}
+
+    async def worker_pids(self) -> list[int]:
+        """The process id of each worker (for tests and diagnostics)."""
+        return list(await asyncio.gather(*(worker.pid.remote() for worker in self.workers)))
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def _stop_head(self) -> None:
+        if self.head is not None:
+            self.head.stop()
+            self.head = None
+
+    async def close(self) -> None:
+        """Stop the workers; disconnect; stop the local instance this executor started (by process id)."""
+        import ray
+
+        for worker in self.workers:
+            try:
+                ray.kill(worker)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.workers, self._program_refs, self._built = [], {}, {}
+        if self._connected:
+            ray.shutdown()
+            self._connected = False
+        self._stop_head()
+
+
+class _WorkerDied(Exception):
+    """A worker's call failed because its actor died (its rollouts run again)."""
+
+
+class _Queue:
+    """Rollouts waiting for a worker, at most ``window`` in flight; a died chunk returns to the front.
+
+    A rollout that a worker died running is handed to another worker when one is alive.
+    """
+
+    def __init__(self, rollouts: Sequence[Rollout], window: int) -> None:
+        self.pending: list[tuple[int, Rollout]] = list(enumerate(rollouts))
+        self.avoid: dict[int, set[int]] = {}
+        self.window, self.in_flight, self.unfinished = window, 0, len(rollouts)
+        self.changed = asyncio.Condition()
+
+    async def take(self, worker: int, size: int, alive: int) -> list[tuple[int, Rollout]]:
+        """Up to ``size`` rollouts for ``worker``; empty when nothing is left to run."""
+        async with self.changed:
+            while True:
+                if not self.unfinished:
+                    return []
+                room = min(size, self.window - self.in_flight)
+                if not self.avoid:
+                    chunk = self.pending[:room]
+                    del self.pending[:room]
+                else:
+                    chunk = [item for item in self.pending
+                             if worker not in self.avoid.get(item[0], ()) or len(self.avoid[item[0]]) >= alive][:room]
+                    taken = {position for position, _ in chunk}
+                    self.pending = [item for item in self.pending if item[0] not in taken]
+                if chunk:
+                    self.in_flight += len(chunk)
+                    return chunk
+                await self.changed.wait()
+
+    async def put_back(self, chunk: list[tuple[int, Rollout]], worker: int) -> None:
+        async with self.changed:
+            for position, _ in chunk:
+                self.avoid.setdefault(position, set()).add(worker)
+            self.pending[:0] = chunk
+            self.in_flight -= len(chunk)
+            self.changed.notify_all()
+
+    async def done(self, count: int) -> None:
+        async with self.changed:
+            self.in_flight -= count
+            self.unfinished -= count
+            self.changed.notify_all()
+
+    async def wake(self) -> None:
+        """Let waiting workers look again (a worker stopped for good: rollouts avoiding it may now go anywhere)."""
+        async with self.changed:
+            self.changed.notify_all()
