@@ -113,6 +113,7 @@ class Module:
 
     def __init__(self, name: str | None = None, description: str | None = None, trainable: bool = True) -> None:
         object.__setattr__(self, "_tracked", {})
+        self._auto_named = name is None
         self.name = name or unique_name(_snake(type(self).__name__))
         self.description = description
         self.trainable = trainable

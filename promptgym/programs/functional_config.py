@@ -23,20 +23,31 @@ from promptgym.programs.graph import FunctionalGraph
 _ID = "__symbolic__"
 
 
-def _ids(structure: Any) -> Any:
-    return map_structure(lambda leaf: {_ID: leaf.id} if isinstance(leaf, SymbolicDataModel) else leaf, structure)
-
-
 def graph_config(graph: FunctionalGraph) -> dict[str, Any]:
-    """The JSON config of a functional graph."""
+    """The JSON config of a functional graph (symbolic ids numbered in order, so equal graphs save equal)."""
+    numbering: dict[str, str] = {}
+    for symbolic in [*graph.inputs, *(out for node in graph.nodes for out in flatten(node.outputs))]:
+        if isinstance(symbolic, SymbolicDataModel):
+            numbering.setdefault(symbolic.id, f"s{len(numbering)}")
+
+    def ids(structure: Any) -> Any:
+        return map_structure(lambda leaf: {_ID: numbering[leaf.id]} if isinstance(leaf, SymbolicDataModel) else leaf,
+                             structure)
+
     return {
-        "inputs": [{"id": symbolic.id, "name": symbolic.name, "data_model": serialize_data_model(symbolic.data_model)}
-                   for symbolic in graph.inputs],
-        "input_structure": _ids(graph.input_structure),
-        "nodes": [{"module": serialize_object(node.module), "inputs": _ids(node.inputs), "outputs": _ids(node.outputs)}
+        "inputs": [{"id": numbering[symbolic.id], "name": _given_name(symbolic),
+                    "data_model": serialize_data_model(symbolic.data_model)} for symbolic in graph.inputs],
+        "input_structure": ids(graph.input_structure),
+        "nodes": [{"module": serialize_object(node.module), "inputs": ids(node.inputs), "outputs": ids(node.outputs)}
                   for node in graph.nodes],
-        "output_structure": _ids(graph.output_structure),
+        "output_structure": ids(graph.output_structure),
     }
+
+
+def _given_name(symbolic: SymbolicDataModel) -> str | None:
+    """An input's name if the user gave it (an automatic one depends on what else the process built)."""
+    module = symbolic.producer
+    return None if module is None or getattr(module, "_auto_named", False) else module.name
 
 
 def _resolve(structure: Any, symbols: dict[str, SymbolicDataModel]) -> Any:
