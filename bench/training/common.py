@@ -31,6 +31,9 @@ TASKS: dict[str, dict[str, Any]] = {
                       "sizes": {"n_train": 200, "n_val": 20, "n_test": 200}},
     "mmlu_topics_200": {"loader": "mmlu_topics", "kwargs": {},
                         "sizes": {"n_train": 380, "n_val": 20, "n_test": 200}},
+    # reasoning-gym's calendar questions mix six kinds (leap years, weekdays, counts, ...), each with its own answer form
+    "calendar_200": {"loader": "reasoning_gym", "task": "calendar_arithmetic", "kwargs": {},
+                     "sizes": {"n_train": 200, "n_val": 20, "n_test": 200}},
 }
 
 

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from promptgym.core.atomic import atomic_write_json
+from promptgym.modules.retrieval import describe_retrieval
 from promptgym.stats import Evaluation, format_p
 
 logger = logging.getLogger("promptgym")
@@ -95,6 +96,8 @@ def prompt_section(program: Any) -> list[str]:
         lines += [f"### `{name}`", "", "Instructions:", "", "```text", str(value["instructions"]), "```", ""]
         examples = value.get("examples", [])
         lines.append(f"Few-shot examples: {len(examples)}")
+        if value.get("retrieval"):
+            lines.append(f"Retrieved per input: {describe_retrieval(value['retrieval'])}")
         for example in examples[:5]:
             lines.append(f"- `{json.dumps(example.get('inputs'), ensure_ascii=False)[:160]}` -> "
                          f"`{json.dumps(example.get('outputs'), ensure_ascii=False)[:160]}`")

@@ -19,6 +19,9 @@ program runs as they can doing it:
   only if it ends strictly ahead.
 - ``max_metric_calls`` caps the program runs (training and validation) the
   optimizer makes; it stops proposing when they are spent.
+- ``acceptance="significant"`` also asks the winner to be better by more than
+  noise: the paired test over every example both were scored on, after up to
+  three more rounds of held-out examples (see :mod:`promptgym.optimizers.racing`).
 """
 
 from __future__ import annotations
@@ -37,11 +40,15 @@ class FewShotOptimizer(FewShotArguments, Optimizer):
     """Shared loop: grow the demo pool, propose, race on a validation minibatch, keep the better."""
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
-                 use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None) -> None:
+                 use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None,
+                 acceptance: str = "lead") -> None:
         if max_metric_calls is not None and max_metric_calls < 1:
             raise ValueError(f"max_metric_calls must be >= 1 or None, got {max_metric_calls}")
+        if acceptance not in racing.ACCEPTANCE_RULES:
+            raise ValueError(f"acceptance must be one of {', '.join(racing.ACCEPTANCE_RULES)}, got {acceptance!r}")
         super().__init__(seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
         self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels)
+        self.acceptance = acceptance
 
     @property
     def pool(self) -> DemoPool:
@@ -84,7 +91,8 @@ class FewShotOptimizer(FewShotArguments, Optimizer):
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "nb_min_examples": self.demos.nb_min_examples,
                 "nb_max_examples": self.demos.nb_max_examples, "min_reward": self.demos.pool.min_reward,
-                "use_labels": self.demos.use_labels, "max_metric_calls": self.budget.limit}
+                "use_labels": self.demos.use_labels, "max_metric_calls": self.budget.limit,
+                "acceptance": self.acceptance}
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"pool": self.demos.pool.get_state(), "metric_calls": self.metric_calls}
@@ -112,13 +120,16 @@ class RandomFewShot(FewShotOptimizer):
             the optimizer makes; None: no cap. ``fit()``'s end-of-epoch
             validation pass is reporting and not counted.
         seed: fixes the sampling (the trainer's seed is used when None).
+        acceptance: ``"lead"`` (a candidate strictly ahead once close calls are
+            settled wins) or ``"significant"`` (it must also be better by more
+            than noise in a paired test; see :mod:`promptgym.optimizers.racing`).
     """
 
     def __init__(self, few_shot_learning: bool = False, nb_min_examples: int = 1, nb_max_examples: int = 3,
                  min_reward: float = 0.5, use_labels: bool = True, max_metric_calls: int | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, acceptance: str = "lead") -> None:
         super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
-                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed)
+                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed, acceptance=acceptance)
         self.few_shot_learning = few_shot_learning
 
     def propose(self, ctx: OptimizerContext) -> Candidate | None:
@@ -141,9 +152,10 @@ class GreedyOptimizer(FewShotOptimizer):
     """Forward selection: try adding (or swapping in) the best untried demonstration; keep it if it helps."""
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
-                 use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None) -> None:
+                 use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None,
+                 acceptance: str = "lead") -> None:
         super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
-                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed)
+                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed, acceptance=acceptance)
         self.tried: set[str] = set()
 
     def propose(self, ctx: OptimizerContext) -> Candidate | None:

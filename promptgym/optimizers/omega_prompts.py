@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgym.modules.retrieval import describe_retrieval
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult, RolloutService
 
@@ -93,7 +94,10 @@ def candidate_text(variables: dict[str, Any]) -> str:
         value = variables[name]
         if isinstance(value, dict):
             texts = [f"{key}: {item}" for key, item in value.items() if key != "examples" and isinstance(item, str)]
-            others = {key: item for key, item in value.items() if key != "examples" and not isinstance(item, str)}
+            others = {key: item for key, item in value.items()
+                      if key not in ("examples", "retrieval") and not isinstance(item, str)}
+            if value.get("retrieval"):  # a KNNFewShot pool: its vectors say nothing to the embedding model
+                texts.append(f"retrieval: {describe_retrieval(value['retrieval'])}")
             if others:
                 texts.append(json.dumps(others, sort_keys=True, ensure_ascii=False))
             for example in value.get("examples", []) or []:

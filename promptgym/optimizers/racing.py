@@ -14,6 +14,14 @@ neither program shows, carrying the validation lead over::
 
     race_decided(lead=-1, left=0, margin=CLOSE_MARGIN)   # True: close, settle it on held-out examples
     race_decided(lead=-1, left=1, margin=CLOSE_MARGIN)   # False: it may still end close
+
+An optimizer whose ``acceptance`` is ``"significant"`` asks more of a
+winner: the paired test over every example both programs were scored on
+(:func:`paired_evidence`, McNemar's exact test for 0/1 rewards) must say
+"better" at 95%; if it does not yet, the two go on over up to
+``CONFIRM_ROUNDS`` more rounds of held-out training examples, and the
+candidate is accepted only if the test then says so. The default
+(``"lead"``) accepts a candidate strictly ahead once close calls are settled.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from promptgym.core.events import CandidateProposed, CandidateScored
+from promptgym.stats import PairedTest, paired_test
 from promptgym.modules.generator import as_json
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.kit import OptimizerContext
@@ -34,6 +43,11 @@ CLOSE_MARGIN = 1.0
 
 SETTLE_ROUNDS = 2
 """Rounds of ``minibatch_size`` held-out examples a close call may take: the second only after a dead heat."""
+
+CONFIRM_ROUNDS = 3
+"""Rounds of ``minibatch_size`` more held-out examples a winner may take to become significant."""
+
+ACCEPTANCE_RULES = ("lead", "significant")
 
 _EPS = 1e-9
 
@@ -159,6 +173,15 @@ async def compete(optimizer: Optimizer, ctx: OptimizerContext, candidate: Candid
     outcome = await contest(optimizer, ctx, candidate, incumbent, indices, hidden)
     await ctx.emit(CandidateScored(candidate=candidate.id, incumbent=incumbent.id, lead=outcome.lead,
                                    examples=outcome.examples, where=outcome.where))
+    if outcome.won and getattr(optimizer, "acceptance", "lead") == "significant":
+        test = await confirm(optimizer, ctx, candidate, incumbent, hidden)
+        if test is None or test.verdict() != "better":
+            await ctx.emit(CandidateScored(candidate=candidate.id, incumbent=incumbent.id, lead=outcome.lead,
+                                           examples=test.n if test else outcome.examples,
+                                           where=f"not significant: {test.brief() if test else 'no paired examples'}"))
+            return False
+        await optimizer.accept(ctx, candidate, reason=f"better on {test.n} paired examples: {test.brief()}")
+        return True
     if outcome.won:
         await optimizer.accept(ctx, candidate, reason=f"ahead by {outcome.lead:g} on {outcome.where}")
         return True
@@ -180,3 +203,35 @@ def shown_training_examples(ctx: OptimizerContext, *programs: Candidate) -> set[
 def held_out_training_examples(ctx: OptimizerContext, count: int, hidden: set[int]) -> list[int]:
     """The first ``count`` training examples of the held-out order that are not in ``hidden`` (shown ones)."""
     return [i for i in ctx.rollouts.held_out_order() if i not in hidden][:count]
+
+
+def paired_evidence(candidate: Candidate, incumbent: Candidate) -> PairedTest | None:
+    """The paired test of ``candidate`` against ``incumbent`` on every example both were scored on."""
+    before, after = [], []
+    for split, scores in candidate.scores.items():
+        theirs = incumbent.scores.get(split, {})
+        for index, score in scores.items():
+            if index in theirs:
+                before.append(theirs[index])
+                after.append(score)
+    return paired_test(before, after) if before else None
+
+
+async def confirm(optimizer: Optimizer, ctx: OptimizerContext, candidate: Candidate, incumbent: Candidate,
+                  hidden: set[int]) -> PairedTest | None:
+    """Score both on more held-out training examples until the paired test says "better" (or rounds run out)."""
+    test = paired_evidence(candidate, incumbent)
+    size = ctx.rollouts.minibatch_size
+    for _ in range(CONFIRM_ROUNDS):
+        if test is not None and test.verdict() == "better":
+            break
+        seen = set(candidate.scores.get("train", {}))
+        chunk = [i for i in held_out_training_examples(ctx, len(ctx.rollouts.held_out_order()), hidden)
+                 if str(i) not in seen][:size]
+        chunk = optimizer.affordable(ctx, "train", chunk, candidate, incumbent)
+        if not chunk:
+            break
+        await optimizer.score(ctx, incumbent, "train", chunk)
+        await optimizer.score(ctx, candidate, "train", chunk)
+        test = paired_evidence(candidate, incumbent)
+    return test

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
+from promptgym.training.headroom import check_starting_candidate
 from promptgym.training.history import History
 from promptgym.training.logs import scored_logs, usage_logs
 from promptgym.training.progress import ProgressBar
@@ -85,6 +87,9 @@ async def fit_program(
     await callback_list.emit(TrainBegin(epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val)))
     usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in the first epoch
     await optimizer.on_train_begin(ctx)
+    if verbose not in (0, False, None) and not (initial_epoch or initial_step):
+        for warning in await check_starting_candidate(optimizer, ctx, minibatch_size):
+            print(f"promptgym: {warning.message}", file=sys.stderr, flush=True)
     for epoch in range(initial_epoch, epochs):
         ctx.epoch = epoch
         failures_start = len(rollouts.failure_log)

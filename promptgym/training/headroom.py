@@ -93,6 +93,20 @@ def program_model(program: Any) -> Any:
                 None)
 
 
+async def check_starting_candidate(optimizer: Any, ctx: Any, size: int) -> list[HeadroomWarning]:
+    """In ``fit()``: score the optimizer's incumbent on the first ``size`` validation examples, through its kit.
+
+    The runs are memoised and charged to the optimizer's budget like any other
+    (a race later scores the incumbent there for free); the examples are the
+    first ones, so no random draw changes what training does next.
+    """
+    split = ctx.rollouts.validation_split()
+    indices = optimizer.affordable(ctx, split, list(range(min(size, ctx.rollouts.size(split)))), optimizer.best)
+    results = await optimizer.score(ctx, optimizer.best, split, indices)
+    return headroom_warnings([r.reward for r in results], sum(1 for r in results if r.error), optimizer,
+                             program_model(ctx.rollouts.program))
+
+
 async def check_headroom(program: Any, x_val: Any, y_val: Any, size: int, optimizer: Any = None
                          ) -> tuple[Any, list[HeadroomWarning]]:
     """Score the compiled ``program`` on its first ``size`` validation examples; the result and the warnings.

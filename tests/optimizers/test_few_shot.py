@@ -293,3 +293,36 @@ async def test_budget_and_spend_survive_save_and_load(tmp_path):
     assert optimizer.max_metric_calls == 6 and optimizer.metric_calls == program.training_state.optimizer.metric_calls
     with pytest.raises(ValueError, match="max_metric_calls must be >= 1"):
         pg.optimizers.RandomFewShot(max_metric_calls=0)
+
+
+async def run_with_acceptance(acceptance, respond):
+    lm = ScriptedLanguageModel(respond=respond)
+    optimizer = pg.optimizers.RandomFewShot(nb_min_examples=1, nb_max_examples=1, acceptance=acceptance)
+    program = await program_with(lm, optimizer)
+    x, y = data("t", 16)
+    x_val, y_val = data("v", 4)
+    events = await fit_recording_events(program, x, y, x_val, y_val)
+    accepted = [e for e in events if e["event"] == "candidate_accepted"]
+    return optimizer, accepted
+
+
+async def test_significant_acceptance_asks_for_more_than_a_lead():
+    lead, accepted_lead = await run_with_acceptance("lead", shows_examples)
+    significant, accepted = await run_with_acceptance("significant", shows_examples)
+    assert accepted_lead and accepted
+    assert "better on 8 paired examples: +1.000" in accepted[0]["reason"]  # 4 of 4 is p=0.125: 4 more were needed
+    assert significant.metric_calls > lead.metric_calls
+
+
+async def test_significant_acceptance_rejects_a_win_that_held_out_examples_undo():
+    def right_on_validation_only_with_demos(request):
+        question = last_user_json(request)["question"]
+        shown = len(request.messages) > 2
+        right = shown == question.startswith("v")
+        return {"answer": question.upper() if right else "?"}
+
+    _, accepted_lead = await run_with_acceptance("lead", right_on_validation_only_with_demos)
+    _, accepted = await run_with_acceptance("significant", right_on_validation_only_with_demos)
+    assert accepted_lead and not accepted
+    with pytest.raises(ValueError, match="acceptance must be one of lead, significant"):
+        pg.optimizers.RandomFewShot(acceptance="maybe")
