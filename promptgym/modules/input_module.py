@@ -35,7 +35,10 @@ class InputModule(Module):
     def get_config(self) -> dict[str, Any]:
         from promptgym.core.schema import serialize_data_model
 
-        return {**super().get_config(), "data_model": serialize_data_model(self.data_model)}
+        config = {**super().get_config(), "data_model": serialize_data_model(self.data_model)}
+        if self._auto_named:  # an automatic name depends on what else the process built: saves stay equal
+            config["name"] = None
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "InputModule":
