@@ -59,7 +59,7 @@ def config_cases() -> list[Case]:
         ("negative_seed", files(swap('name = "fault"', 'name = "fault"\nseed = -1')), ("seed",)),
         ("empty_config", {"run.toml": ""}, ("data",)),
     ]
-    found = [Case("config", name, [*__import__("common").cli(*DRY)], files=f, mention=m) for name, f, m in cases]
+    found = [Case("config", name, cli(*DRY), files=f, mention=m) for name, f, m in cases]
     found += [
         Case("config", "config_missing", cli("train", "-c", "absent.toml", "--dry-run"), mention=("absent.toml",)),
         Case("config", "config_is_directory", cli("train", "-c", "sub", "--dry-run"), files={"sub/x": ""}, mention=("sub",)),
@@ -82,8 +82,9 @@ def data_cases() -> list[Case]:
         ("jsonl_missing_field", good + '{"prompt": "x"}\n', "error", ("line 13", "label")),
         ("jsonl_wrong_type", good + '{"prompt": 5, "label": "X"}\n', "error", ("line 13", "question")),
         ("jsonl_blank_lines", good.replace("\n", "\n\n"), "ok", ()),
-        ("jsonl_nul_bytes", good + '{"prompt": "a\u0000b", "label": "X"}\n', "ok", ()),
-        ("jsonl_one_example", good.splitlines()[0] + "\n", "error", ("validation_split",)),
+        ("jsonl_raw_nul_byte", good + '{"prompt": "a\u0000b", "label": "X"}\n', "error", ("train.jsonl", "line 13")),
+        ("jsonl_escaped_nul", good + '{"prompt": "a\\u0000b", "label": "X"}\n', "ok", ()),
+        ("jsonl_one_example", good.splitlines()[0] + "\n", "ok", ()),
     ]
     found = [Case("data", name, [*cli(*DRY)], expect=expect, files=files(config(), data), mention=mention)
              for name, data, expect, mention in cases]
@@ -124,23 +125,27 @@ def env_file_check(ran: Ran) -> str | None:
 
 ENV_SCRIPT = """
 set -e
-python -m promptgym.cli.main train -c run.toml --env-file .env --yes >out1.txt 2>&1 || { cat out1.txt; exit 1; }
+$PYTHON -m promptgym.cli.main train -c run.toml --env-file .env --yes >out1.txt 2>&1 || { cat out1.txt; exit 1; }
 cat out1.txt
 run=$(ls runs)
-python - "$run" <<'PY'
+$PYTHON - "$run" <<'PY'
 import json, sys
 path = f"runs/{sys.argv[1]}/run.json"
 status = json.load(open(path)); status["status"] = "interrupted"; json.dump(status, open(path, "w"))
 PY
-python -m promptgym.cli.main train --resume "$run" --yes && echo resumed-ok
+$PYTHON -m promptgym.cli.main train --resume "$run" --yes && echo resumed-ok
 """
+
+
+def on_run(arguments: str) -> list[str]:
+    """A CLI command on the one run of the case's folder."""
+    return ["bash", "-c", f'"$PYTHON" -m promptgym.cli.main {arguments}'.replace("RUN", "$(ls runs)")]
 
 
 def cli_cases() -> list[Case]:
     env = "OPENAI_API_KEY=sk-fault-secret-1234\nDEBUG=true\nREGION=test\nN=1\nMODE=train\n"
-    env_config = swap('name = "fault"', 'name = "fault"', config(
-        model='[model]\nname = "local/qwen2.5-coder-0.5b-instruct"\napi_key_env = "OPENAI_API_KEY"\ncache = true\n',
-        extra='[reward]\nname = "exactmatch"\n'))
+    env_config = config(model='[model]\nname = "local/qwen2.5-coder-0.5b-instruct"\napi_key_env = "OPENAI_API_KEY"\n',
+                        extra='[reward]\nname = "exactmatch"\n')
     completed_check = lambda ran: None  # noqa: E731
 
     def resume_dry_check(ran: Ran) -> str | None:
@@ -151,18 +156,18 @@ def cli_cases() -> list[Case]:
     return [
         Case("cli", "env_file_common_words", ["bash", "-c", ENV_SCRIPT], expect="ok", check=env_file_check,
              files={**files(env_config), ".env": env}, timeout=120),
-        Case("cli", "resume_dry_run", ["bash", "-c", "python -m promptgym.cli.main train --resume $(ls runs) --dry-run"],
+        Case("cli", "resume_dry_run", on_run("train --resume RUN --dry-run"),
              expect="ok", check=resume_dry_check, prepare=interrupted_run, files=files(config())),
-        Case("cli", "resume_with_config", ["bash", "-c", "python -m promptgym.cli.main train --resume $(ls runs) -c run.toml --yes"],
+        Case("cli", "resume_with_config", on_run("train --resume RUN -c run.toml --yes"),
              mention=("--config",), prepare=interrupted_run, files=files(config())),
-        Case("cli", "resume_with_seed", ["bash", "-c", "python -m promptgym.cli.main train --resume $(ls runs) --seed 3 --yes"],
+        Case("cli", "resume_with_seed", on_run("train --resume RUN --seed 3 --yes"),
              mention=("--seed",), prepare=interrupted_run, files=files(config())),
         Case("cli", "resume_unknown", cli("train", "--resume", "nope"), mention=("nope",)),
-        Case("cli", "resume_completed", ["bash", "-c", "python -m promptgym.cli.main train --resume $(ls runs)"],
+        Case("cli", "resume_completed", on_run("train --resume RUN --yes"),
              mention=("completed",), prepare=completed_run, files=files(config())),
-        Case("cli", "runs_show_corrupt", ["bash", "-c", "python -m promptgym.cli.main runs show $(ls runs)"],
+        Case("cli", "runs_show_corrupt", on_run("runs show RUN"),
              mention=("run.json",), prepare=lambda folder: corrupt(folder, "run.json", "{not json"), files=files(config())),
-        Case("cli", "runs_watch_corrupt_event", ["bash", "-c", "python -m promptgym.cli.main runs watch $(ls runs)"],
+        Case("cli", "runs_watch_corrupt_event", on_run("runs watch RUN"),
              expect="ok", check=completed_check, mention=("line",),
              prepare=lambda folder: corrupt(folder, "events.jsonl", "{broken\n", append=True), files=files(config())),
         Case("cli", "runs_list_corrupt", cli("runs", "list"), expect="ok",

@@ -21,6 +21,9 @@ async def main():
     except Exception as error:
         print("RESULT " + json.dumps({"raised": type(error).__name__, "message": str(error)}))
         return
+    if lm.model_string.provider == "local":  # never start the embedded engine here
+        print("RESULT " + json.dumps({"raised": None, "provider": "local"}))
+        return
     program = pg.Sequential([pg.Input(data_model=Question), pg.Generator(data_model=Answer, language_model=lm)], name="qa")
     x = np.array([Question(question=f"q{i}") for i in range(6)], dtype=object)
     started = time.time()

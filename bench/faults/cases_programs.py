@@ -152,7 +152,7 @@ def cli_cases() -> list[Case]:
         return {**files(config(program='[program]\npath = "p.json"\n')), "make.py": BUILD,
                 "tamper.py": "import json; d = json.load(open('p.json')); " + change + "; json.dump(d, open('p.json', 'w'))"}
 
-    script = "python make.py p.json && python tamper.py && python -m promptgym.cli.main train -c run.toml --dry-run"
+    script = '"$PYTHON" make.py p.json && "$PYTHON" tamper.py && "$PYTHON" -m promptgym.cli.main train -c run.toml --dry-run'
     changes = {
         "cli_program_missing_data_model": "del d['program']['config']['modules'][0]['config']['data_model']",
         "cli_program_modules_not_list": "d['program']['config']['modules'] = 5",

@@ -88,7 +88,7 @@ class Verdict:
 def base_env(folder: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PROMPTGYM_")}
     env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), PROMPTGYM_RUNS_DIR=str(folder / "runs"),
-               PROMPTGYM_CACHE_DIR=str(folder / "cache"), COLUMNS="200", PYTHONWARNINGS="default")
+               PROMPTGYM_CACHE_DIR=str(folder / "cache"), COLUMNS="200", PYTHONWARNINGS="default", PYTHON=PYTHON)
     if "PROMPTGYM_MODELS_DIR" in os.environ:
         env["PROMPTGYM_MODELS_DIR"] = os.environ["PROMPTGYM_MODELS_DIR"]
     env.pop("OPENAI_API_KEY", None)
@@ -139,7 +139,8 @@ RAW_EXCEPTIONS = {"KeyError", "TypeError", "AttributeError", "IndexError", "Recu
 
 def judge_snippet(case: Case, ran: Ran, result: dict) -> Verdict:
     """A Python snippet reports the exception it caught on its RESULT line."""
-    raised, message = result.get("raised"), f"{result.get('raised')}: {result.get('message', '')}"
+    raised = result.get("raised")
+    message = f"{raised}: {result.get('message', '')}" if raised else json.dumps(result)[:300]
     problem = case.check(ran) if case.check else None
     missing = missing_mentions(case, ran.output)
     if raised in RAW_EXCEPTIONS:

@@ -75,14 +75,35 @@ async def measure(url: str, n: int, batch_size: int, offset: int) -> dict[str, f
             "failed_predictions": len(predictions.failures)}
 
 
+def hold_slot_in_backoff() -> None:
+    """Make every retry loop keep its slot through the backoff sleeps, as the clients did before core/retry.py."""
+    import promptgym.core.retry as retry
+    import promptgym.lm.openai_backend as backend
+
+    plain = retry.retrying
+
+    async def holding(attempt, policy, slot=None):  # type: ignore[no-untyped-def]
+        if slot is None:
+            return await plain(attempt, policy)
+        async with slot:
+            return await plain(attempt, policy)
+
+    backend.retrying = holding  # type: ignore[assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3, help="runs per setting; the fastest is kept")
     parser.add_argument("--label", default="")
+    parser.add_argument("--hold-slot-in-backoff", action="store_true",
+                        help="keep the concurrency slot while waiting to retry (the behaviour before core/retry.py), "
+                             "to measure what releasing it gains")
     parser.add_argument("--json", help="append the rows here as JSON lines")
     args = parser.parse_args()
+    if args.hold_slot_in_backoff:
+        hold_slot_in_backoff()
     rows = []
     for fail_every, rate in ((0, "0%"), (3, "33%")):
         server, url = start_server(fail_every)

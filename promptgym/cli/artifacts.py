@@ -141,7 +141,8 @@ def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[di
         f"- Optimizer: `{config.optimizer.name}` {json.dumps(config.optimizer.params) if config.optimizer.params else ''}",
         "- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
         f"- Epochs done: {status.get('epochs_done', 0)} of {config.training.epochs}",
-        f"- LM calls: {status.get('lm_calls', 0)} (cache hits included)",
+        f"- LM calls: {status.get('lm_calls', 0)} (cache hits included), {status.get('lm_failures', 0)} failed",
+        f"- Failed examples: {failures_line(status)}",
         f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
         "## Scores", "",
         f"| | {reward} | 95% CI | split | examples |", "|---|---|---|---|---|",
@@ -159,6 +160,38 @@ def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[di
     lines += ["", f"{len(ranked)} candidates in total; all of them in `candidates.json`.", "",
               "Files: `best_program.json`, `history.csv`, `events.jsonl`, `checkpoints/`, `plots/`, `config.toml`.", ""]
     return "\n".join(lines)
+
+
+def failure_counts(status: dict[str, Any]) -> dict[str, Any]:
+    """Failed examples by phase: ``{"baseline": 0, "training": 2, "best": 0}`` (a phase that didn't run is None)."""
+    def of(entry: Any) -> Any:
+        return entry.get("failures") if isinstance(entry, dict) else None
+
+    return {"baseline": of(status.get("baseline")), "training": status.get("training_failures", 0),
+            "best": of(status.get("final"))}
+
+
+def failures_line(status: dict[str, Any]) -> str:
+    """``baseline 0 of 30, training 2, best 0 of 30``."""
+    counts = failure_counts(status)
+    parts = []
+    for phase, entry in (("baseline", status.get("baseline")), ("training", None), ("best", status.get("final"))):
+        if counts[phase] is None:
+            continue
+        size = f" of {entry['size']}" if isinstance(entry, dict) and "size" in entry else ""
+        parts.append(f"{phase} {counts[phase]}{size}")
+    return ", ".join(parts) or "none"
+
+
+def write_failure_summary(run: Any, status: dict[str, Any]) -> None:
+    """summary.md of a run that failed: what went wrong, and the counts so far."""
+    lines = [f"# Run {run.id}: failed", "", f"- Error: {status.get('error')}",
+             f"- Epochs done: {status.get('epochs_done', 0)}",
+             f"- LM calls: {status.get('lm_calls', 0)} (cache hits included), {status.get('lm_failures', 0)} failed",
+             f"- Failed examples: {failures_line(status)}", f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
+             "Every event, failures included, is in `events.jsonl`; fix the cause, then "
+             f"`promptgym train --resume {run.id}`.", ""]
+    run.write_text("summary.md", "\n".join(lines))
 
 
 def write_artifacts(run: Any, job: Any, status: dict[str, Any]) -> None:

@@ -118,12 +118,34 @@ def load_factory(reference: str) -> Any:
         sys.path.insert(0, str(Path.cwd()))  # so `mypkg.module:build` works from the project folder
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(f"program.factory: can't import {module_name!r} ({error})") from None
+    except Exception as error:  # noqa: BLE001 - a missing module, or one that fails on import
+        raise ConfigError(f"program.factory: can't import {module_name!r} ({type(error).__name__}: {error})") from None
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ConfigError(f"program.factory: {module_name!r} has no function {function_name!r}")
     return function
+
+
+async def call_factory(reference: str, kwargs: dict[str, Any], lm: Any) -> Any:
+    """The Program ``module:function(**factory_args)`` returns (awaited if async), or a ConfigError saying why not."""
+    from promptgym.programs.program import Program
+
+    function = load_factory(reference)
+    try:
+        if "language_model" in inspect.signature(function).parameters:
+            kwargs.setdefault("language_model", lm)
+    except (TypeError, ValueError):  # a callable without a signature: call it as it is
+        pass
+    try:
+        program = function(**kwargs)
+        if inspect.isawaitable(program):
+            program = await program
+    except Exception as error:  # noqa: BLE001 - the user's code failed: say where, not a traceback
+        given = ", ".join(f"{key}={value!r}" for key, value in kwargs.items() if key != "language_model")
+        raise ConfigError(f"program.factory: {reference}({given}) raised {type(error).__name__}: {error}") from None
+    if not isinstance(program, Program):
+        raise ConfigError(f"program.factory: {reference} returned {type(program).__name__}, expected a promptgym Program")
+    return program
 
 
 async def build_program(config: JobConfig, lm: Any, data: Data) -> Any:
@@ -133,17 +155,17 @@ async def build_program(config: JobConfig, lm: Any, data: Data) -> Any:
         from promptgym.programs.program import Program
 
         if not Path(section.path).is_file():
-            raise ConfigError(f"program.path: {section.path}: no such file")
-        program = Program.load(section.path)
+            raise ConfigError(f"program.path: {section.path}: no such file"
+                              + (" (it is a folder)" if Path(section.path).is_dir() else ""))
+        try:
+            program = Program.load(section.path)
+        except Exception as error:  # noqa: BLE001 - any unreadable program file is this config key's problem
+            message = str(error) if section.path in str(error) else f"{section.path}: {type(error).__name__}: {error}"
+            raise ConfigError(f"program.path: {message}") from None
         program.training_state = None  # the config's reward/optimizer apply, not the file's
         return program
     if section.factory:
-        function = load_factory(section.factory)
-        kwargs = dict(section.factory_args)
-        if "language_model" in inspect.signature(function).parameters:
-            kwargs.setdefault("language_model", lm)
-        program = function(**kwargs)
-        return await program if inspect.isawaitable(program) else program
+        return await call_factory(section.factory, dict(section.factory_args), lm)
     assert section.generator is not None
     inputs, outputs = io_models(config)
     return build_generator_program(section.generator, inputs or data.input_model, outputs or data.output_model, lm)
@@ -158,9 +180,12 @@ def load_file(path: str, section: DataSection, inputs: type[DataModel], outputs:
 
     loader = load_csv if path.endswith((".csv", ".csv.gz")) else load_jsonl
     try:
-        return loader(path, inputs, outputs, x_fields=section.x_fields, y_fields=section.y_fields)
+        x, y = loader(path, inputs, outputs, x_fields=section.x_fields, y_fields=section.y_fields)
     except DatasetError as error:
         raise ConfigError(f"data.{key}: {error}") from None
+    if not len(x):
+        raise ConfigError(f"data.{key}: {path}: no examples in the file")
+    return x, y
 
 
 async def build_data(config: JobConfig) -> Data:
@@ -176,7 +201,7 @@ async def build_data(config: JobConfig) -> Data:
             args.setdefault("seed", config.job.seed)
         try:
             (x_train, y_train), (x_test, y_test) = module.load_data(**args)
-        except TypeError as error:
+        except (TypeError, ValueError) as error:
             raise ConfigError(f"data.dataset_args: {error}") from None
         x_train, y_train = _limit(x_train, y_train, section.examples)
         x_test, y_test = _limit(x_test, y_test, section.test_examples)
@@ -257,7 +282,8 @@ def build_optimizer(config: JobConfig) -> Any:
     try:
         return optimizers.get({"class_name": config.optimizer.name, "config": params})
     except (ValueError, TypeError) as error:
-        raise ConfigError(f"optimizer: {error}") from None
+        given = ", ".join(f"{key}={value!r}" for key, value in config.optimizer.params.items())
+        raise ConfigError(f"optimizer: {error}" + (f" (optimizer.params: {given})" if given else "")) from None
 
 
 async def build_job(config: JobConfig) -> Job:

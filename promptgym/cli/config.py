@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 JobType = Literal["prompt_learning", "sft", "rl"]
 FieldType = Literal["str", "int", "float", "bool", "list[str]"]
@@ -31,19 +32,36 @@ class Section(BaseModel):
 class JobSection(Section):
     type: JobType = "prompt_learning"
     name: str = "run"
-    seed: int = 0
+    seed: int = Field(0, ge=0)
 
 
 class ModelSection(Section):
     """The language model of the program's Generators."""
 
     name: str = "local/qwen2.5-coder-0.5b-instruct"
-    api_base: str | None = None
+    api_base: str | None = Field(None, description="http(s) URL of the server")
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
     temperature: float = 0.0
     max_tokens: int = Field(256, ge=1)
     concurrency: int | None = Field(None, ge=1)
     cache: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("expected a model string 'provider/model' (e.g. 'local/qwen2.5-coder-0.5b-instruct'); "
+                             "leave the key out for the default")
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("expected an http(s) URL such as http://127.0.0.1:8080/v1")
+        return value
 
 
 class FieldSpec(Section):
@@ -216,9 +234,16 @@ def describe_validation_error(error: pydantic.ValidationError, source: str) -> s
 def read_toml(path: str | Path) -> dict[str, Any]:
     source = Path(path)
     if not source.is_file():
-        raise ConfigError(f"{source}: no such config file")
+        raise ConfigError(f"{source}: no such config file" + (" (it is a folder)" if source.is_dir() else ""))
+    data = source.read_bytes()
     try:
-        return tomllib.loads(source.read_text(encoding="utf-8"))
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"{source}: line {line}: not UTF-8 text (byte {data[error.start]:#04x}); "
+                          "save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
 

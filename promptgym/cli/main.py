@@ -18,13 +18,16 @@ from typing import Any, Optional
 import typer
 
 from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
-from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, secret_env_names, secret_masker
-from promptgym.cli.config import ConfigError, JobConfig, load_config, resolved_dict, validate_config
+from promptgym.cli.common import (
+    EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
+)
+from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
 from promptgym.cli.secrets import Masker
 from promptgym.cli.submit import submit
 
+hide_flag_value_types()
 app = typer.Typer(help="Train LM programs' prompts from TOML configs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(runs_app, name="runs")
@@ -49,13 +52,13 @@ def discover_config() -> list[str]:
 def save_resolved_config(run: RunFolder, config: JobConfig, masker: Masker) -> None:
     import tomli_w
 
-    run.write_text("config.toml", masker.mask(tomli_w.dumps(resolved_dict(config))))
+    # Values are masked, never keys: the file stays valid TOML whatever the secrets are.
+    run.write_text("config.toml", tomli_w.dumps(masker.mask_data(resolved_dict(config))))
 
 
 def load_run_config(run: RunFolder) -> JobConfig:
-    import tomllib
-
-    return validate_config(tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8")), str(run.path / "config.toml"))
+    path = run.path / "config.toml"
+    return validate_config(read_toml(path), str(path))
 
 
 def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
@@ -66,7 +69,7 @@ def run_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_for
     renderer = make_renderer(stream_format, console)
     try:
         status = asyncio.run(execute(run, config, masker, [renderer], resume=resume, job=job, backend=backend))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (the run cancels itself)
         renderer.close()
         console.print(f"interrupted; checkpoint saved. Continue with: promptgym train --resume {run.id}")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -97,7 +100,8 @@ def start_detached(run: RunFolder, runs_dir: Path, backend: BackendSpec) -> None
 
 @app.command()
 def train(
-    config: list[str] = typer.Option(None, "--config", "-c", help="TOML config (repeatable; later files win)."),
+    config: list[str] = typer.Option(None, "--config", "-c", metavar="FILE",
+                                     help="TOML config (repeatable; later files win)."),
     env_file: Optional[str] = typer.Option(None, "--env-file", help=".env file with secrets (never printed)."),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
@@ -116,8 +120,7 @@ def train(
     run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="The run's id (a submitted job's)."),
 ) -> None:
     """Validate a config, preview the job, and train."""
-    from promptgym.cli.build import build_job
-    from promptgym.cli.preview import print_headroom, print_preview
+    from promptgym.cli.preview import print_headroom
 
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
@@ -127,20 +130,9 @@ def train(
         fail(str(error))
     folder = runs_dir or default_runs_dir()
     if resume:
-        try:
-            run = RunFolder.open(folder, resume)
-            job_config = load_run_config(run)
-        except (FileNotFoundError, ConfigError) as error:
-            fail(str(error))
-        status = run.status()
-        if status.get("status") == "completed":
-            fail(f"run {run.id} already completed")
-        masker = secret_masker(env_file or status.get("env_file"), job_config)
-        console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done)")
-        if poll:
-            run_in_process(run, job_config, masker, stream_format, resume=True, backend=spec)
-        else:
-            start_detached(run, folder, spec)
+        resume_run(resume, folder, env_file, {"--config": config, "--model": model, "--dataset": dataset,
+                                              "--examples": examples, "--task-url": task_url, "--seed": seed},
+                   yes=yes, dry_run=dry_run, poll=poll, stream_format=stream_format, backend=spec)
         return
     overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed}
     masker = secret_masker(env_file)
@@ -152,11 +144,7 @@ def train(
     if job_config.job.type != "prompt_learning":
         console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
         fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
-    try:
-        job = asyncio.run(build_job(job_config))
-    except ConfigError as error:
-        fail(masker.mask(str(error)))
-    print_preview(job, masker, console, backend=spec)
+    job = prepare_job(job_config, masker, spec)
     if dry_run:
         console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
         return
@@ -175,6 +163,56 @@ def train(
         start_detached(run, folder, spec)
 
 
+def prepare_job(job_config: JobConfig, masker: Masker, backend: BackendSpec | None = None) -> Any:
+    """Build the job (a config's factory runs here), preview it, and check its models answer; exit 2 if not."""
+    from promptgym.cli.build import build_job
+    from promptgym.cli.preflight import check_models
+    from promptgym.cli.preview import print_preview
+
+    async def build_and_check() -> Any:
+        job = await build_job(job_config)
+        print_preview(job, masker, console, backend=backend)
+        await check_models(job)
+        return job
+
+    try:
+        return asyncio.run(build_and_check())
+    except ConfigError as error:
+        fail(masker.mask(str(error)))
+
+
+def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict[str, Any], yes: bool, dry_run: bool,
+               poll: bool, stream_format: str, backend: BackendSpec) -> None:
+    """``train --resume``: the run's own config, previewed (and checked) like a new run, confirmed unless ``--yes``."""
+    given = [flag for flag, value in refused.items() if value]
+    if given:
+        fail(f"{', '.join(given)} can't be used with --resume: a resumed run keeps the config it started with "
+             f"(its config.toml). Start a new run to change it.")
+    try:
+        run = RunFolder.open(folder, run_id)
+        status = run.status()
+        job_config = load_run_config(run)
+    except (FileNotFoundError, ValueError) as error:
+        fail(str(error))
+    if status.get("status") == "completed":
+        fail(f"run {run.id} already completed")
+    masker = secret_masker(env_file or status.get("env_file"), job_config)
+    checkpoint, note = run.usable_checkpoint()
+    console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
+                  f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
+                  soft_wrap=True)
+    job = prepare_job(job_config, masker, backend)
+    if dry_run:
+        console.print("dry run: nothing resumed")
+        return
+    if not yes and not typer.confirm("Resume this run?", default=True):
+        raise typer.Exit(0)
+    if poll:
+        run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
+    else:
+        start_detached(run, folder, backend)
+
+
 @app.command("worker", hidden=True)
 def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
            backend: str = typer.Option("local", "--backend"), workers: Optional[int] = typer.Option(None, "--workers")) -> None:
@@ -186,9 +224,9 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
     status = run.status()
     masker = secret_masker(status.get("env_file"), config)
     try:
-        asyncio.run(execute(run, config, masker, resume=run.last_checkpoint.is_file(),
+        asyncio.run(execute(run, config, masker, resume=run.events_path.is_file(),  # an earlier session ran
                             backend=parse_backend(backend, workers)))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         raise typer.Exit(EXIT_INTERRUPTED)
     except Exception:  # noqa: BLE001 - already recorded in run.json / events.jsonl
         raise typer.Exit(EXIT_FAILED)

@@ -64,15 +64,26 @@ def optimizer_description(job: Job) -> str:
     return text + (f" (budget: {budget})" if budget else "")
 
 
-def held_out(job: Job) -> str:
+def sizes_description(job: Job) -> str:
+    """``train 9, validation 3 (held out of the 12 training examples: validation_split=0.25), test 0``."""
+    sizes = dict(job.data.sizes())
     split = job.config.data.validation_split if job.config.data else 0.0
-    if job.data.sizes()["validation"] or not split:
-        return ""
-    return f" ({int(math.floor(job.data.sizes()['train'] * split))} of train held out: validation_split={split})"
+    held = int(math.floor(sizes["train"] * split)) if split and not sizes["validation"] else 0
+    if not held:
+        return ", ".join(f"{k} {v}" for k, v in sizes.items())
+    return (f"train {sizes['train'] - held}, validation {held} (held out of the {sizes['train']} training examples: "
+            f"validation_split={split}), test {sizes['test']}")
+
+
+def scorer_description(scorer: Any) -> str:
+    """``ExactMatch {"in_mask": ["answer"]}``: the class and its configuration, not just its name."""
+    config = scorer.get_config() if hasattr(scorer, "get_config") else {}
+    shown = {key: value for key, value in config.items() if key != "name" and value not in (None, [], {})}
+    return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
 
 
 def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[str, str]]:
-    config, sizes = job.config, job.data.sizes()
+    config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
     program = config.program
@@ -84,8 +95,9 @@ def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[st
         ("model", config.model.name + (f" @ {config.model.api_base}" if config.model.api_base else "")),
         ("program", f"{program_source} -> {job.program.name}, {generator_count(job.program)} prompt(s)"),
         ("data", f"{data.source if data else '-'}: {source}"),
-        ("sizes", ", ".join(f"{k} {v}" for k, v in sizes.items()) + held_out(job)),
-        ("reward", job.reward.name + (f" (+ {', '.join(m.name for m in job.metrics)})" if job.metrics else "")),
+        ("sizes", sizes_description(job)),
+        ("reward", scorer_description(job.reward)),
+        *([("metrics", ", ".join(scorer_description(metric) for metric in job.metrics))] if job.metrics else []),
         ("optimizer", optimizer_description(job)),
         ("training", ", ".join(f"{k}={v}" for k, v in config.training.model_dump().items() if v is not None)),
         ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")

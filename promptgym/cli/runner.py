@@ -8,22 +8,47 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import signal
 import time
 from typing import Any, Iterator
 
-from promptgym.cli.artifacts import write_artifacts
+from promptgym.cli.artifacts import failure_counts, write_artifacts, write_failure_summary
 from promptgym.cli.build import Job, build_job
 from promptgym.cli.config import JobConfig
 from promptgym.cli.recorder import Listener, RunRecorder
-from promptgym.cli.runs import RunFolder
+from promptgym.cli.runs import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.core.atomic import read_json
+from promptgym.core.atomic import atomic_write_text, read_json
 from promptgym.core.events import ArtifactsWritten, Evaluated, Resumed, RunFinished, RunStarted
-from promptgym.lm.usage import LEDGER
+from promptgym.lm.usage import LEDGER, Usage
 from promptgym.stats import Evaluation
+from promptgym.training.callback import Callback
+
+logger = logging.getLogger("promptgym")
+
+class AllExamplesFailed(RuntimeError):
+    """Every example of an evaluation failed: the model (or task app) gives nothing to learn from."""
+
+
+class FailureTally(Callback):
+    """Counts the examples that ran and those that failed (``example_failed`` events), keeping the last error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.examples = 0
+        self.failed = 0
+        self.last_error = ""
+
+    def on_example_end(self, stage: str, logs: dict[str, Any] | None = None) -> None:
+        self.examples += 1
+
+    def on_event(self, event: Any) -> None:
+        if event["event"] == "example_failed":
+            self.failed += 1
+            self.last_error = f"{event['split']} example {event['index']}: {event['error']}"
 
 
 def eval_split(job: Job) -> tuple[str, Any, Any]:
@@ -71,12 +96,58 @@ def cancel_on_sigterm() -> Iterator[None]:
 
 
 async def evaluate(job: Job, recorder: RunRecorder, label: str, executor: Any = None) -> dict[str, Any]:
+    """Score the held-out split; every example failing is :class:`AllExamplesFailed`, not a score of 0."""
     split, x, y = eval_split(job)
+    tally = FailureTally()
     logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0,
-                                      executor=executor)
+                                      callbacks=[recorder, tally], executor=executor)
     recorder.emit(Evaluated(label=label, split=split, size=len(x), logs=logs))
     statistics = {"statistics": logs.statistics()} if isinstance(logs, Evaluation) else {}
-    return {"split": split, "size": len(x), **logs, **statistics}
+    result = {"split": split, "size": len(x), **logs, **statistics, "failures": tally.failed}
+    if len(x) and tally.failed >= len(x):
+        recorder.run.update_status(**{label if label != "best" else "final": result})
+        raise AllExamplesFailed(f"every {split} example failed in the {label} evaluation ({tally.failed} of {len(x)}); "
+                                f"nothing to {'train from' if label == 'baseline' else 'keep'}. Last: {tally.last_error}")
+    return result
+
+
+def usable_evaluation(entry: Any) -> bool:
+    """A stored evaluation that ran and had at least one example succeed (a failed one runs again on resume)."""
+    return isinstance(entry, dict) and not (entry.get("size") and entry.get("failures", 0) >= entry["size"])
+
+
+def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
+    """(epoch, step, checkpoint used, a note when it isn't last.json) after restoring the newest usable checkpoint.
+
+    Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
+    """
+    path, note = run.usable_checkpoint()
+    epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
+    dropped = drop_history_after(run.path / "history.csv", epoch)
+    if dropped:
+        note = (note + "; " if note else "") + f"{dropped} history row(s) from epoch {epoch + 1} on dropped (they run again)"
+    return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
+
+
+def drop_history_after(path: Any, epochs_done: int) -> int:
+    """Keep the rows of epochs ``< epochs_done``; returns how many were dropped."""
+    import csv
+    import io
+
+    if not path.is_file():
+        return 0
+    with path.open(encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows, fields = list(reader), reader.fieldnames or []
+    kept = [row for row in rows if str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done]
+    if len(kept) == len(rows):
+        return 0
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(kept)
+    atomic_write_text(path, buffer.getvalue())
+    return len(rows) - len(kept)
 
 
 def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_step: int = 0,
@@ -98,32 +169,35 @@ def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_st
 
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
                   resume: bool = False, job: Job | None = None, backend: Any = None) -> dict[str, Any]:
-    """Train, checkpointing every epoch and on interrupt; returns the final run status.
+    """Train, checkpointing every step and on interrupt; returns the final run status.
 
     ``backend`` (a :class:`promptgym.cli.backend.BackendSpec`) says where rollouts run; a Ray
     instance it starts is stopped, by process id, when the run ends however it ends.
     """
     from promptgym.training.callbacks_builtin import EarlyStopping
 
-    started, usage_start = time.time(), LEDGER.total().calls
+    started, usage_start = time.time(), LEDGER.total()
+    run.stamp = lambda: {SESSION_CALLS: LEDGER.total().calls - usage_start.calls}
     status = run.update_status(status="running", pid=os.getpid(), error=None,
                                runs_on=backend.describe() if backend is not None else None)
     executor = backend.executor() if backend is not None else None
     recorder = RunRecorder(run, masker, listeners)
     recorder.emit(RunStarted(run_id=run.id, resume=resume))
+    training = FailureTally()
     try:
         with cancel_on_sigterm():
             job = job or await build_job(config)
             job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
             recorder.set_program(job.program)
-            epoch, step = restore_checkpoint(job.program, run.last_checkpoint) \
-                if resume and run.last_checkpoint.is_file() else (0, 0)
+            epoch, step = 0, 0
             if resume:
-                recorder.emit(Resumed(from_epoch=epoch, checkpoint=str(run.last_checkpoint.relative_to(run.path)),
-                                      from_step=step))
-            if config.training.evaluate_baseline and status.get("baseline") is None:
+                epoch, step, checkpoint, note = resume_point(run, job.program)
+                recorder.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
+                if note:
+                    logger.warning("run %s: %s", run.id, note)
+            if config.training.evaluate_baseline and not usable_evaluation(status.get("baseline")):
                 status = run.update_status(baseline=await evaluate(job, recorder, "baseline", executor))
-            callbacks: list[Any] = [recorder]
+            callbacks: list[Any] = [recorder, training]
             if config.training.early_stopping:
                 spec = config.training.early_stopping
                 callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
@@ -132,15 +206,18 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     except (asyncio.CancelledError, KeyboardInterrupt):
         if recorder.program is not None and recorder.program.training_state is not None:
             recorder.save_checkpoint("interrupted")
-        finish(run, recorder, started, usage_start, status="interrupted")
+        finish(run, recorder, started, usage_start, training, status="interrupted")
         raise
     except BaseException as error:
-        finish(run, recorder, started, usage_start, status="failed", error=masker.mask(f"{type(error).__name__}: {error}"))
+        status = finish(run, recorder, started, usage_start, training, status="failed",
+                        error=masker.mask(f"{type(error).__name__}: {error}"))
+        write_failure_summary(run, status)
         raise
     finally:
         if executor is not None:
             await executor.close()
-    status = finish(run, recorder, started, usage_start, status="writing_artifacts", final=final, announce=False)
+    status = finish(run, recorder, started, usage_start, training, status="writing_artifacts", final=final,
+                    announce=False)
     job.program.save(str(run.path / "best_program.json"))
     write_artifacts(run, job, status)
     recorder.emit(ArtifactsWritten(files=sorted(p.name for p in run.path.iterdir() if p.is_file())))
@@ -149,15 +226,21 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     return status
 
 
-def finish(run: RunFolder, recorder: RunRecorder, started: float, usage_start: int, announce: bool = True,
-           **changes: Any) -> dict[str, Any]:
-    """Record time and LM calls of this session (added to earlier sessions of a resumed run)."""
+def finish(run: RunFolder, recorder: RunRecorder, started: float, usage_start: Usage, training: FailureTally,
+           announce: bool = True, **changes: Any) -> dict[str, Any]:
+    """Record the run's time, LM calls and failures: this session's, plus earlier sessions' read from the
+    event log (so a session killed before it could record its own still counts)."""
+    earlier = run.session_totals()[:-1]
+    session = LEDGER.total().minus(usage_start)
     previous = run.status()
     status = run.update_status(
         **changes, pid=None, finished=time.time(),
-        elapsed_s=round(previous.get("elapsed_s", 0.0) + time.time() - started, 2),
-        lm_calls=previous.get("lm_calls", 0) + LEDGER.total().calls - usage_start,
+        elapsed_s=round(sum(s["elapsed_s"] for s in earlier) + time.time() - started, 2),
+        lm_calls=int(sum(s["lm_calls"] for s in earlier)) + session.calls,
+        lm_failures=previous.get("lm_failures", 0) + session.failures,
+        training_failures=previous.get("training_failures", 0) + training.failed,
     )
+    status = run.update_status(failures=failure_counts(status))
     if announce:
         announce_finish(recorder, status)
     return status

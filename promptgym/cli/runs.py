@@ -11,11 +11,15 @@ import json
 import os
 import secrets
 import time
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from promptgym.core.atomic import atomic_write_json, atomic_write_text, read_json
+
+logger = logging.getLogger("promptgym")
+SESSION_CALLS = "session_lm_calls"
 
 TERMINAL = ("completed", "failed", "interrupted")
 RUNS_DIR_ENV = "PROMPTGYM_RUNS_DIR"
@@ -33,6 +37,9 @@ def new_run_id(name: str) -> str:
 @dataclass
 class RunFolder:
     path: Path
+    stamp: Callable[[], dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+    """Extra keys for every event this process appends (the session's LM calls so far), so that a
+    killed session's totals can be read back from the log."""
 
     @classmethod
     def create(cls, runs_dir: Path, name: str, run_id: str | None = None) -> "RunFolder":
@@ -86,7 +93,8 @@ class RunFolder:
 
     def append_event(self, event: dict[str, Any]) -> None:
         """One JSON line, appended and flushed (the log is never rewritten)."""
-        line = json.dumps({"time": round(time.time(), 3), **event}, ensure_ascii=False, default=str)
+        stamped = {"time": round(time.time(), 3), **event, **(self.stamp() if self.stamp else {})}
+        line = json.dumps(stamped, ensure_ascii=False, default=str)
         with self.events_path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
             handle.flush()
@@ -95,12 +103,79 @@ class RunFolder:
         return list(self.iter_events())
 
     def iter_events(self, start: int = 0) -> Iterator[dict[str, Any]]:
+        """The events from line ``start`` on (0-based); a line that is not JSON is skipped with a warning."""
+        events, _ = self.read_events(start)
+        yield from events
+
+    def read_events(self, start: int = 0,
+                    on_bad_line: Callable[[int, str], None] | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The complete lines' events from line ``start`` on, and the line to read from next time.
+
+        A line that is not a JSON object (a disk error, a hand edit) is reported through
+        ``on_bad_line(line_number, text)`` (1-based; default: a logged warning) and skipped.
+        """
         if not self.events_path.is_file():
-            return
-        with self.events_path.open(encoding="utf-8") as handle:
+            return [], start
+        report = on_bad_line or (lambda number, text: logger.warning(
+            "%s line %d is not a JSON event; skipped: %.80r", self.events_path, number, text))
+        events, next_line = [], start
+        with self.events_path.open(encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle):
-                if number >= start and line.endswith("\n") and line.strip():
-                    yield json.loads(line)
+                if number < start:
+                    continue
+                if not line.endswith("\n"):
+                    break  # being written: read it next time
+                next_line = number + 1
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    event = None
+                if isinstance(event, dict):
+                    events.append(event)
+                else:
+                    report(number + 1, line.strip())
+        return events, next_line
+
+    def usable_checkpoint(self) -> tuple[Path | None, str]:
+        """The checkpoint to resume from, and a note when it isn't ``last.json``.
+
+        ``last.json`` when it reads as a program file; else the newest other checkpoint that does
+        (``epoch_N.json``, ``interrupted.json``); else None.
+        """
+        def readable(path: Path) -> bool:
+            try:
+                data = read_json(path)
+            except (OSError, ValueError):
+                return False
+            return isinstance(data, dict) and isinstance(data.get("variables"), dict)
+
+        if readable(self.last_checkpoint):
+            return self.last_checkpoint, ""
+        problem = "is missing" if not self.last_checkpoint.exists() else "can't be read"
+        others = sorted((path for path in (self.path / "checkpoints").glob("*.json") if path != self.last_checkpoint),
+                        key=lambda path: path.stat().st_mtime, reverse=True)
+        for path in others:
+            if readable(path):
+                return path, f"checkpoints/last.json {problem}; resuming from {path.relative_to(self.path)}, the newest readable checkpoint"
+        return None, f"checkpoints/last.json {problem} and no other checkpoint can be read; starting again from epoch 1"
+
+    def session_totals(self) -> list[dict[str, float]]:
+        """Each session's time and LM calls, from the event log (a killed session's too).
+
+        A session starts at a ``run_started`` event and lasts until its last event; its LM calls are
+        the last count stamped on its events.
+        """
+        sessions: list[dict[str, float]] = []
+        for event in self.iter_events():
+            if event.get("event") == "run_started" or not sessions:
+                sessions.append({"started": event.get("time", 0.0), "elapsed_s": 0.0, "lm_calls": 0})
+            current = sessions[-1]
+            current["elapsed_s"] = max(current["elapsed_s"], float(event.get("time", 0.0)) - current["started"])
+            if isinstance(event.get(SESSION_CALLS), int):
+                current["lm_calls"] = max(current["lm_calls"], event[SESSION_CALLS])
+        return sessions
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:

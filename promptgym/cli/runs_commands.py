@@ -11,13 +11,15 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, process_alive
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
+LIST_COLUMNS_WIDTH = 50
+"""What ``runs list``'s columns after the id need (status, epochs, scores, date, gaps)."""
 
 
 def _open(run_id: str, runs_dir: Optional[Path]) -> RunFolder:
@@ -28,8 +30,26 @@ def _open(run_id: str, runs_dir: Optional[Path]) -> RunFolder:
         raise typer.Exit(2)
 
 
-def _when(timestamp: float | None) -> str:
-    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S") if timestamp else "-"
+def _status(run: RunFolder) -> dict[str, Any]:
+    """run.json, or exit 2 with an error naming it (a hand edit or a disk error can break it)."""
+    try:
+        status = run.status()
+    except (OSError, ValueError) as error:
+        console.print(f"error: {error}", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+    if not isinstance(status, dict):
+        console.print(f"error: {run.path / 'run.json'}: expected a JSON object, got {type(status).__name__}", markup=False)
+        raise typer.Exit(2)
+    return status
+
+
+def _when(timestamp: float | None, short: bool = False) -> str:
+    return datetime.fromtimestamp(timestamp).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S") if timestamp else "-"
+
+
+def _reward(entry: Any) -> str:
+    value = entry.get("reward") if isinstance(entry, dict) else None
+    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
 
 
 def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
@@ -68,11 +88,20 @@ def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
         console.print(table)
         return
     folder = runs_dir or default_runs_dir()
-    table = Table("id", "status", "epochs", "baseline", "final", "created")
-    for status in list_runs(folder):
-        table.add_row(status["id"], effective_status(status, RunFolder(folder / status["id"])), str(status.get("epochs_done", 0)),
-                      str((status.get("baseline") or {}).get("reward", "-")),
-                      str((status.get("final") or {}).get("reward", "-")), _when(status.get("created")))
+    rows = [(status["id"], effective_status(status, RunFolder(folder / status["id"])), str(status.get("epochs_done", 0)),
+             _reward(status.get("baseline")), _reward(status.get("final")), _when(status.get("created"), short=True))
+            for status in list_runs(folder)]
+    id_width = max((len(row[0]) for row in rows), default=2)
+    if id_width + LIST_COLUMNS_WIDTH > console.width:  # never cut an id (users copy it): one block per run instead
+        for run_id, state, epochs, baseline, final, created in rows:
+            console.print(run_id, markup=False, soft_wrap=True)
+            console.print(f"  {state}, {epochs} epoch(s), baseline {baseline}, final {final}, created {created}",
+                          markup=False, soft_wrap=True)
+        return
+    table = Table(Column("id", no_wrap=True, min_width=id_width), "status", "epochs", "baseline", "final", "created",
+                  box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 
@@ -81,7 +110,7 @@ def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
                  log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted job's log to show.")) -> None:
     """Status of one run, and its summary when finished."""
     run = _open(run_id, runs_dir)
-    status = run.status()
+    status = _status(run)
     for key in ("id", "name", "status", "epochs_done", "lm_calls", "elapsed_s", "error"):
         value = effective_status(status, run) if key == "status" else status.get(key)
         if value is not None:
@@ -100,18 +129,23 @@ def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
 def watch_run(run: RunFolder, stream_format: str = "cli", poll_s: float = 0.5, timeout_s: float | None = None) -> str:
     """Replay the run's events, then follow new ones until it ends; returns the final status."""
     renderer = make_renderer(stream_format, console)
-    seen, started = 0, time.time()
+    next_line, started = 0, time.time()
+
+    def skipped(number: int, text: str) -> None:
+        console.print(f"events.jsonl line {number} is not a JSON event; skipped: {text[:80]!r}", markup=False)
+
+    def show_new() -> None:
+        nonlocal next_line
+        events, next_line = run.read_events(next_line, on_bad_line=skipped)
+        for event in events:
+            renderer(event)
+
     try:
         while True:
-            for event in run.iter_events(seen):
-                seen += 1
-                renderer(event)
-            status = run.status()
-            state = effective_status(status)
+            show_new()
+            state = effective_status(_status(run))
             if state in TERMINAL or state.startswith("stopped"):
-                for event in run.iter_events(seen):
-                    seen += 1
-                    renderer(event)
+                show_new()
                 return state
             if timeout_s is not None and time.time() - started > timeout_s:
                 return state
@@ -155,7 +189,7 @@ def show_submitted(run: RunFolder, status: dict[str, Any], log_lines: int) -> No
 def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir")) -> None:
     """Stop a run: a submitted one through its cluster, a detached local one by its process id."""
     run = _open(run_id, runs_dir)
-    status = run.status()
+    status = _status(run)
     state = effective_status(status, run)
     if state in TERMINAL or state.startswith("stopped"):
         console.print(f"run {run.id} is not running ({state})", markup=False)

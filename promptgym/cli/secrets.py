@@ -1,7 +1,15 @@
 """Secrets from ``.env`` files and the environment, masked in every output.
 
-    masker = load_env_file(".env")          # sets os.environ, remembers the values
-    masker.mask("key is sk-123")            # -> "key is sk-1****"
+    masker = load_env_file(".env")          # sets os.environ, remembers the secret values
+    masker.mask("key is sk-live-123456")    # -> "key is sk****"
+
+A value is a secret when its variable's name looks like one (``*KEY*``,
+``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*PASS*``) or a config names the
+variable as holding a key (``api_key_env``, ``task_api_key_env``). Other
+variables of an env file (``DEBUG=true``, ``REGION=test``) are set but not
+masked, and a value that is a short or common word, or a number, is never
+masked: replacing ``test`` or ``true`` everywhere would corrupt configs and
+events, not protect anything.
 """
 
 from __future__ import annotations
@@ -14,7 +22,21 @@ from typing import Any
 from promptgym.distributed.jobs import SECRET_NAMES_ENV
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)", re.IGNORECASE)
-MIN_SECRET_LENGTH = 4
+MIN_SECRET_LENGTH = 6
+COMMON_WORDS = frozenset("""true false none null yes no on off test train training validation debug info warning
+error local default enabled disabled development production staging dummy changeme example placeholder""".split())
+
+
+def worth_masking(value: str | None) -> bool:
+    """Long enough, not a number, not a common word: masking it hides something and breaks nothing.
+
+    >>> [worth_masking(v) for v in ("sk-live-123456", "true", "test", "123456", "abc")]
+    [True, False, False, False, False]
+    """
+    if not value or len(value) < MIN_SECRET_LENGTH:
+        return False
+    plain = value.strip().lower()
+    return plain not in COMMON_WORDS and not re.fullmatch(r"[-+]?[0-9_.]+", plain)
 
 
 class Masker:
@@ -24,8 +46,8 @@ class Masker:
         self.secrets: set[str] = set()
 
     def add(self, value: str | None) -> None:
-        if value and len(value) >= MIN_SECRET_LENGTH:
-            self.secrets.add(value)
+        if worth_masking(value):
+            self.secrets.add(value)  # type: ignore[arg-type]
 
     def add_from_environment(self, names: list[str | None]) -> None:
         for name in names:
@@ -53,7 +75,11 @@ class Masker:
 
 
 def load_env_file(path: str | Path | None, masker: Masker | None = None) -> Masker:
-    """Read ``KEY=value`` lines into ``os.environ`` (the file wins) and register secret-looking values."""
+    """Read ``KEY=value`` lines into ``os.environ`` (the file wins) and register the secret values.
+
+    Secrets are the values of secret-looking names, here and in the environment (configs add the
+    variables they name with :meth:`Masker.add_from_environment`).
+    """
     masker = masker or Masker()
     named = set(filter(None, os.environ.get(SECRET_NAMES_ENV, "").split(",")))
     for name, value in os.environ.items():
@@ -63,7 +89,8 @@ def load_env_file(path: str | Path | None, masker: Masker | None = None) -> Mask
         return masker
     for name, value in env_file_values(path).items():
         os.environ[name] = value
-        masker.add(value)  # everything in an env file is treated as secret
+        if SECRET_NAME.search(name):
+            masker.add(value)
     return masker
 
 

@@ -341,7 +341,7 @@ class Evaluated(Event):
 
     @classmethod
     def from_payload(cls, record: Mapping[str, Any]) -> "Evaluated":
-        fixed = ("event", "time", "label", "split", "size")
+        fixed = ("event", "time", "session_lm_calls", "label", "split", "size")
         return cls(label=record["label"], split=record["split"], size=record["size"],
                    logs={key: value for key, value in record.items() if key not in fixed})
 

@@ -25,6 +25,7 @@ import gzip
 import io
 import json
 import random
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,23 +188,47 @@ def records_to_arrays(records: Iterable[tuple[int | None, Mapping[str, Any]]] | 
 
 
 def _open_text(path: Path) -> io.TextIOBase:
+    # utf-8-sig: a byte-order mark (Excel, Notepad) is read as nothing, not as part of the first key.
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def _unreadable(path: Path, error: Exception) -> DatasetError:
+    """A DatasetError for a file that isn't UTF-8 text (naming the line) or a broken gzip file."""
+    if isinstance(error, UnicodeDecodeError):
+        try:
+            data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            data.decode("utf-8-sig")
+        except UnicodeDecodeError as located:
+            line = data[:located.start].count(b"\n") + 1
+            return DatasetError(f"not UTF-8 text (byte {data[located.start]:#04x}); save the file as UTF-8",
+                                path=str(path), line=line)
+        except (OSError, EOFError):
+            pass
+        return DatasetError("not UTF-8 text; save the file as UTF-8", path=str(path))
+    return DatasetError(f"can't be read ({type(error).__name__}: {error})", path=str(path))
+
+
+_READ_ERRORS = (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error, OSError)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(line_number, parsed_json)`` for each non-blank line (``.gz`` is read too)."""
     path = Path(path)
-    with _open_text(path) as f:
-        for lineno, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                yield lineno, json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"invalid JSON ({exc.msg} at column {exc.colno})",
-                                   path=str(path), line=lineno) from None
+    try:
+        with _open_text(path) as f:
+            for lineno, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"invalid JSON ({exc.msg} at column {exc.colno})",
+                                       path=str(path), line=lineno) from None
+                yield lineno, value
+    except _READ_ERRORS as error:
+        raise _unreadable(path, error) from None
 
 
 def load_jsonl(path: str | Path, x_model: type[DataModel],
@@ -245,6 +270,12 @@ def load_csv(path: str | Path, x_model: type[DataModel],
         raise DatasetError("no such file", path=str(path))
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        try:
+            yield from read_rows()
+        except _READ_ERRORS as error:
+            raise _unreadable(path, error) from None
+
+    def read_rows() -> Iterator[tuple[int, dict[str, str]]]:
         with _open_text(path) as f:
             reader = csv.reader(f, delimiter=delimiter)
             header = next(reader, None)

