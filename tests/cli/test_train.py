@@ -62,6 +62,13 @@ def test_dry_run_previews_and_starts_nothing(workdir: Path) -> None:
     assert not (workdir / "runs").exists()
 
 
+def test_knn_few_shot_from_toml_plans_no_training_run(workdir: Path) -> None:
+    result = runner.invoke(app, ["train", "-c", str(ROOT / "examples/configs/dates_knn.toml"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "KNNFewShot" in result.output and "training runs 0" in result.output
+    assert "<= 68 (headroom check 8, training runs 0" in result.output  # 68: headroom 8 + 2 x 30 test
+
+
 def test_config_discovery_and_confirmation(workdir: Path) -> None:
     write_config(workdir)
     result = runner.invoke(app, ["train", "--dry-run"])
