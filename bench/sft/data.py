@@ -47,3 +47,13 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     return path
+
+
+if __name__ == "__main__":
+    # python bench/sft/data.py examples/configs/data   ->  dates_dmy_sft_{train,validation}.jsonl
+    import sys
+
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    (x_train, y_train), (x_val, y_val) = load_dates(n_train=160, n_test=40, seed=0)
+    print(write_jsonl(folder / "dates_dmy_sft_train.jsonl", date_rows(x_train, y_train)))
+    print(write_jsonl(folder / "dates_dmy_sft_validation.jsonl", date_rows(x_val, y_val)))
