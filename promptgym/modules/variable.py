@@ -42,11 +42,26 @@ class Variable:
     each example is ``{"inputs": {...}, "outputs": {...}}``.
     """
 
-    def __init__(self, name: str, value: dict[str, Any], trainable: bool = True, description: str = "") -> None:
+    def __init__(self, name: str, value: dict[str, Any], trainable: bool = True, description: str = "",
+                 data_model: Any = None) -> None:
         self.name = name
         self._value = copy.deepcopy(value)
         self.trainable = trainable
         self.description = description
+        self.data_model = data_model  # the DataModel class the value follows, when the module said so
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The value itself (synalinks' name; mutating it changes the variable)."""
+        return self.value
+
+    def get_schema(self) -> dict[str, Any]:
+        """The value's JSON schema: its DataModel's, or one inferred from the value."""
+        if self.data_model is not None:
+            return self.data_model.get_schema()
+        from promptgym.core.schema import schema_of_value
+
+        return schema_of_value(self.value, title=self.name.rsplit("/", 1)[-1])
 
     @property
     def value(self) -> dict[str, Any]:

@@ -91,14 +91,6 @@ def test_bad_config_and_missing_file_exit_clearly(workdir: Path) -> None:
     assert result.exit_code == 2 and "no such config file" in result.output
 
 
-def test_sft_job_is_valid_but_not_implemented(workdir: Path) -> None:
-    config = workdir / "sft.toml"
-    config.write_text('[job]\ntype = "sft"\n[sft]\nbase_model = "m"\ntrain_file = "t.jsonl"\n')
-    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
-    assert result.exit_code == 1
-    assert "config is valid" in result.output and "not implemented yet in this version" in result.output
-
-
 def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-top-secret-value-42"
     (workdir / ".env").write_text(f"OPENAI_API_KEY={secret}\n")

@@ -149,7 +149,7 @@ async def test_checkpoint_csv_and_resume(tmp_path):
     loaded = synalinks.Program.load(tmp_path / "best.json")
     assert loaded.training_state.optimizer.best.variables == program.training_state.optimizer.best.variables
     for module in loaded.modules:
-        module.language_model = program.modules[0].language_model
+        module.language_model = program.modules[-1].language_model
     result = await loaded.evaluate(x, y, verbose=0)
     assert result["reward"] == 1.0
     await loaded.fit(x=x, y=y, validation_split=0.25, epochs=2, initial_epoch=1, batch_size=3, verbose=0)
