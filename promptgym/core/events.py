@@ -104,10 +104,13 @@ class StepEnd(Event):
 
 @dataclass(frozen=True)
 class EpochEnd(Event):
+    """An epoch's History row (``logs``); ``intervals``: the 95% interval of each validation score, as a dict."""
+
     kind: ClassVar[str] = "epoch_end"
     epoch: int
     logs: dict[str, Any]
     best_candidate: int | None = None
+    intervals: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     summary = (run.path / "summary.md").read_text()
     assert "Improvement: **+" in summary and "answerer/state" in summary and "## Top candidates" in summary
     assert "| 95% CI |" in summary and "(mcnemar-exact) on the same 3 examples" in summary
+    assert "Validation, last epoch (95% CI): `val_reward` 1.000 [0.439, 1.000] (n=3)" in summary
     kinds = [event["event"] for event in run.events()]
     for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
                  "checkpoint_saved", "train_end", "run_finished"):
