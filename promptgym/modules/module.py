@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, Callable
 
 from promptgym.core.data_model import DataModel
 from promptgym.modules.symbolic import SymbolicDataModel
@@ -38,8 +38,9 @@ class Module:
 
     # -- variables ------------------------------------------------------------------------
 
-    def add_variable(self, name: str, value: dict[str, Any], description: str = "") -> Variable:
-        variable = Variable(f"{self.name}/{name}", value, trainable=self.trainable, description=description)
+    def add_variable(self, name: str, value: dict[str, Any], description: str = "",
+                     check: Callable[[dict[str, Any]], str | None] | None = None) -> Variable:
+        variable = Variable(f"{self.name}/{name}", value, trainable=self.trainable, description=description, check=check)
         self._variables.append(variable)
         return variable
 
