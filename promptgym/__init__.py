@@ -21,9 +21,32 @@ from promptgym.lm import (
     set_default_embedding_model,
     set_default_language_model,
 )
-from promptgym.modules import ChainOfThought, Generator, Input, Module, SymbolicDataModel, Variable
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.modules import (
+    And,
+    ChainOfThought,
+    Concat,
+    Concatenate,
+    Factorize,
+    Generator,
+    Identity,
+    InMask,
+    Input,
+    InputModule,
+    Lambda,
+    Module,
+    Not,
+    Or,
+    OutMask,
+    Prefix,
+    Suffix,
+    SymbolicDataModel,
+    Variable,
+    Xor,
+)
 from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.rollouts.executor import get_default_executor, set_default_executor
+from promptgym.session import clear_session, enable_logging, enable_observability
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
@@ -31,7 +54,7 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("callbacks", "datasets", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("callbacks", "datasets", "ops", "testing", "training", "utils")
 
 
 def __getattr__(name: str) -> Any:
@@ -41,9 +64,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "get_default_executor", "set_default_executor",
-    "ChainOfThought", "DataModel", "EmbeddingModel", "Field", "Generator", "Input", "LanguageModel", "Module",
-    "Program", "Sequential", "SymbolicDataModel", "Variable", "get_default_embedding_model",
+    "And", "ChainOfThought", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
+    "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
+    "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
+    "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",
+    "set_default_executor",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
     "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
 ]

@@ -41,7 +41,9 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
     else:
         optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
     eval_size = sizes["test"] or val or train
-    training_runs = epochs * train * calls_per_run
+    runs = getattr(job.optimizer, "estimate_training_runs", None)  # an optimizer that knows it runs fewer
+    training_runs = (int(runs(job.program, train_size=train, epochs=epochs)) if callable(runs) else epochs * train) \
+        * calls_per_run
     budget = job.optimizer.budget.limit
     if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
         training_runs = min(training_runs, budget * calls_per_run)

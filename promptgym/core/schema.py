@@ -176,3 +176,32 @@ def json_literal(value: Any) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False)
+
+
+def default_value(data_model: type[DataModel]) -> dict[str, Any]:
+    """The JSON of ``data_model``'s defaults (fields without a default are left out)."""
+    import pydantic_core
+
+    values = {name: info.get_default(call_default_factory=True)
+              for name, info in data_model.model_fields.items() if not info.is_required()}
+    return pydantic_core.to_jsonable_python(values)
+
+
+def schema_of_value(value: Any, title: str = "Value") -> dict[str, Any]:
+    """A JSON schema a JSON value follows (types inferred from the value itself)."""
+    def of(item: Any) -> dict[str, Any]:
+        if isinstance(item, bool):
+            return {"type": "boolean"}
+        if isinstance(item, int):
+            return {"type": "integer"}
+        if isinstance(item, float):
+            return {"type": "number"}
+        if isinstance(item, str):
+            return {"type": "string"}
+        if isinstance(item, list):
+            return {"type": "array", "items": of(item[0]) if item else {}}
+        if isinstance(item, dict):
+            return {"type": "object", "properties": {key: of(val) for key, val in item.items()}}
+        return {}
+
+    return {"title": title, **of(value)}

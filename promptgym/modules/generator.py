@@ -41,11 +41,13 @@ DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
 
 
 def as_json(value: Any) -> dict[str, Any]:
-    """The JSON dict of a DataModel or a plain dict."""
+    """The JSON dict of a DataModel, a JsonDataModel or a plain dict."""
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, dict):
         return value
+    if callable(getattr(value, "get_json", None)):
+        return value.get_json()
     raise TypeError(f"expected a DataModel or a dict, got {type(value).__name__}")
 
 
@@ -97,6 +99,8 @@ class Generator(Module):
         super().__init__(name=name, description=description, trainable=trainable)
         if data_model is None and schema is None:
             raise ValueError(f"{type(self).__name__}() needs data_model= (a DataModel class) or schema= (a JSON schema)")
+        if data_model is not None and not is_data_model_class(data_model) and callable(getattr(data_model, "get_schema", None)):
+            schema, data_model = data_model.get_schema(), None  # a symbolic data model (e.g. `Query + Answer`)
         if data_model is not None and not is_data_model_class(data_model):
             raise TypeError(f"data_model must be a DataModel class, got {data_model!r}")
         check_settings(self.name, instructions=instructions, temperature=temperature, max_tokens=max_tokens,

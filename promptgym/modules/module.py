@@ -1,12 +1,35 @@
-"""``Module``: the base of Generator, ChainOfThought and user modules."""
+"""``Module``: the base of Generator, ChainOfThought, the merging modules and user modules.
+
+Calling a module on symbolic data models adds a step to the program being
+built and returns the symbolic outputs; calling it on values runs it. A
+subclass implements ``async def call(self, inputs, training=False)`` (the
+``training`` argument is optional) and says what it outputs in one of three
+ways, tried in this order:
+
+1. ``compute_output_spec(inputs)`` returning symbolic data models;
+2. ``output_data_model(input_data_model)`` returning a DataModel class
+   (one input);
+3. nothing: ``call`` is traced on the symbolic inputs (a module made of
+   other modules needs no more).
+
+A module whose every input is None outputs None without running (that is
+how a branch that was not taken switches off what follows it); merging
+modules, which read None, set ``accepts_none = True``.
+"""
 
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable
+import contextlib
+import contextvars
+import inspect
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 from promptgym.core.data_model import DataModel
-from promptgym.modules.symbolic import SymbolicDataModel
+from promptgym.core.tree import flatten, map_structure
+from promptgym.modules.symbolic import CallNode, SymbolicDataModel, any_symbolic
 from promptgym.modules.variable import Variable
 
 _name_counts: collections.Counter[str] = collections.Counter()
@@ -23,34 +46,137 @@ def unique_name(base: str) -> str:
     return base if count == 0 else f"{base}_{count}"
 
 
-class Module:
-    """A step of a program. Subclasses implement ``call`` and ``output_data_model``.
+def reset_names() -> None:
+    """Start automatic names again from ``generator``, ``generator_1``... (``clear_session()``)."""
+    _name_counts.clear()
 
-    Calling a module on a :class:`SymbolicDataModel` wires it into a graph;
-    calling it on a DataModel instance runs it.
-    """
+
+def run_sync(coroutine: Any) -> Any:
+    """Drive a coroutine that never really suspends (building a graph) to its result, without a loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coroutine.close()
+    raise RuntimeError("building this program step awaited something asynchronous; build it inside `async` code "
+                       "with `await module(inputs)`")
+
+
+@dataclass
+class CallContext:
+    """What one call of a module knows about itself (kept per asyncio task)."""
+
+    call_id: int
+    parent_call_id: int | None
+    training: bool
+
+
+_call_ids = itertools.count(1)
+_current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar("promptgym_call", default=None)
+
+
+@contextlib.contextmanager
+def _call_context(training: bool) -> Iterator[CallContext]:
+    parent = _current_call.get()
+    context = CallContext(next(_call_ids), parent.call_id if parent else None, training)
+    token = _current_call.set(context)
+    try:
+        yield context
+    finally:
+        _current_call.reset(token)
+
+
+def _signature_accepts(function: Any, name: str) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _as_symbolic(value: Any) -> Any:
+    """A value as a free symbolic data model of its schema (building a module from a concrete call)."""
+    if value is None or isinstance(value, SymbolicDataModel):
+        return value
+    return SymbolicDataModel(schema=value.get_schema())
+
+
+class Module:
+    """A step of a program; see the module docstring."""
+
+    accepts_none = False
+    """Run even when every input is None (merging modules); others output None then."""
 
     def __init__(self, name: str | None = None, description: str | None = None, trainable: bool = True) -> None:
+        object.__setattr__(self, "_tracked", {})
+        self._auto_named = name is None
         self.name = name or unique_name(_snake(type(self).__name__))
         self.description = description
         self.trainable = trainable
         self._variables: list[Variable] = []
+        self.built = False
 
-    # -- variables ------------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        tracked = self.__dict__.get("_tracked")
+        if tracked is not None and not name.startswith("_"):
+            children = [value] if isinstance(value, Module) else \
+                [item for item in value if isinstance(item, Module)] if isinstance(value, (list, tuple)) else []
+            if children:
+                tracked[name] = children
+            else:
+                tracked.pop(name, None)
+        object.__setattr__(self, name, value)
 
-    def add_variable(self, name: str, value: dict[str, Any], description: str = "",
+    # -- sub-modules and variables ----------------------------------------------------------
+
+    @property
+    def submodules(self) -> list["Module"]:
+        """The modules held in this module's attributes, in assignment order."""
+        found: dict[int, Module] = {}
+        for children in self.__dict__.get("_tracked", {}).values():
+            for child in children:
+                found.setdefault(id(child), child)
+        return list(found.values())
+
+    def add_variable(self, name: Any = None, value: dict[str, Any] | None = None, description: str = "", *,
+                     initializer: Any = None, data_model: Any = None, trainable: bool = True,
                      check: Callable[[dict[str, Any]], str | None] | None = None) -> Variable:
-        variable = Variable(f"{self.name}/{name}", value, trainable=self.trainable, description=description, check=check)
+        """A new variable of this module.
+
+        ``add_variable("state", {"instructions": ...})`` (promptgym), or
+        synalinks' ``add_variable(initializer=..., data_model=..., trainable=..., name=...)``;
+        with only ``data_model=``, the value is the DataModel's defaults. ``check(value)`` says what is
+        wrong with a value (see :class:`Variable`).
+        """
+        if isinstance(name, dict) or (name is not None and not isinstance(name, str)):
+            initializer, name = name, None
+        if value is None:
+            value = _initial_value(initializer, data_model)
+        name = name or (_snake(data_model.__name__) if data_model is not None else f"variable_{len(self._variables)}")
+        variable = Variable(f"{self.name}/{name}", value, trainable=self.trainable and trainable,
+                            description=description or "", data_model=data_model, check=check)
         self._variables.append(variable)
         return variable
 
     @property
     def variables(self) -> list[Variable]:
-        return list(self._variables)
+        found: dict[int, Variable] = {id(variable): variable for variable in self._variables}
+        for module in self.submodules:
+            for variable in module.variables:
+                found.setdefault(id(variable), variable)
+        return list(found.values())
 
     @property
     def trainable_variables(self) -> list[Variable]:
-        return [variable for variable in self._variables if variable.trainable and self.trainable]
+        return [variable for variable in self.variables if variable.trainable and self.trainable]
+
+    @property
+    def non_trainable_variables(self) -> list[Variable]:
+        return [variable for variable in self.variables if not (variable.trainable and self.trainable)]
 
     @property
     def prompt_variable(self) -> Variable | None:
@@ -60,23 +186,93 @@ class Module:
         """
         return None
 
-    # -- calling --------------------------------------------------------------------------
+    # -- what a call outputs ----------------------------------------------------------------
 
     def output_data_model(self, input_data_model: type[DataModel]) -> type[DataModel]:
         raise NotImplementedError(f"{type(self).__name__} must define output_data_model()")
 
-    def symbolic_call(self, inputs: SymbolicDataModel) -> SymbolicDataModel:
-        return SymbolicDataModel(self.output_data_model(inputs.data_model), producer=self, parents=[inputs])
+    def _overrides(self, method: str) -> bool:
+        return getattr(type(self), method) is not getattr(Module, method)
 
-    async def __call__(self, inputs: Any, training: bool = False) -> Any:
-        if isinstance(inputs, SymbolicDataModel):
-            return self.symbolic_call(inputs)
-        return await self.call(inputs, training=training)
+    async def _output_spec(self, inputs: Any, training: bool) -> Any:
+        if self._overrides("compute_output_spec"):
+            method = self.compute_output_spec
+            spec = method(inputs, training=training) if _signature_accepts(method, "training") else method(inputs)
+            return await _maybe_await(spec)
+        if self._overrides("output_data_model") and isinstance(inputs, SymbolicDataModel):
+            return SymbolicDataModel(data_model=self.output_data_model(inputs.data_model))
+        return await self._run_call(inputs, training)  # trace call() on the symbolic inputs
 
-    async def call(self, inputs: DataModel, training: bool = False) -> DataModel:
-        raise NotImplementedError(f"{type(self).__name__} must define call()")
+    async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
+        """The symbolic outputs for symbolic ``inputs``; override when ``call`` can't be traced."""
+        raise NotImplementedError
 
-    # -- serialization --------------------------------------------------------------------
+    def symbolic_call(self, inputs: Any) -> Any:
+        """Add this module to the graph being built (synchronous form of ``await module(symbolic)``)."""
+        return run_sync(self._symbolic_call(inputs, training=False))
+
+    async def _symbolic_call(self, inputs: Any, training: bool) -> Any:
+        if not self.built:
+            await self._build(inputs)
+        spec = await self._output_spec(inputs, training)
+        if not any_symbolic(spec):
+            raise TypeError(f"{self.name}: tracing call() on symbolic inputs returned {spec!r}, not symbolic data "
+                            "models; define compute_output_spec(inputs) or output_data_model(input_data_model)")
+        node = CallNode(self, inputs)
+        node.outputs = map_structure(
+            lambda out: SymbolicDataModel(data_model=out, name=out.name, node=node)
+            if isinstance(out, SymbolicDataModel) else out, spec)
+        return node.outputs
+
+    # -- building -----------------------------------------------------------------------------
+
+    def build(self, inputs: Any) -> Any:
+        """Set up what depends on the inputs' schema (may be ``async``); called once, on symbolic inputs."""
+        return None
+
+    async def _build(self, inputs: Any) -> None:
+        symbolic = map_structure(_as_symbolic, inputs)
+        if self._overrides("build"):
+            await _maybe_await(self.build(symbolic))
+        self.built = True
+
+    # -- calling ------------------------------------------------------------------------------
+
+    async def __call__(self, *args: Any, training: bool = False, **kwargs: Any) -> Any:
+        inputs = args[0] if len(args) == 1 else list(args) if args else kwargs.pop("inputs", None)
+        if any_symbolic(inputs):
+            return await self._symbolic_call(inputs, training)
+        if not self.built:
+            await self._build_from_values(inputs, training)
+        if not self.accepts_none and all(leaf is None for leaf in flatten(inputs)):
+            return None
+        return await self._run_call(inputs, training)
+
+    async def _build_from_values(self, inputs: Any, training: bool) -> None:
+        """First call on values: build (and trace) on symbolic stand-ins, so no model is called for it."""
+        if any(leaf is None for leaf in flatten(inputs)):
+            return
+        symbolic = map_structure(_as_symbolic, inputs)
+        await self._build(symbolic)
+        if not (self._overrides("compute_output_spec") or self._overrides("output_data_model")):
+            try:
+                await self._run_call(symbolic, training)
+            except Exception:  # noqa: BLE001 - a call() that only works on values is fine; it just isn't traced
+                pass
+
+    async def _run_call(self, inputs: Any, training: bool) -> Any:
+        with _call_context(training):
+            if _signature_accepts(self.call, "training"):
+                return await _maybe_await(self.call(inputs, training=training))
+            return await _maybe_await(self.call(inputs))
+
+    def _get_call_context(self) -> CallContext | None:
+        return _current_call.get()
+
+    async def call(self, inputs: Any, training: bool = False) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define `async def call(self, inputs, training=False)`")
+
+    # -- serialization ------------------------------------------------------------------------
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "trainable": self.trainable}
@@ -87,3 +283,17 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _initial_value(initializer: Any, data_model: Any) -> dict[str, Any]:
+    if isinstance(initializer, dict):
+        return initializer
+    if initializer is not None and hasattr(initializer, "get_json"):
+        return initializer.get_json()
+    if initializer is not None and callable(initializer):
+        return dict(initializer())
+    if data_model is not None:
+        from promptgym.core.schema import default_value
+
+        return default_value(data_model)
+    return {}

@@ -64,13 +64,27 @@ class Variable:
     """
 
     def __init__(self, name: str, value: dict[str, Any], trainable: bool = True, description: str = "",
-                 check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+                 data_model: Any = None, check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
         self.name = name
         self.trainable = trainable
         self.description = description
+        self.data_model = data_model  # the DataModel class the value follows, when the module said so
         self.check = check
         self._value: dict[str, Any] = {}
         self.assign(value)
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The value itself (synalinks' name; mutating it changes the variable)."""
+        return self.value
+
+    def get_schema(self) -> dict[str, Any]:
+        """The value's JSON schema: its DataModel's, or one inferred from the value."""
+        if self.data_model is not None:
+            return self.data_model.get_schema()
+        from promptgym.core.schema import schema_of_value
+
+        return schema_of_value(self.value, title=self.name.rsplit("/", 1)[-1])
 
     @property
     def value(self) -> dict[str, Any]:

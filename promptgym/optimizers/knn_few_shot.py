@@ -32,7 +32,7 @@ from promptgym.lm.embedding_model import DEFAULT_EMBEDDING_MODEL, EmbeddingModel
 from promptgym.modules.retrieval import example_text, retrieval_state
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.few_shot import FewShotOptimizer
-from promptgym.optimizers.kit import OptimizerContext
+from promptgym.optimizers.kit import OptimizerContext, prompt_states
 
 
 def embedding_model_from(value: EmbeddingModel | str | dict[str, Any] | None) -> EmbeddingModel:
@@ -84,7 +84,7 @@ class KNNFewShot(FewShotOptimizer):
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
         candidate = await self.retrieval_candidate()
-        if candidate is not None:
+        if candidate is not None and candidate.id != self.best_id:
             sizes = ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for "
                               f"{state.module_name}" for state in self.prompts
                               if candidate.variables[state.variable].get("retrieval"))
@@ -108,6 +108,18 @@ class KNNFewShot(FewShotOptimizer):
 
     def propose(self, ctx: OptimizerContext) -> Candidate | None:
         return None
+
+    def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
+                          minibatch_size: int) -> int:
+        """Program runs beyond the training ones: none (nothing is raced)."""
+        return 0
+
+    def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
+        """None when labels serve every Generator; otherwise each training example once an epoch (within budget)."""
+        if self.use_labels and all(state.answer_fields for state in prompt_states(program)):
+            return 0
+        runs = epochs * train_size
+        return runs if self.budget.limit is None else min(runs, self.budget.limit)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -26,11 +26,11 @@ from typing import Any
 import pydantic
 
 from promptgym.core.data_model import DataModel
-from promptgym.core.schema import deserialize_data_model, serialize_data_model
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin
+from promptgym.core.tree import flatten
 from promptgym.modules.generator import as_json
 from promptgym.modules.module import Module, unique_name
-from promptgym.modules.symbolic import Input, SymbolicDataModel
+from promptgym.modules.symbolic import SymbolicDataModel
 from promptgym.modules.variable import Variable
 from promptgym.programs.graph import FunctionalGraph
 from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
@@ -38,65 +38,95 @@ from promptgym.programs.summary import program_summary
 from promptgym.training.trainer import Trainer
 
 
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 @register_builtin
 class Program(Trainer, Module):
-    """A trainable LM program; see the module docstring for the three styles."""
+    """A trainable LM program; see the module docstring for the three styles.
+
+    A subclass may also define ``async def build(self, inputs)`` that wires
+    modules on the symbolic ``inputs`` and ends with
+    ``super().__init__(inputs=inputs, outputs=outputs, name=self.name)``
+    (synalinks' "mixing" style): the program builds itself on its first call.
+    """
 
     def __init__(
         self,
-        inputs: SymbolicDataModel | list[SymbolicDataModel] | None = None,
-        outputs: SymbolicDataModel | list[SymbolicDataModel] | None = None,
+        inputs: Any = None,
+        outputs: Any = None,
         name: str | None = None,
         description: str | None = None,
         trainable: bool = True,
     ) -> None:
-        object.__setattr__(self, "_tracked", {})
+        tracked = self.__dict__.get("_tracked")
         super().__init__(name=name or unique_name("program"), description=description, trainable=trainable)
+        if tracked:  # re-initialised as a functional program from build(): keep the sub-modules already set
+            self.__dict__["_tracked"].update(tracked)
         self._graph: FunctionalGraph | None = None
-        self._single_output = not isinstance(outputs, (list, tuple))
         if inputs is not None or outputs is not None:
             if inputs is None or outputs is None:
                 raise ValueError("a functional Program needs both inputs= and outputs=")
-            self._graph = FunctionalGraph(_as_list(inputs), _as_list(outputs))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        tracked = self.__dict__.get("_tracked")
-        if tracked is not None and isinstance(value, Module) and not name.startswith("_"):
-            tracked[name] = value
-        object.__setattr__(self, name, value)
+            self._graph = FunctionalGraph(inputs, outputs)
+            self.built = True
 
     # -- structure ------------------------------------------------------------------------
 
     @property
     def modules(self) -> list[Module]:
         """The program's modules, in execution order (subclasses: attribute order)."""
-        return self._graph.modules if self._graph else list(self._tracked.values())
+        return self._graph.modules if self._graph else self.submodules
+
+    @modules.setter
+    def modules(self, value: Any) -> None:
+        raise AttributeError("`modules` is a reserved attribute of programs (the list of their modules); "
+                             "name yours differently")
 
     @property
     def variables(self) -> list[Variable]:
-        found: dict[int, Variable] = {}
+        found: dict[int, Variable] = {id(variable): variable for variable in self._variables}
         for module in self.modules:
             for variable in module.variables:
                 found.setdefault(id(variable), variable)
         return list(found.values())
 
-    @property
-    def trainable_variables(self) -> list[Variable]:
-        return [variable for variable in self.variables if variable.trainable and self.trainable]
-
-    def get_module(self, name: str) -> Module:
-        for module in self.modules:
+    def get_module(self, name: str | None = None, index: int | None = None) -> Module:
+        """A module by name (or by position in ``modules``)."""
+        modules = self.modules
+        if index is not None:
+            if not -len(modules) <= index < len(modules):
+                raise ValueError(f"{self.name}: no module at index {index}; the program has {len(modules)} modules")
+            return modules[index]
+        for module in modules:
             if module.name == name:
                 return module
-        raise KeyError(f"no module named {name!r}; modules: {', '.join(m.name for m in self.modules)}")
+        raise ValueError(f"no module named {name!r}; modules: {', '.join(m.name for m in modules)}")
 
     def answer_modules(self) -> list[Module]:
         """Modules whose input is the program's input and whose output is its output (functional programs only)."""
         return self._graph.answer_modules() if self._graph else []
+
+    @property
+    def inputs(self) -> Any:
+        """The symbolic inputs of a functional program."""
+        if self._graph is None:
+            raise AttributeError(f"{self.name} has no defined inputs: it is not built (call it once, or build it)")
+        return self._graph.input_structure
+
+    @property
+    def outputs(self) -> Any:
+        if self._graph is None:
+            raise AttributeError(f"{self.name} has no defined outputs: it is not built (call it once, or build it)")
+        return self._graph.output_structure
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        if self._graph is None:
+            raise AttributeError(f"{self.name} has no defined input schema: it is not built")
+        return self._graph.inputs[0].get_schema()
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        if self._graph is None:
+            raise AttributeError(f"{self.name} has no defined output schema: it is not built")
+        return self._graph.outputs[0].get_schema()
 
     @property
     def input_data_model(self) -> type[DataModel] | None:
@@ -106,17 +136,18 @@ class Program(Trainer, Module):
     def output_data_model(self) -> type[DataModel] | None:  # type: ignore[override]
         return self._graph.outputs[0].data_model if self._graph else None
 
-    def symbolic_call(self, inputs: SymbolicDataModel) -> SymbolicDataModel:
-        if self.output_data_model is None:
-            raise TypeError(f"{self.name}: a subclassed program can't be wired symbolically; call it on data")
-        return SymbolicDataModel(self.output_data_model, producer=self, parents=[inputs])
+    async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
+        """A functional program's outputs as fresh placeholders; a subclass's by tracing ``call``."""
+        if self._graph is not None:
+            return self._graph.output_spec(name=self.name)
+        return await self._run_call(inputs, training)
 
     # -- running --------------------------------------------------------------------------
 
     def validate_input(self, x: Any, index: int | None = None) -> Any:
         """``x`` as the program's input DataModel, or an error naming the field."""
         expected = self.input_data_model
-        if expected is None or isinstance(x, expected):
+        if expected is None or x is None or isinstance(x, expected) or not isinstance(x, (dict, pydantic.BaseModel)):
             return x
         where = f"input {index}" if index is not None else "input"
         try:
@@ -130,18 +161,14 @@ class Program(Trainer, Module):
                 f"{self.name}: {where} does not match {expected.__name__}: field {field!r}: {first['msg']}"
             ) from None
 
-    async def __call__(self, inputs: Any, training: bool = False) -> Any:
-        if isinstance(inputs, SymbolicDataModel):
-            return self.symbolic_call(inputs)
-        return await self.call(inputs, training=training)
-
     async def call(self, inputs: Any, training: bool = False) -> Any:
         """Run the program on one input; subclasses override this."""
         if self._graph is None:
-            raise NotImplementedError(f"{type(self).__name__} must define `async def call(self, inputs, training=False)`")
-        values = [self.validate_input(value) for value in _as_list(inputs)] if self.input_data_model else _as_list(inputs)
-        outputs = await self._graph.run({symbolic.id: value for symbolic, value in zip(self._graph.inputs, values)}, training)
-        return outputs[0] if self._single_output else outputs
+            raise NotImplementedError(f"{type(self).__name__} must define `async def call(self, inputs, training=False)` "
+                                      "or `async def build(self, inputs)`")
+        if len(self._graph.inputs) == 1 and not isinstance(self._graph.input_structure, (list, tuple, dict)):
+            inputs = self.validate_input(inputs)
+        return await self._graph.run(inputs, training)
 
     # -- saving ---------------------------------------------------------------------------
 
@@ -181,40 +208,22 @@ class Program(Trainer, Module):
         base = {"name": self.name, "description": self.description, "trainable": self.trainable}
         if self._graph is None:
             return base
-        return {
-            **base,
-            "inputs": [{"id": s.id, "data_model": serialize_data_model(s.data_model)} for s in self._graph.inputs],
-            "nodes": [
-                {"module": serialize_object(node.module), "parents": node.parents, "output": node.output}
-                for node in self._graph.nodes
-            ],
-            "outputs": [s.id for s in self._graph.outputs],
-            "single_output": self._single_output,
-        }
+        from promptgym.programs.functional_config import graph_config
+
+        return {**base, **graph_config(self._graph)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Program":
         if "nodes" not in config:
             return cls(**config)
-        symbols: dict[str, SymbolicDataModel] = {
-            item["id"]: SymbolicDataModel(deserialize_data_model(item["data_model"])) for item in config["inputs"]
-        }
-        inputs = list(symbols.values())
-        modules: dict[str, Module] = {}
-        for node in config["nodes"]:
-            module_name = node["module"]["config"].get("name")
-            module = modules.get(module_name) or deserialize_object(node["module"], expected="module")
-            modules[module.name] = module
-            parents = [symbols[parent] for parent in node["parents"]]
-            symbols[node["output"]] = module.symbolic_call(parents[0])
-        outputs = [symbols[output] for output in config["outputs"]]
-        return Program(
-            inputs=inputs if len(inputs) > 1 else inputs[0],
-            outputs=outputs[0] if config.get("single_output", True) else outputs,
-            name=config["name"],
-            description=config.get("description"),
-            trainable=config.get("trainable", True),
-        )
+        from promptgym.programs.functional_config import graph_from_config
+
+        inputs, outputs = graph_from_config(config)
+        return Program(inputs=inputs, outputs=outputs, name=config["name"], description=config.get("description"),
+                       trainable=config.get("trainable", True))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name}, description={self.description!r}, built={self.built}>"
 
     # -- inspection -----------------------------------------------------------------------
 
@@ -239,50 +248,16 @@ class Program(Trainer, Module):
         producer_of = {s.id: s.id for s in self._graph.inputs}
         for symbolic in self._graph.inputs:
             nodes.append({"id": symbolic.id, "label": symbolic.data_model.__name__, "class_name": "Input",
-                          "schema": symbolic.data_model.get_schema()})
+                          "schema": symbolic.get_schema()})
         for node in self._graph.nodes:
             node_id = node.module.name
             if all(existing["id"] != node_id for existing in nodes):
+                schema = getattr(node.module, "data_model", None)
                 nodes.append({"id": node_id, "label": node.module.name, "class_name": type(node.module).__name__,
-                              "schema": getattr(node.module, "data_model", None) and node.module.data_model.get_schema()})
+                              "schema": schema.get_schema() if schema is not None else None})
             for parent in node.parents:
-                edges.append([producer_of[parent], node_id])
-            producer_of[node.output] = node_id
+                edges.append([producer_of[parent.id], node_id])
+            for output in flatten(node.outputs):
+                if isinstance(output, SymbolicDataModel):
+                    producer_of[output.id] = node_id
         return {"nodes": nodes, "edges": edges}
-
-
-@register_builtin
-class Sequential(Program):
-    """A program whose modules run one after the other.
-
-    >>> # program = Sequential([Input(data_model=Question), Generator(data_model=Answer, language_model=lm)])
-    """
-
-    def __init__(self, modules: list[Any] | None = None, name: str | None = None,
-                 description: str | None = None, trainable: bool = True) -> None:
-        modules = list(modules or [])
-        if not modules or not isinstance(modules[0], SymbolicDataModel):
-            raise ValueError("Sequential([...]) must start with Input(data_model=...), followed by modules")
-        current = inputs = modules[0]
-        for module in modules[1:]:
-            if not isinstance(module, Module):
-                raise TypeError(f"Sequential: expected a module, got {module!r}")
-            current = module.symbolic_call(current)
-        super().__init__(inputs=inputs, outputs=current, name=name or unique_name("sequential"),
-                         description=description, trainable=trainable)
-
-    def get_config(self) -> dict[str, Any]:
-        assert self._graph is not None
-        return {
-            "name": self.name,
-            "description": self.description,
-            "trainable": self.trainable,
-            "input": serialize_data_model(self._graph.inputs[0].data_model),
-            "modules": [serialize_object(node.module) for node in self._graph.nodes],
-        }
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "Sequential":
-        modules = [deserialize_object(item, expected="module") for item in config["modules"]]
-        return cls([Input(data_model=deserialize_data_model(config["input"])), *modules], name=config["name"],
-                   description=config.get("description"), trainable=config.get("trainable", True))

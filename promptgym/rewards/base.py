@@ -35,6 +35,8 @@ def to_json(value: Any) -> dict[str, Any] | None:
         return value.model_dump(mode="json")
     if isinstance(value, dict):
         return dict(value)
+    if callable(getattr(value, "get_json", None)):  # a JsonDataModel (a joined branch's output)
+        return value.get_json()
     raise TypeError(f"expected a DataModel, a dict or None, got {type(value).__name__}")
 
 

@@ -42,6 +42,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     summary = (run.path / "summary.md").read_text()
     assert "Improvement: **+" in summary and "answerer/state" in summary and "## Top candidates" in summary
     assert "| 95% CI |" in summary and "(mcnemar-exact) on the same 3 examples" in summary
+    assert "Validation, last epoch (95% CI): `val_reward` 1.000 [0.439, 1.000] (n=3)" in summary
     kinds = [event["event"] for event in run.events()]
     for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
                  "checkpoint_saved", "train_end", "run_finished"):
@@ -60,6 +61,13 @@ def test_dry_run_previews_and_starts_nothing(workdir: Path) -> None:
     assert "train 4, validation 1 (held out of the 5 training examples" in result.output  # one count per split
     assert "reward        │ ExactMatch" in result.output and "dry run" in result.output
     assert not (workdir / "runs").exists()
+
+
+def test_knn_few_shot_from_toml_plans_no_training_run(workdir: Path) -> None:
+    result = runner.invoke(app, ["train", "-c", str(ROOT / "examples/configs/dates_knn.toml"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "KNNFewShot" in result.output and "training runs 0" in result.output
+    assert "<= 68 (headroom check 8, training runs 0" in result.output  # 68: headroom 8 + 2 x 30 test
 
 
 def test_config_discovery_and_confirmation(workdir: Path) -> None:
@@ -81,14 +89,6 @@ def test_bad_config_and_missing_file_exit_clearly(workdir: Path) -> None:
     assert result.exit_code == 2 and "data.train:" in result.output and "missing.jsonl: no such file" in result.output
     result = runner.invoke(app, ["train", "-c", str(workdir / "absent.toml"), "--yes"])
     assert result.exit_code == 2 and "no such config file" in result.output
-
-
-def test_sft_job_is_valid_but_not_implemented(workdir: Path) -> None:
-    config = workdir / "sft.toml"
-    config.write_text('[job]\ntype = "sft"\n[sft]\nbase_model = "m"\ntrain_file = "t.jsonl"\n')
-    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
-    assert result.exit_code == 1
-    assert "config is valid" in result.output and "not implemented yet in this version" in result.output
 
 
 def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -390,7 +390,7 @@ async def test_parent_runs_only_on_the_examples_the_mutation_reads_and_budget_ca
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=make(max_evidence=2, max_metric_calls=5))
     x, y = data()
     await program.fit(x, y, epochs=1, batch_size=4, validation_split=1 / 3, minibatch_size=2, verbose=0)
-    task = program.modules[0].language_model
+    task = program.modules[-1].language_model
     train_words = {w for w in WORDS[:4]}
     ran_on_train = [last_user_json(r)["question"] for r in task.requests if last_user_json(r)["question"] in train_words]
     # Batch of 4, but the mutation reads 2: the parent runs on those two only. The child's one run on a

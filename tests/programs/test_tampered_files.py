@@ -11,7 +11,8 @@ import pytest
 import promptgym as pg
 from tests.support import Answer, Question
 
-GENERATOR = ("program", "config", "modules", 0, "config")
+GENERATOR = ("program", "config", "modules", "<Generator>", "config")
+"""Where the Generator's config sits: ``<Generator>`` stands for its index among the modules."""
 
 
 def saved_program(tmp_path: Path) -> dict[str, Any]:
@@ -24,10 +25,16 @@ def saved_program(tmp_path: Path) -> dict[str, Any]:
     return json.loads((tmp_path / "good.json").read_text())
 
 
-def at(data: dict[str, Any], path: tuple) -> Any:
+def at(data: Any, path: tuple) -> Any:
     for part in path:
+        if part == "<Generator>":
+            part = next(i for i, module in enumerate(data) if module.get("class_name") == "Generator")
         data = data[part]
     return data
+
+
+def generator_index(data: dict[str, Any]) -> int:
+    return next(i for i, module in enumerate(data["program"]["config"]["modules"]) if module.get("class_name") == "Generator")
 
 
 def setter(path: tuple, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -42,8 +49,8 @@ STATE = ("variables", "answerer/state")
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (deleter((*GENERATOR, "data_model")), "program.config.modules[0].config: missing key 'data_model'"),
-    (deleter((*GENERATOR, "language_model")), "program.config.modules[0].config: missing key 'language_model'"),
+    (deleter((*GENERATOR, "data_model")), "program.config.modules[<Generator>].config: missing key 'data_model'"),
+    (deleter((*GENERATOR, "language_model")), "program.config.modules[<Generator>].config: missing key 'language_model'"),
     (setter(("program", "config", "modules"), 5), "program.config: TypeError: 'int' object is not iterable"),
     (setter((*STATE, "instructions"), 12345), "variables: variable 'answerer/state': 'instructions' must be a string, got int"),
     (setter((*STATE, "examples"), "x"), "variable 'answerer/state': 'examples' must be a list, got str"),
@@ -51,13 +58,14 @@ STATE = ("variables", "answerer/state")
     (setter((*GENERATOR, "max_string_length"), -5), "Generator 'answerer': max_string_length must be an integer >= 1, got -5"),
     (setter((*GENERATOR, "max_tokens"), "many"), "Generator 'answerer': max_tokens must be an integer >= 1, got 'many'"),
     (setter((*GENERATOR, "language_model", "config", "model"), ""),
-     "program.config.modules[0].config.language_model.config: model must name a model"),
-    (setter((*GENERATOR, "language_model", "class_name"), 7), "program.config.modules[0].config.language_model: expected \"class_name\""),
+     "program.config.modules[<Generator>].config.language_model.config: model must name a model"),
+    (setter((*GENERATOR, "language_model", "class_name"), 7), "program.config.modules[<Generator>].config.language_model: expected \"class_name\""),
     (deleter(("compile", "optimizer")), "compile: missing key 'optimizer'"),
     (setter(("version",), "x"), "version: expected an integer format version, got 'x'"),
 ])
 def test_a_tampered_file_names_itself_the_key_path_and_the_problem(tmp_path: Path, edit, message: str) -> None:
     data = saved_program(tmp_path)
+    message = message.replace("modules[<Generator>]", f"modules[{generator_index(data)}]")
     edit(data)
     (tmp_path / "tampered.json").write_text(json.dumps(data))
     with pytest.raises(ValueError) as raised:

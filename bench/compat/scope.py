@@ -1,0 +1,85 @@
+"""Which parts of synalinks promptgym sets out to cover, by source path under ``synalinks/src``.
+
+promptgym is the training framework (DataModels, modules, programs, rewards,
+metrics, optimizers, callbacks, JSON ops, plots); it has no knowledge bases,
+agents or tool calling, sandboxes, multimodal inputs, dataset downloaders,
+MLflow hooks or Keras Tuner. Tests and doc blocks in those areas are counted
+apart (``out of scope``, with the reason) and listed in docs/synalinks.md.
+"""
+
+from __future__ import annotations
+
+IN = "in"
+OUT = "out"
+
+SCOPE: dict[str, tuple[str, str]] = {
+    # measured: (IN, area reported)
+    "backend": (IN, "data models"),
+    "modules/core": (IN, "core modules"),
+    "modules/module": (IN, "core modules"),
+    "modules/ttc": (IN, "core modules"),
+    "modules/merging": (IN, "multi-branch (merging, masking, ops)"),
+    "modules/masking": (IN, "multi-branch (merging, masking, ops)"),
+    "ops": (IN, "multi-branch (merging, masking, ops)"),
+    "modules/language_models": (IN, "language/embedding models"),
+    "modules/embedding_models": (IN, "language/embedding models"),
+    "programs": (IN, "programs"),
+    "saving": (IN, "programs"),
+    "trainers": (IN, "training"),
+    "optimizers": (IN, "optimizers"),
+    "initializers": (IN, "optimizers"),
+    "rewards": (IN, "rewards"),
+    "metrics": (IN, "metrics"),
+    "callbacks": (IN, "callbacks"),
+    "version": (IN, "programs"),
+    "utils/plot_history": (IN, "plots"),
+    "utils/plot_metrics": (IN, "plots"),
+    "utils/program_visualization": (IN, "plots"),
+    # not measured: (OUT, why)
+    "knowledge_bases": (OUT, "knowledge bases"),
+    "modules/knowledge": (OUT, "knowledge bases"),
+    "modules/retrievers": (OUT, "knowledge bases"),
+    "modules/rerankers": (OUT, "knowledge bases"),
+    "backend/pydantic/knowledge": (OUT, "knowledge bases"),
+    "modules/agents": (OUT, "agents and tools"),
+    "modules/core/tool": (OUT, "agents and tools"),
+    "utils/tool_utils": (OUT, "agents and tools"),
+    "utils/mcp": (OUT, "agents and tools"),
+    "modules/synthesis": (OUT, "code synthesis and sandboxes"),
+    "sandboxes": (OUT, "code synthesis and sandboxes"),
+    "backend/pydantic/media": (OUT, "multimodal inputs"),
+    "datasets": (OUT, "dataset loaders"),
+    "hooks": (OUT, "observability hooks (MLflow)"),
+    "callbacks/monitor": (OUT, "observability hooks (MLflow)"),
+    "utils/keras_tuner_utils": (OUT, "Keras Tuner"),
+    "tuners": (OUT, "Keras Tuner"),
+    "utils": (OUT, "synalinks' internal utilities"),
+    "tree": (OUT, "synalinks' internal utilities"),
+}
+"""Path prefix (under synalinks/src, no extension) -> in or out, and the area or the reason. The longest prefix wins."""
+
+
+def source_path(module: str) -> str:
+    """``synalinks.src.modules.core.tool`` -> ``modules/core/tool``."""
+    return module.removeprefix("synalinks.src.").replace(".", "/")
+
+
+def classify(path: str) -> tuple[str, str]:
+    """``(IN, area)`` or ``(OUT, reason)`` for the code at ``path`` (``modules/agents/sql_agent_test``)."""
+    matches = [prefix for prefix in SCOPE
+               if path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "_")]
+    if not matches:
+        return (OUT, "not classified")
+    return SCOPE[max(matches, key=len)]
+
+
+def classify_names(names: list[str], by_public: dict) -> tuple[str, str] | None:
+    """``(OUT, reason)`` if one of these public names comes from an area out of scope, else None."""
+    for name in names:
+        export = by_public.get(name)
+        if export is None:
+            continue
+        kind, reason = classify(source_path(export.module))
+        if kind != IN:
+            return (kind, reason)
+    return None

@@ -1,0 +1,142 @@
+"""``import synalinks`` -> promptgym, by public name only.
+
+The shim implements nothing: it resolves each name a synalinks user (or a
+synalinks test) imports to the object promptgym exports under the same
+public path, and fails with ImportError/AttributeError when promptgym has no
+such name.
+
+- ``synalinks`` is promptgym itself; ``synalinks.X`` is ``promptgym.X``.
+- ``synalinks.src.M`` (synalinks' internal modules, which its tests import)
+  is a proxy: ``from synalinks.src.M import N`` finds the public path of
+  ``N`` (:mod:`public_api`) and returns promptgym's object at that path.
+- ``synalinks.src.testing`` is the harness's test infrastructure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from typing import Any
+
+from public_api import PublicApi
+
+_MISSING = object()
+MISSING_NAMES: set[str] = set()
+"""Public names a test imported that promptgym lacks (reported by the runner)."""
+
+
+def resolve_public(path: str) -> Any:
+    """promptgym's object at public path ``synalinks.a.b.C`` (AttributeError naming it if absent)."""
+    parts = path.split(".")[1:]
+    obj: Any = importlib.import_module("promptgym")
+    module_name = "promptgym"
+    for part in parts:
+        value = getattr(obj, part, _MISSING)
+        if value is _MISSING and isinstance(obj, types.ModuleType):
+            try:
+                value = importlib.import_module(f"{module_name}.{part}")
+            except ModuleNotFoundError:
+                value = _MISSING
+        if value is _MISSING:
+            raise AttributeError(f"promptgym has no {path.replace('synalinks', 'promptgym', 1)}")
+        obj = value
+        module_name = f"{module_name}.{part}"
+    return obj
+
+
+class MissingName:
+    """A public synalinks name promptgym lacks, imported by a test file.
+
+    Importing it succeeds, so the file's other tests still run; any use
+    (call, attribute, subclassing) raises, failing only the tests that use it.
+    """
+
+    def __init__(self, path: str, error: str) -> None:
+        object.__setattr__(self, "_error", error)
+
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+        raise AttributeError(object.__getattribute__(self, "_error"))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._fail()
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        # `class Helper(Missing): ...` at a test file's top level must not stop the file's other tests;
+        # the tests that use Helper use the missing name too, so they are not counted.
+        return (object,)
+
+    __call__ = _fail
+    __iter__ = _fail
+    __getitem__ = _fail
+
+
+class InternalModuleProxy(types.ModuleType):
+    """Stands for ``synalinks.src.M``: attributes resolve through synalinks' public API."""
+
+    def __init__(self, name: str, api: PublicApi) -> None:
+        super().__init__(name)
+        self.__path__: list[str] = []  # a package, so submodules import
+        self._api = api
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        full = f"{self.__name__}.{name}"
+        if full in sys.modules:
+            return sys.modules[full]
+        candidates = self._api.public_paths(self.__name__, name)
+        errors = []
+        for candidate in candidates:
+            try:
+                return resolve_public(candidate)
+            except AttributeError as error:
+                errors.append(str(error))
+        if self._api.is_source_module(full):
+            return importlib.import_module(full)
+        if candidates:
+            MISSING_NAMES.add(candidates[0])
+            return MissingName(candidates[0], errors[0])
+        # A private name the test file imports: only the tests that use it fail (and those are not counted).
+        return MissingName(full, f"{full} is not part of synalinks' public API")
+
+
+class SynalinksFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, api: PublicApi, harness_modules: dict[str, types.ModuleType]) -> None:
+        self.api = api
+        self.harness_modules = harness_modules
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "synalinks" and not fullname.startswith("synalinks."):
+            return None
+        if fullname.startswith("synalinks.src.") and fullname not in self.harness_modules:
+            # only synalinks' real modules: `from synalinks.src.m import Missing` must fail, not become a module
+            if not self.api.is_source_module(fullname):
+                return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        name = spec.name
+        if name in self.harness_modules:
+            return self.harness_modules[name]
+        if name == "synalinks.src" or name.startswith("synalinks.src."):
+            return InternalModuleProxy(name, self.api)
+        target = "promptgym" + name[len("synalinks"):]
+        try:
+            return importlib.import_module(target)
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError(f"promptgym has no module {target} (for {name})", name=name) from None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+def install(api: PublicApi, harness_modules: dict[str, types.ModuleType] | None = None) -> None:
+    """Make ``import synalinks`` (and ``synalinks.src.*``) resolve to promptgym."""
+    for name in [name for name in sys.modules if name == "synalinks" or name.startswith("synalinks.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, SynalinksFinder(api, harness_modules or {}))

@@ -1,0 +1,49 @@
+"""``InputModule``: the module behind ``Input(...)``, a program's entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from promptgym.core.data_model import DataModel
+from promptgym.core.serialization import register_builtin
+from promptgym.modules.module import Module
+from promptgym.modules.symbolic import CallNode, SymbolicDataModel
+
+
+@register_builtin
+class InputModule(Module):
+    """Holds the symbolic data model a program starts from; passes its value through."""
+
+    def __init__(self, data_model: type[DataModel] | None = None, schema: dict[str, Any] | None = None,
+                 name: str | None = None, description: str | None = None, trainable: bool = True) -> None:
+        super().__init__(name=name, description=description, trainable=trainable)
+        node = CallNode(self, None)
+        self.output = SymbolicDataModel(data_model=data_model, schema=schema, name=self.name, node=node)
+        node.outputs = self.output
+        self.built = True
+
+    @property
+    def data_model(self) -> type[DataModel]:
+        return self.output.data_model
+
+    async def call(self, inputs: Any, training: bool = False) -> Any:
+        return inputs
+
+    async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
+        return SymbolicDataModel(data_model=self.output)
+
+    def get_config(self) -> dict[str, Any]:
+        from promptgym.core.schema import serialize_data_model
+
+        config = {**super().get_config(), "data_model": serialize_data_model(self.data_model)}
+        if self._auto_named:  # an automatic name depends on what else the process built: saves stay equal
+            config["name"] = None
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "InputModule":
+        from promptgym.core.schema import deserialize_data_model
+
+        config = dict(config)
+        config["data_model"] = deserialize_data_model(config["data_model"])
+        return cls(**config)
