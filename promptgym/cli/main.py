@@ -5,6 +5,7 @@
     promptgym submit --config run.toml --address http://127.0.0.1:8265
     promptgym runs list | show ID | watch ID | stop ID
     promptgym models list
+    promptgym export-sft-data --run RUN_ID -o distilled.jsonl
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
     EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
+from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
 from promptgym.cli.runs import RunFolder, default_runs_dir
@@ -35,6 +37,7 @@ app = typer.Typer(help="Train LM programs' prompts from TOML configs.", no_args_
 app.add_typer(runs_app, name="runs")
 app.add_typer(models_app, name="models")
 app.command("submit")(submit)
+app.command("export-sft-data")(export_sft_data_command)
 
 
 def discover_config() -> list[str]:

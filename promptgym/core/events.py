@@ -340,6 +340,7 @@ class SFTStep(Event):
     lr: float
     tokens_per_s: float | None = None
     grad_norm: float | None = None
+    seconds: float | None = None
     elapsed_s: float = 0.0
     eval_loss: float | None = None
 

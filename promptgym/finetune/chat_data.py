@@ -119,10 +119,3 @@ def read_chat_jsonl(path: str | Path, limit: int | None = None) -> tuple[list[Ch
         problems.append(DataProblem(str(path), 0, "no rows"))
     return rows, problems
 
-
-def write_chat_jsonl(path: str | Path, conversations: list[list[dict[str, str]]]) -> Path:
-    """``{"messages": [...]}`` per line, written atomically."""
-    from promptgym.core.atomic import atomic_write_text
-
-    return atomic_write_text(path, "".join(json.dumps({"messages": messages}, ensure_ascii=False) + "\n"
-                                           for messages in conversations))

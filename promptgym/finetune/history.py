@@ -17,7 +17,7 @@ from typing import Any
 from promptgym.core.atomic import atomic_writer
 
 logger = logging.getLogger("promptgym")
-COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_norm", "elapsed_s")
+COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_norm", "seconds", "elapsed_s")
 
 
 class StepHistory:

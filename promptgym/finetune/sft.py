@@ -225,7 +225,7 @@ class SFTJob:
                 progress.loss = measured["loss"]
                 row = {"step": progress.step, "epoch": epoch + (position + 1) / len(groups), "loss": _round(measured["loss"]),
                        "lr": measured["lr"], "tokens_per_s": _round(measured["tokens_per_s"], 1),
-                       "grad_norm": _round(measured["grad_norm"], 4),
+                       "grad_norm": _round(measured["grad_norm"], 4), "seconds": _round(measured["seconds"], 3),
                        "elapsed_s": round(elapsed_before + time.time() - started, 2)}
                 eval_due = self.settings.eval_steps and progress.step % self.settings.eval_steps == 0
                 if eval_due and progress.step < self.total_steps:

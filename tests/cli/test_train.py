@@ -25,6 +25,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
     assert "est. LM calls" in result.output and "epoch 2:" in result.output and "headroom check 3" in result.output
+    assert "best on 3 validation examples: reward=1.000 (95% CI 0.439-1.000)" in result.output
     assert "headroom check: the starting program scores 0.000 [0.000, 0.561] (n=3) on 3 validation examples" \
         in result.output
     run = only_run(workdir)
@@ -195,3 +196,21 @@ def test_chart_stream_format(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--yes", "--stream-format", "chart"])
     assert result.exit_code == 0, result.output
     assert "train reward" in result.output
+
+
+def test_export_sft_data_distils_a_finished_run(workdir: Path) -> None:
+    config = write_config(workdir)
+    assert runner.invoke(app, ["train", "--config", str(config), "--yes"]).exit_code == 0
+    run = only_run(workdir)
+    output = workdir / "distilled.jsonl"
+    result = runner.invoke(app, ["export-sft-data", "--run", run.id, "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert rows and f"{len(rows)} rows from {len(rows)} examples" in result.output
+    for row in rows:
+        roles = [message["role"] for message in row["messages"]]
+        assert roles == ["system", "user", "assistant"]  # demonstrations left out
+        question = json.loads(row["messages"][1]["content"])["question"]
+        assert json.loads(row["messages"][2]["content"]) == {"answer": question.upper()}
+    refused = runner.invoke(app, ["export-sft-data", "-o", str(output)])
+    assert refused.exit_code == 2 and "either --run RUN_ID or --config FILE" in refused.output

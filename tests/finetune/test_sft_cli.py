@@ -89,3 +89,26 @@ def test_a_run_trains_exports_registers_and_lists_the_model(workdir: Path, tiny_
     assert removed.exit_code == 0 and status["model_id"] not in runner.invoke(app, ["models", "list"]).output
     chart = runner.invoke(app, ["runs", "watch", run.id, "--stream-format", "chart"])
     assert "* train loss per step" in chart.output and json.loads((run.path / "run.json").read_text())["steps_done"] == 3
+
+
+@pytest.mark.parametrize("name", ["sft_dates.toml", "sft_example.toml"])
+def test_the_example_configs_validate_and_their_rows_pass_the_checks(name: str) -> None:
+    from promptgym.cli.config import load_config
+    from promptgym.finetune.chat_data import read_chat_jsonl
+
+    config = load_config([Path(__file__).resolve().parents[2] / "examples" / "configs" / name])
+    assert config.job.type == "sft" and config.sft.base_model == "local/smollm2-135m-instruct"
+    for path in filter(None, (config.sft.train_file, config.sft.validation_file)):
+        rows, problems = read_chat_jsonl(path)
+        assert rows and problems == []
+
+
+def test_examples_override_and_unknown_sft_keys(tmp_path: Path, tiny_model: Path) -> None:
+    from promptgym.cli.config import ConfigError, load_config
+
+    config = write_config(tmp_path, tiny_model, capital_rows(4), extra="bogus = 1\n")
+    with pytest.raises(ConfigError, match="sft.bogus: unknown key"):
+        load_config([config])
+    config = write_config(tmp_path, tiny_model, capital_rows(4))
+    loaded = load_config([config], overrides={"examples": 3, "model": "local/gemma-3-270m"})
+    assert (loaded.sft.examples, loaded.sft.base_model) == (3, "local/gemma-3-270m")
