@@ -8,6 +8,7 @@ import numpy as np
 
 from promptgym.lm.usage import PHASES
 from promptgym.rollouts import ExampleResult
+from promptgym.stats import Evaluation
 
 
 def mean(values: list[float]) -> float:
@@ -35,3 +36,11 @@ def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -
     for name in names[1:]:
         logs[f"{prefix}{name}"] = mean([r.metrics.get(name, 0.0) for r in results])
     return logs
+
+
+def scored_evaluation(results: list[ExampleResult], compiled: Any, prefix: str = "") -> Evaluation:
+    """:func:`scored_logs` as an :class:`Evaluation`: the same means, with the per-example scores behind them."""
+    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
+    return Evaluation({f"{prefix}{names[0]}": [r.reward for r in results],
+                       **{f"{prefix}{name}": [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}},
+                      failures=[position for position, r in enumerate(results) if r.error])
