@@ -72,7 +72,9 @@ def describe(record: dict[str, Any]) -> str | None:
         case CheckpointSaved(path=path, reason=reason):
             return f"  checkpoint {path}" + (f" ({reason})" if reason else "")
         case Evaluated() as event:
-            return f"{event.label} on {event.size} {event.split} examples: reward={_fmt(event.logs.get('reward'))}"
+            low, high = event.logs.get("reward_interval") or (None, None)
+            interval = f" (95% CI {_fmt(low)}-{_fmt(high)})" if low is not None else ""
+            return f"{event.label} on {event.size} {event.split} examples: reward={_fmt(event.logs.get('reward'))}{interval}"
         case RunFinished() as event:
             tail = f": {event.error}" if event.error else ""
             calls = f", {event.lm_calls} LM calls" if event.lm_calls else ""

@@ -25,6 +25,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
     assert "est. LM calls" in result.output and "epoch 2:" in result.output and "headroom check 3" in result.output
+    assert "best on 3 validation examples: reward=1.000 (95% CI 0.439-1.000)" in result.output
     assert "headroom check: the starting program scores 0.000 [0.000, 0.561] (n=3) on 3 validation examples" \
         in result.output
     run = only_run(workdir)
