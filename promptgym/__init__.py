@@ -21,7 +21,46 @@ from promptgym.lm import (
     set_default_embedding_model,
     set_default_language_model,
 )
+from promptgym.core.base_models import (
+    Embedding,
+    EmbeddingRequest,
+    Embeddings,
+    GenericInputs,
+    GenericIO,
+    GenericOutputs,
+    GenericResult,
+    Instructions,
+    Prediction,
+    Stamp,
+    Trainable,
+    is_embedded,
+    is_embedding,
+    is_embeddings,
+    is_instructions,
+    is_prediction,
+    is_stamped,
+    is_trainable,
+)
+from promptgym.core.chat import (
+    ChatMessage,
+    ChatMessages,
+    ChatRole,
+    ToolCall,
+    ToolCallFunction,
+    is_chat_message,
+    is_chat_messages,
+    is_tool_call,
+)
+from promptgym.core.chat_completions import (
+    from_chat_completion_message,
+    from_chat_completion_messages,
+    to_chat_completion_message,
+    to_chat_completion_messages,
+    to_chat_completion_request,
+)
 from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.name_scope import name_scope
+from promptgym.core.scores import FineScore, Rating, Rating10, Rating20, Score
 from promptgym.modules import (
     And,
     ChainOfThought,
@@ -46,7 +85,7 @@ from promptgym.modules import (
 )
 from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.rollouts.executor import get_default_executor, set_default_executor
-from promptgym.session import clear_session, enable_logging, enable_observability
+from promptgym.session import clear_session, enable_logging, enable_observability, get_seed, set_seed
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
@@ -54,7 +93,7 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("callbacks", "datasets", "ops", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("backend", "callbacks", "datasets", "ops", "testing", "training", "utils")
 
 
 def __getattr__(name: str) -> Any:
@@ -68,7 +107,13 @@ __all__ = [
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",
-    "set_default_executor",
+    "set_default_executor", "ChatMessage", "ChatMessages", "ChatRole", "ToolCall", "ToolCallFunction", "Embedding",
+    "EmbeddingRequest", "Embeddings", "GenericInputs", "GenericIO", "GenericOutputs", "GenericResult", "Instructions",
+    "Prediction", "Stamp", "Trainable", "FineScore", "Rating", "Rating10", "Rating20", "Score", "name_scope",
+    "get_seed", "set_seed", "is_chat_message", "is_chat_messages", "is_tool_call", "is_embedded", "is_embedding",
+    "is_embeddings", "is_instructions", "is_prediction", "is_stamped", "is_trainable", "from_chat_completion_message",
+    "from_chat_completion_messages", "to_chat_completion_message", "to_chat_completion_messages",
+    "to_chat_completion_request",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
     "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
 ]

@@ -152,6 +152,10 @@ class Module:
         """
         if isinstance(name, dict) or (name is not None and not isinstance(name, str)):
             initializer, name = name, None
+        if data_model is not None:
+            from promptgym.core.base_models import is_trainable
+
+            trainable = trainable and is_trainable(data_model)  # only optimizer-shaped state is trainable
         if value is None:
             value = _initial_value(initializer, data_model)
         name = name or (_snake(data_model.__name__) if data_model is not None else f"variable_{len(self._variables)}")

@@ -42,15 +42,19 @@ class Trainer:
     async def fit(self, x: Any = None, y: Any = None, validation_split: float = 0.1, validation_data: Any = None,
                   epochs: int = 1, batch_size: int = 1, minibatch_size: int = 4, validation_batch_size: int = 32,
                   validation_freq: int = 1, callbacks: list[Any] | None = None, shuffle: bool = False,
-                  seed: int = 0, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
+                  seed: int | None = None, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
                   initial_step: int = 0, executor: Executor | None = None) -> History:
         """Train; see the README for every argument. Returns a :class:`History`.
 
         ``initial_epoch`` / ``initial_step``: where a resumed run starts (a
         program loaded from a checkpoint goes on with the rollouts it had
         already paid for). ``executor``: where rollouts run (default:
-        ``promptgym.rollouts.get_default_executor()``).
+        ``promptgym.rollouts.get_default_executor()``). ``seed``: default ``set_seed()``'s (0).
         """
+        if seed is None:
+            from promptgym.session import get_seed
+
+            seed = get_seed()
         return await fit_program(self, x, y, validation_split=validation_split, validation_data=validation_data,
                                  epochs=epochs, batch_size=batch_size, minibatch_size=minibatch_size,
                                  validation_batch_size=validation_batch_size, validation_freq=validation_freq,
