@@ -63,9 +63,11 @@ from promptgym.core.name_scope import name_scope
 from promptgym.core.scores import FineScore, Rating, Rating10, Rating20, Score
 from promptgym.modules import (
     And,
+    Branch,
     ChainOfThought,
     Concat,
     Concatenate,
+    Decision,
     Factorize,
     Generator,
     Identity,
@@ -74,10 +76,12 @@ from promptgym.modules import (
     InputModule,
     Lambda,
     Module,
+    MultiDecision,
     Not,
     Or,
     OutMask,
     Prefix,
+    SelfCritique,
     Suffix,
     SymbolicDataModel,
     Variable,
@@ -103,7 +107,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "And", "ChainOfThought", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
+    "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",

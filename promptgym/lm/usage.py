@@ -67,6 +67,34 @@ class UsageLedger:
         }
 
 
+class UsageCounters:
+    """synalinks' names for a model's running totals (``lm.cumulated_calls``...), read from ``self.usage``."""
+
+    usage: UsageLedger
+
+    @property
+    def cumulated_calls(self) -> int:
+        """Calls that reached the model (cache hits not counted)."""
+        total = self.usage.total()
+        return total.calls - total.cache_hits
+
+    @property
+    def cumulated_cache_hits(self) -> int:
+        return self.usage.total().cache_hits
+
+    @property
+    def cumulated_prompt_tokens(self) -> int:
+        return self.usage.total().prompt_tokens
+
+    @property
+    def cumulated_completion_tokens(self) -> int:
+        return self.usage.total().completion_tokens
+
+    @property
+    def cumulated_failures(self) -> int:
+        return self.usage.total().failures
+
+
 LEDGER = UsageLedger()
 """Every model call of the process, by phase."""
 
