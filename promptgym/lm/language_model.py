@@ -318,7 +318,8 @@ class LanguageModel(UsageCounters):
         latency = time.perf_counter() - started
         self.last_call_finish_reason = response.finish_reason
         self._record(
-            Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens, latency_s=latency)
+            Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+                  latency_s=latency, cost=response.cost)
         )
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,

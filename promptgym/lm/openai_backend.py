@@ -210,6 +210,7 @@ class OpenAICompatibleBackend:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             reasoning=message.get("reasoning_content") or message.get("reasoning") or None,  # vLLM, Ollama, DeepSeek
             finish_reason=choices[0].get("finish_reason"),
+            cost=float(usage.get("cost") or 0.0),
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

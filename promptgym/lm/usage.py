@@ -29,6 +29,7 @@ class Usage:
     latency_s: float = 0.0
     cache_hits: int = 0
     failures: int = 0
+    cost: float = 0.0  # what the server billed, when it says (usage.cost); 0 for the embedded engine
 
     def add(self, other: "Usage") -> None:
         for name, value in asdict(other).items():

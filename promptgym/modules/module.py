@@ -24,6 +24,7 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -119,6 +120,8 @@ class Module:
         self.trainable = trainable
         self._variables: list[Variable] = []
         self.built = False
+        self.call_count = 0          # calls on values, and the seconds they took (operational metrics read them)
+        self.call_seconds = 0.0
 
     def __setattr__(self, name: str, value: Any) -> None:
         tracked = self.__dict__.get("_tracked")
@@ -248,7 +251,12 @@ class Module:
             await self._build_from_values(inputs, training)
         if not self.accepts_none and all(leaf is None for leaf in flatten(inputs)):
             return None
-        return await self._run_call(inputs, training)
+        started = time.perf_counter()
+        try:
+            return await self._run_call(inputs, training)
+        finally:
+            self.call_count += 1
+            self.call_seconds += time.perf_counter() - started
 
     async def _build_from_values(self, inputs: Any, training: bool) -> None:
         """First call on values: build (and trace) on symbolic stand-ins, so no model is called for it."""

@@ -41,10 +41,15 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
     await callback_list.call("on_test_begin", {"total": len(xs)})
     results = await rollouts.run("test", list(range(len(xs))), with_metrics=True, window=batch_size,
                                  on_done=batches.done)
-    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
-    logs = Evaluation({names[0]: [r.reward for r in results],
-                       **{name: [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}},
-                      failures=[position for position, r in enumerate(results) if r.error])
+    scores: dict[str, list[float]] = {}
+    if not getattr(compiled.reward, "placeholder", False):
+        scores[compiled.reward.name] = [r.reward for r in results]
+    for metric in compiled.metrics:
+        if getattr(metric, "operational", False):  # the counters' value now, not a per-example score
+            scores[metric.name] = [float(metric.result())] * len(results)
+        else:
+            scores[metric.name] = [r.metrics.get(metric.name, 0.0) for r in results]
+    logs = Evaluation(scores, failures=[position for position, r in enumerate(results) if r.error])
     await callback_list.call("on_test_end", logs)
     return logs
 

@@ -52,6 +52,9 @@ async def fit_program(
 ) -> History:
     """Train; see the README for every argument. Returns a :class:`History`."""
     compiled = require_compiled(program, "fit")
+    if getattr(compiled.reward, "placeholder", False):
+        raise ValueError("fit() needs a reward to maximise: program.compile(reward=..., optimizer=...); "
+                         "a program compiled without one can predict() and evaluate() its metrics")
     x_all, y_all = as_object_array(x, "x"), as_object_array(y, "y")
     if len(x_all) != len(y_all):
         raise ValueError(f"x and y have different lengths ({len(x_all)} and {len(y_all)})")

@@ -32,6 +32,9 @@ def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -
     if not results:
         return {f"{prefix}{name}": None for name in names}
     logs = {f"{prefix}{names[0]}": mean([r.reward for r in results])}
-    for name in names[1:]:
-        logs[f"{prefix}{name}"] = mean([r.metrics.get(name, 0.0) for r in results])
+    for metric in compiled.metrics:
+        if getattr(metric, "operational", False):  # tokens, calls, cost: the counters' value now
+            logs[f"{prefix}{metric.name}"] = float(metric.result())
+        else:
+            logs[f"{prefix}{metric.name}"] = mean([r.metrics.get(metric.name, 0.0) for r in results])
     return logs
