@@ -70,6 +70,10 @@ class LanguageModel:
     ) -> None:
         from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model
 
+        if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature >= 0):
+            raise LMConfigurationError(f"temperature must be a number >= 0, got {temperature!r}")
+        if not (isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1):
+            raise LMConfigurationError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise LMConfigurationError(f"model must name a model ('provider/model', e.g. 'local/{DEFAULT_LOCAL_MODEL}'), "
                                        f"got {model!r}; leave it out for the embedded default")
