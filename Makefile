@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,distributed,test
+EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,distributed,finetune,test
 
 # llama-cpp-python compiles llama.cpp from source. The default GGML_NATIVE=ON
 # build uses the CPU's AMX/AVX-512 paths, which segfault on the machines we
@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	# llama.cpp's GGUF converters (for fine-tuned models) from the llama-cpp-python source package
+	$(PY) -m promptgym.finetune.converters
 	touch $@
 
 demo: install

@@ -72,7 +72,9 @@ def build_program(url: str, concurrency: int) -> pg.Program:
     lm = pg.LanguageModel(model="openai/fake", api_base=f"{url}/v1", api_key="unused", cache=False,
                           concurrency=concurrency, max_tokens=16)
     generator = pg.Generator(data_model=Answer, language_model=lm, name="answerer")
-    return pg.Sequential([pg.Input(data_model=Question), generator], name="bench")
+    program = pg.Sequential([pg.Input(data_model=Question), generator], name="bench")
+    program.compile(reward="exactmatch")
+    return program
 
 
 def examples(count: int, tag: str) -> tuple[np.ndarray, np.ndarray]:
@@ -83,13 +85,15 @@ def examples(count: int, tag: str) -> tuple[np.ndarray, np.ndarray]:
 
 async def timed_evaluate(program: pg.Program, count: int, executor: Any, tag: str) -> dict[str, Any]:
     warm_x, warm_y = examples(16, f"warm-{tag}")
+    started = time.perf_counter()
     await program.evaluate(warm_x, warm_y, batch_size=len(warm_x), verbose=0, executor=executor)
+    warm_up = time.perf_counter() - started  # with Ray: connect, start the workers, build the program there
     x, y = examples(count, tag)
     started, cpu = time.perf_counter(), time.process_time()
     logs = await program.evaluate(x, y, batch_size=count, verbose=0, executor=executor)
     wall = time.perf_counter() - started
     return {"wall_s": round(wall, 3), "examples_per_s": round(count / wall, 2), "reward": float(logs["reward"]),
-            "driver_cpu_s": round(time.process_time() - cpu, 3)}
+            "driver_cpu_s": round(time.process_time() - cpu, 3), "warm_up_s": round(warm_up, 2)}
 
 
 async def measure(args: argparse.Namespace, url: str, head: LocalRayHead) -> list[dict[str, Any]]:
@@ -127,7 +131,9 @@ def main() -> None:
     if args.overhead:
         args.latency_ms = 0.0
     server, url = start_server(args.latency_ms)
+    started = time.perf_counter()
     head = LocalRayHead(num_cpus=max(args.workers)).start()
+    head_start_s = round(time.perf_counter() - started, 2)
     try:
         if args.overhead:
             rows = []
@@ -145,7 +151,8 @@ def main() -> None:
         server.kill()
         server.wait()
     result = {"bench": "distributed_overhead" if args.overhead else "distributed_scaling", "examples": args.examples,
-              "latency_ms": args.latency_ms, "cpus": os.cpu_count(), "python": platform.python_version(), "rows": rows}
+              "latency_ms": args.latency_ms, "cpus": os.cpu_count(), "python": platform.python_version(),
+              "head_start_s": head_start_s, "load_average": os.getloadavg(), "rows": rows}
     out = args.out or RESULTS / f"{result['bench']}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -81,15 +81,16 @@ def mutations(data: dict) -> Iterator[tuple[str, str, Any]]:
         if not isinstance(value, (dict, list)):
             yield f"retype {label(path)}", "any", edited(data, path, WRONG[type(value)])
     variable = ("variables", "answerer/state")
+    generator = next(i for i, module in enumerate(data["program"]["config"]["modules"]) if module["class_name"] == "Generator")
     pointed = [
         ("instructions 12345", edited(data, (*variable, "instructions"), 12345)),
         ("instructions null", edited(data, (*variable, "instructions"), None)),
         ("examples a string", edited(data, (*variable, "examples"), "x")),
         ("example without outputs", edited(data, (*variable, "examples"), [{"inputs": {"question": "q"}}])),
-        ("max_string_length -5", edited(data, ("program", "config", "modules", 0, "config", "max_string_length"), -5)),
-        ("max_tokens -1", edited(data, ("program", "config", "modules", 0, "config", "max_tokens"), -1)),
-        ("temperature 'hot'", edited(data, ("program", "config", "modules", 0, "config", "temperature"), "hot")),
-        ("language model name ''", edited(data, ("program", "config", "modules", 0, "config", "language_model", "config", "model"), "")),
+        ("max_string_length -5", edited(data, ("program", "config", "modules", generator, "config", "max_string_length"), -5)),
+        ("max_tokens -1", edited(data, ("program", "config", "modules", generator, "config", "max_tokens"), -1)),
+        ("temperature 'hot'", edited(data, ("program", "config", "modules", generator, "config", "temperature"), "hot")),
+        ("language model name ''", edited(data, ("program", "config", "modules", generator, "config", "language_model", "config", "model"), "")),
         ("class_name os.system", edited(data, ("program", "class_name"), "os.system")),
         ("data_model schema garbage", edited(data, ("program", "config", "input"), {"type": 5})),
         ("top level list", [data]),
@@ -146,6 +147,9 @@ def program_file_verdicts() -> list[Verdict]:
         return verdicts
 
 
+GENERATOR_INDEX = "[i for i, m in enumerate(d['program']['config']['modules']) if m['class_name'] == 'Generator'][0]"
+
+
 def cli_cases() -> list[Case]:
     """Tampered files through ``promptgym train``: exit 2 naming the file."""
     def tampered(change: str) -> dict[str, str | bytes]:
@@ -154,10 +158,10 @@ def cli_cases() -> list[Case]:
 
     script = '"$PYTHON" make.py p.json && "$PYTHON" tamper.py && "$PYTHON" -m promptgym.cli.main train -c run.toml --dry-run'
     changes = {
-        "cli_program_missing_data_model": "del d['program']['config']['modules'][0]['config']['data_model']",
+        "cli_program_missing_data_model": f"del d['program']['config']['modules'][{GENERATOR_INDEX}]['config']['data_model']",
         "cli_program_modules_not_list": "d['program']['config']['modules'] = 5",
         "cli_program_instructions_int": "d['variables']['answerer/state']['instructions'] = 12345",
-        "cli_program_language_model_missing": "del d['program']['config']['modules'][0]['config']['language_model']",
+        "cli_program_language_model_missing": f"del d['program']['config']['modules'][{GENERATOR_INDEX}]['config']['language_model']",
     }
     return [Case("program_file", name, ["bash", "-c", script], files=tampered(change), mention=("p.json",))
             for name, change in changes.items()]

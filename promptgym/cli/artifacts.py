@@ -129,6 +129,19 @@ def improvement_lines(status: dict[str, Any], reward: str) -> list[str]:
             "the best program is not shown to be better than the baseline on examples like these.", ""]
 
 
+def validation_lines(run: Any) -> list[str]:
+    """The last epoch's validation scores with their 95% intervals (from the run's epoch_end events)."""
+    intervals = {}
+    for event in run.events():
+        if event["event"] == "epoch_end" and event.get("intervals"):
+            intervals = event["intervals"]
+    if not intervals:
+        return []
+    shown = "; ".join(f"`{key}` {item['mean']:.3f} [{item['low']:.3f}, {item['high']:.3f}] (n={item['n']})"
+                      for key, item in intervals.items())
+    return [f"Validation, last epoch (95% CI): {shown}", ""]
+
+
 def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
     baseline, final = status.get("baseline") or {}, status.get("final") or {}
     reward = job.reward.name
@@ -149,7 +162,7 @@ def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[di
         f"| baseline | {_score(before)} | {_interval(baseline, reward)} | {baseline.get('split', '-')} | "
         f"{baseline.get('size', '-')} |",
         f"| best | {_score(after)} | {_interval(final, reward)} | {final.get('split', '-')} | {final.get('size', '-')} |",
-        "", *improvement_lines(status, reward),
+        "", *improvement_lines(status, reward), *validation_lines(run),
     ]
     lines += prompt_section(job.program)
     lines += ["## Top candidates", "", "| id | origin | parent | score | split | examples | best |",

@@ -17,6 +17,8 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from promptgym.finetune.settings import SFTSettings
+
 JobType = Literal["prompt_learning", "sft", "rl"]
 FieldType = Literal["str", "int", "float", "bool", "list[str]"]
 
@@ -159,17 +161,6 @@ class TrainingSection(Section):
     early_stopping: EarlyStoppingSpec | None = None
 
 
-class SFTSection(Section):
-    """Weight fine-tuning (validated now, run in a later version)."""
-
-    base_model: str = ""
-    train_file: str = ""
-    validation_file: str | None = None
-    n_epochs: int = Field(1, ge=1)
-    learning_rate: float = Field(1e-5, gt=0)
-    batch_size: int = Field(8, ge=1)
-
-
 class RLSection(Section):
     """Reinforcement learning against a task app (validated now, run in a later version)."""
 
@@ -189,7 +180,7 @@ class JobConfig(Section):
     metrics: list[ScorerSpec] = Field(default_factory=list)
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     training: TrainingSection = Field(default_factory=TrainingSection)
-    sft: SFTSection | None = None
+    sft: SFTSettings | None = None
     rl: RLSection | None = None
 
     @model_validator(mode="after")
@@ -262,8 +253,16 @@ def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``) win over the files."""
+    """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``) win over the files.
+
+    In an sft job ``--model`` names the base model and ``--examples`` keeps the first N training rows.
+    """
     raw = _deep_merge(raw, {})
+    if isinstance(raw.get("job"), dict) and raw["job"].get("type") == "sft" and isinstance(raw.get("sft"), dict):
+        for flag, key in (("model", "base_model"), ("examples", "examples")):
+            if overrides.get(flag):
+                raw["sft"][key] = overrides[flag]
+        overrides = {key: value for key, value in overrides.items() if key not in ("model", "examples")}
     if overrides.get("model"):
         raw.setdefault("model", {})["name"] = overrides["model"]
     if overrides.get("seed") is not None:

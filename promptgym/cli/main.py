@@ -4,6 +4,8 @@
     promptgym train --resume RUN_ID
     promptgym submit --config run.toml --address http://127.0.0.1:8265
     promptgym runs list | show ID | watch ID | stop ID
+    promptgym models list
+    promptgym export-sft-data --run RUN_ID -o distilled.jsonl
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
     EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
+from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
+from promptgym.cli.models_commands import models_app
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
 from promptgym.cli.secrets import Masker
@@ -31,7 +35,9 @@ hide_flag_value_types()
 app = typer.Typer(help="Train LM programs' prompts from TOML configs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(runs_app, name="runs")
+app.add_typer(models_app, name="models")
 app.command("submit")(submit)
+app.command("export-sft-data")(export_sft_data_command)
 
 
 def discover_config() -> list[str]:
@@ -141,6 +147,10 @@ def train(
     except ConfigError as error:
         fail(masker.mask(str(error)))
     masker.add_from_environment(secret_env_names(job_config))
+    if job_config.job.type == "sft":
+        from promptgym.cli.sft_command import train_sft
+
+        return train_sft(job_config, config, env_file, masker, folder, yes, dry_run, poll, stream_format, spec)
     if job_config.job.type != "prompt_learning":
         console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
         fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
@@ -197,18 +207,29 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     if status.get("status") == "completed":
         fail(f"run {run.id} already completed")
     masker = secret_masker(env_file or status.get("env_file"), job_config)
-    checkpoint, note = run.usable_checkpoint()
-    console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
-                  f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
-                  soft_wrap=True)
-    job = prepare_job(job_config, masker, backend)
+    if job_config.job.type == "sft":
+        from promptgym.cli.sft_command import announce_sft_resume, run_sft
+
+        resume_from_checkpoint = announce_sft_resume(run, backend)
+
+        def run_here() -> None:
+            run_sft(run, job_config, masker, stream_format, resume=resume_from_checkpoint)
+    else:
+        checkpoint, note = run.usable_checkpoint()
+        console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
+                      f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
+                      soft_wrap=True)
+        job = prepare_job(job_config, masker, backend)
+
+        def run_here() -> None:
+            run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
     if dry_run:
         console.print("dry run: nothing resumed")
         return
     if not yes and not typer.confirm("Resume this run?", default=True):
         raise typer.Exit(0)
     if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
+        run_here()
     else:
         start_detached(run, folder, backend)
 
@@ -223,6 +244,10 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
     config = load_run_config(run)
     status = run.status()
     masker = secret_masker(status.get("env_file"), config)
+    if config.job.type == "sft":
+        from promptgym.cli.sft_command import sft_worker
+
+        return sft_worker(run, config, masker)
     try:
         asyncio.run(execute(run, config, masker, resume=run.events_path.is_file(),  # an earlier session ran
                             backend=parse_backend(backend, workers)))

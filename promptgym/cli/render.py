@@ -1,4 +1,5 @@
-"""Live progress from the event stream: event lines (``cli``) or a terminal reward chart (``chart``)."""
+"""Live progress from the event stream: event lines (``cli``) or a terminal chart (``chart``) of rewards
+(prompt learning) or losses (weight training)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,20 @@ from promptgym.core.events import (
     EpochEnd,
     Evaluated,
     ExampleFailed,
+    ModelExported,
+    ModelRegistered,
     Resumed,
     RunFinished,
     RunStarted,
+    SFTEval,
+    SFTStarted,
+    SFTStep,
     StepEnd,
     TrainBegin,
     from_record,
 )
+
+WHEN = {"before": "before training", "final": "after training"}
 
 
 def _fmt(value: Any) -> str:
@@ -46,13 +54,31 @@ def describe(record: dict[str, Any]) -> str | None:
             shown = " ".join(f"{key}={_fmt(logs[key])}" for key in ("reward", "val_reward", "lm_calls", "failures")
                              if logs.get(key) is not None)
             return f"epoch {epoch + 1}: {shown} (best candidate {best})"
-        case CheckpointSaved(path=path):
-            return f"  checkpoint {path}"
+        case SFTStarted() as event:
+            resumed = f", resuming after step {event.resume_from_step}" if event.resume_from_step else ""
+            return (f"fine-tuning {event.base_model}: {event.train_rows} training / {event.validation_rows} validation "
+                    f"rows, {event.epochs} epoch(s), {event.steps} steps, {event.trainable_parameters:,} trainable "
+                    f"parameters{resumed}")
+        case SFTStep() as event:
+            speed = f"  {event.tokens_per_s:.0f} tokens/s" if event.tokens_per_s is not None else ""
+            evaluated = f"  eval loss {event.eval_loss:.4f}" if event.eval_loss is not None else ""
+            return f"step {event.step}/{event.total_steps}  loss {event.loss:.4f}  lr {event.lr:.2e}{speed}{evaluated}"
+        case SFTEval(label=label, eval_loss=loss, step=step) if label != "step":
+            return f"eval loss {loss:.4f} ({WHEN.get(label, label)}, step {step})"
+        case ModelExported() as event:
+            return f"exported {event.part} GGUF ({event.format}, {event.size}): {event.path}"
+        case ModelRegistered(model_id=model_id):
+            return f"model ready: {model_id}  (LanguageModel(model=\"{model_id}\"), or [model] name)"
+        case CheckpointSaved(path=path, reason=reason):
+            return f"  checkpoint {path}" + (f" ({reason})" if reason else "")
         case Evaluated() as event:
-            return f"{event.label} on {event.size} {event.split} examples: reward={_fmt(event.logs.get('reward'))}"
+            low, high = event.logs.get("reward_interval") or (None, None)
+            interval = f" (95% CI {_fmt(low)}-{_fmt(high)})" if low is not None else ""
+            return f"{event.label} on {event.size} {event.split} examples: reward={_fmt(event.logs.get('reward'))}{interval}"
         case RunFinished() as event:
             tail = f": {event.error}" if event.error else ""
-            return f"run {event.status} in {event.elapsed_s:.1f} s, {event.lm_calls} LM calls{tail}"
+            calls = f", {event.lm_calls} LM calls" if event.lm_calls else ""
+            return f"run {event.status} in {event.elapsed_s:.1f} s{calls}{tail}"
     return None
 
 
@@ -70,28 +96,38 @@ class CliRenderer:
     def close(self) -> None: ...
 
 
+REWARD_LEGEND = "* train reward per step   V validation reward per epoch"
+
+
 def text_chart(train: list[tuple[int, float]], val: list[tuple[int, float]], width: int = 72, height: int = 14,
-               title: str = "reward") -> str:
-    """A plain-text chart of rewards in [0, 1] per step: ``*`` train, ``V`` validation."""
+               title: str = "reward", y_range: tuple[float, float] | None = None, legend: str = REWARD_LEGEND,
+               val_mark: str = "V") -> str:
+    """A plain-text chart per step: ``*`` train, ``val_mark`` validation; y in ``y_range`` (rewards: [0, 1])."""
     steps = [x for x, _ in train + val] or [1]
     low, high = min(steps), max(max(steps), min(steps) + 1)
+    bottom, top = y_range or (0.0, 1.0)
+    top = max(top, bottom + 1e-9)
+    digits = 2 if y_range is None else 3
+    margin = max(len(f"{value:.{digits}f}") for value in (bottom, top))
     grid = [[" "] * width for _ in range(height)]
 
     def put(x: int, y: float, mark: str) -> None:
         column = round((x - low) / (high - low) * (width - 1))
-        row = height - 1 - round(max(0.0, min(1.0, y)) * (height - 1))
+        row = height - 1 - round((max(bottom, min(top, y)) - bottom) / (top - bottom) * (height - 1))
         grid[row][column] = mark
 
     for x, y in train:
         put(x, y, "*")
     for x, y in val:
-        put(x, y, "V")
-    lines = [title[: width + 6], "      * train reward per step   V validation reward per epoch"]
+        put(x, y, val_mark)
+    pad = " " * (margin + 2)
+    lines = [title[: width + 6], pad + legend]
     for number, row in enumerate(grid):
-        label = f"{1 - number / (height - 1):4.2f} |" if number % max(1, (height - 1) // 4) == 0 else "     |"
-        lines.append(label + "".join(row))
-    lines.append("     +" + "-" * width)
-    lines.append(f"      step {low}".ljust(width) + f"step {high}")
+        value = top - number * (top - bottom) / (height - 1)
+        shown = f"{value:{margin}.{digits}f} |" if number % max(1, (height - 1) // 4) == 0 else " " * margin + " |"
+        lines.append(shown + "".join(row))
+    lines.append(" " * (margin + 1) + "+" + "-" * width)
+    lines.append(f"{pad}step {low}".ljust(width) + f"step {high}")
     return "\n".join(lines)
 
 
@@ -129,6 +165,9 @@ class ChartRenderer:
                 self.status = describe(record) or ""
             case _:
                 return
+        self._refresh()
+
+    def _refresh(self) -> None:
         if self._live is not None:
             from rich.text import Text
 
@@ -142,5 +181,31 @@ class ChartRenderer:
             self.console.print(self.status, markup=False)
 
 
-def make_renderer(stream_format: str, console: Console | None = None) -> CliRenderer | ChartRenderer:
-    return ChartRenderer(console) if stream_format == "chart" else CliRenderer(console)
+class LossChartRenderer(ChartRenderer):
+    """Training loss per step and evaluation loss, scaled to their range (weight training)."""
+
+    def chart(self) -> str:
+        values = [y for _, y in self.train + self.val]
+        y_range = (min(values), max(values)) if values else (0.0, 1.0)
+        return text_chart(self.train, self.val, self.width, self.height, self.status or "loss", y_range=y_range,
+                          legend="* train loss per step   E eval loss", val_mark="E")
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        match from_record(record):
+            case SFTStep(step=step, loss=loss) if loss is not None:
+                self.train.append((step, float(loss)))
+            case SFTEval(step=step, eval_loss=loss):
+                self.val.append((step, float(loss)))
+            case RunFinished() | ModelRegistered():
+                pass
+            case _:
+                return
+        self.status = describe(record) or self.status
+        self._refresh()
+
+
+def make_renderer(stream_format: str, console: Console | None = None, job_type: str | None = None) -> CliRenderer | ChartRenderer:
+    """``cli`` lines, or a chart: rewards for prompt learning, losses for weight training (``job_type`` sft or rl)."""
+    if stream_format != "chart":
+        return CliRenderer(console)
+    return LossChartRenderer(console) if job_type in ("sft", "rl") else ChartRenderer(console)

@@ -101,7 +101,9 @@ async def evaluate(job: Job, recorder: RunRecorder, label: str, executor: Any = 
     tally = FailureTally()
     logs = await job.program.evaluate(x, y, batch_size=job.config.training.validation_batch_size, verbose=0,
                                       callbacks=[recorder, tally], executor=executor)
-    recorder.emit(Evaluated(label=label, split=split, size=len(x), logs=logs))
+    interval = {"reward_interval": [logs.interval().low, logs.interval().high]} \
+        if isinstance(logs, Evaluation) and logs.n else {}
+    recorder.emit(Evaluated(label=label, split=split, size=len(x), logs={**logs, **interval}))
     statistics = {"statistics": logs.statistics()} if isinstance(logs, Evaluation) else {}
     result = {"split": split, "size": len(x), **logs, **statistics, "failures": tally.failed}
     if len(x) and tally.failed >= len(x):

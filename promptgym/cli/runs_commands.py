@@ -128,7 +128,7 @@ def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
 
 def watch_run(run: RunFolder, stream_format: str = "cli", poll_s: float = 0.5, timeout_s: float | None = None) -> str:
     """Replay the run's events, then follow new ones until it ends; returns the final status."""
-    renderer = make_renderer(stream_format, console)
+    renderer = make_renderer(stream_format, console, job_type=run.status().get("job_type"))
     next_line, started = 0, time.time()
 
     def skipped(number: int, text: str) -> None:

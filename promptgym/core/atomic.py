@@ -51,3 +51,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return json.loads(source.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise ValueError(f"{source}: line {error.lineno}, column {error.colno}: invalid JSON ({error.msg})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})") from None
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply to read") from None

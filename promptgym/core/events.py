@@ -104,10 +104,13 @@ class StepEnd(Event):
 
 @dataclass(frozen=True)
 class EpochEnd(Event):
+    """An epoch's History row (``logs``); ``intervals``: the 95% interval of each validation score, as a dict."""
+
     kind: ClassVar[str] = "epoch_end"
     epoch: int
     logs: dict[str, Any]
     best_candidate: int | None = None
+    intervals: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class CheckpointSaved(Event):
     path: str
     epoch: int | None = None
     step: int | None = None
+    reason: str | None = None
 
 
 # -- optimizers: candidates -------------------------------------------------------------------
@@ -307,6 +311,70 @@ class FullEvaluation(Event):
     score: float
 
 
+# -- weight training (SFT; RL reuses the checkpoint, export and registry events) ---------------
+
+
+@dataclass(frozen=True)
+class SFTStarted(Event):
+    kind: ClassVar[str] = "sft_started"
+    base_model: str
+    train_rows: int
+    validation_rows: int
+    epochs: int
+    steps: int
+    steps_per_epoch: int
+    trainable_parameters: int
+    skipped_rows: int = 0
+    resume_from_step: int | None = None
+
+
+@dataclass(frozen=True)
+class SFTStep(Event):
+    """One optimiser step: ``loss`` is the mean per trained token; ``epoch`` counts fractions of epochs."""
+
+    kind: ClassVar[str] = "sft_step"
+    step: int
+    total_steps: int
+    epoch: float
+    loss: float | None
+    lr: float
+    tokens_per_s: float | None = None
+    grad_norm: float | None = None
+    seconds: float | None = None
+    elapsed_s: float = 0.0
+    eval_loss: float | None = None
+
+
+@dataclass(frozen=True)
+class SFTEval(Event):
+    """Mean loss per trained token on the validation rows (``label``: before, step or final)."""
+
+    kind: ClassVar[str] = "sft_eval"
+    step: int
+    eval_loss: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ModelExported(Event):
+    """A GGUF file written (``part``: merged or adapter)."""
+
+    kind: ClassVar[str] = "model_exported"
+    part: str
+    format: str
+    path: str
+    size: str
+
+
+@dataclass(frozen=True)
+class ModelRegistered(Event):
+    """A fine-tuned model usable as ``model_id`` (``LanguageModel(model=...)``, ``[model] name``)."""
+
+    kind: ClassVar[str] = "model_registered"
+    model_id: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
 # -- a run (the CLI's flows) ------------------------------------------------------------------
 
 
@@ -357,5 +425,5 @@ class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
     status: str
     elapsed_s: float
-    lm_calls: int
+    lm_calls: int = 0
     error: str | None = None

@@ -11,6 +11,7 @@ own with the decorator (the name is the one the documents use)::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any, Callable, TypeVar
 
@@ -94,8 +95,60 @@ def serialize_object(obj: Any) -> dict[str, Any]:
 
 
 def deserialize_object(data: dict[str, Any], *, expected: str = "object") -> Any:
-    """Rebuild what :func:`serialize_object` wrote, resolving only registered names."""
-    if "function" in data:
-        return resolve(data["function"], expected=f"{expected} function")
-    cls = resolve(data["class_name"], expected=expected)
-    return cls.from_config(data.get("config", {}))
+    """Rebuild what :func:`serialize_object` wrote, resolving only registered names.
+
+    An error raised while rebuilding carries the innermost ``data`` it failed in
+    (``where_failed(error)``), so a loader can name the key path in the file.
+    """
+    try:
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object with \"class_name\" and \"config\", got {type(data).__name__}")
+        if "function" in data:
+            return resolve(data["function"], expected=f"{expected} function")
+        if not isinstance(data.get("class_name"), str):
+            raise ValueError(f"expected \"class_name\": the name of a registered {expected}")
+        cls = resolve(data["class_name"], expected=expected)
+        config = data.get("config", {})
+        if not isinstance(config, dict):
+            raise ValueError(f"\"config\" must be an object, got {type(config).__name__}")
+    except Exception as error:
+        _mark(error, data)
+        raise
+    try:
+        return cls.from_config(config)
+    except Exception as error:
+        _mark(error, config)  # the class's own config is what it choked on
+        raise
+
+
+def _mark(error: Exception, where: Any) -> None:
+    if not hasattr(error, _WHERE):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(error, _WHERE, where)
+
+
+_WHERE = "_promptgym_failed_in"
+
+
+def where_failed(error: BaseException) -> Any:
+    """The innermost serialized object :func:`deserialize_object` was rebuilding when ``error`` was raised."""
+    return getattr(error, _WHERE, None)
+
+
+def json_path(root: Any, target: Any) -> str | None:
+    """The path of ``target`` (found by identity) inside ``root``: ``program.config.modules[0]``.
+
+    >>> doc = {"a": [{"b": 1}, {"c": 2}]}
+    >>> json_path(doc, doc["a"][1])
+    'a[1]'
+    """
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        value, path = stack.pop()
+        if value is target:
+            return path
+        if isinstance(value, dict):
+            stack.extend((item, f"{path}.{key}" if path else str(key)) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+    return None

@@ -1,1 +1,24 @@
-"""Rollouts on Ray and runs submitted to a Ray cluster (``pip install 'promptgym[distributed]'``)."""
+"""Rollouts on Ray and runs submitted to a Ray cluster (``pip install 'promptgym[distributed]'``).
+
+    from promptgym.distributed import RayExecutor
+    await program.evaluate(x, y, executor=RayExecutor(num_workers=2))
+
+See docs/scaling.md.
+"""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RayExecutor", "RayExecutorError"):
+        from promptgym.distributed import ray_executor
+
+        return getattr(ray_executor, name)
+    if name == "LocalRayHead":
+        from promptgym.distributed.local_head import LocalRayHead
+
+        return LocalRayHead
+    raise AttributeError(f"module 'promptgym.distributed' has no attribute {name!r}")
+
+
+__all__ = ["LocalRayHead", "RayExecutor", "RayExecutorError"]

@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from promptgym.core.serialization import serialize_object
 from promptgym.distributed.wire import outcome_from_wire, rollout_to_wire, user_modules
@@ -90,19 +90,13 @@ class RayExecutor:
         self.workers: list[Any] = []
         self.retries = 0
         """Rollouts run again because their worker died."""
-        self._connected = False
+        self._connected = self._owns_connection = False
         self._program_refs: dict[str, Any] = {}
         self._imports: tuple[str, ...] = ()
         self._deaths: dict[int, int] = {}
         self._built: dict[int, set[str]] = {}
 
-    # -- where ------------------------------------------------------------------------------
-
-    def describe(self) -> str:
-        """Where rollouts run, for previews and logs."""
-        where = "a local Ray instance owned by this run" if self.address is None else f"the Ray cluster at {self.address}"
-        each = f"{self.concurrency} in flight each" if self.concurrency else "the model's concurrency each"
-        return f"{where}: {self.num_workers} worker(s), {each}, {self.threads} llama.cpp thread(s) per worker"
+    # -- connecting -------------------------------------------------------------------------
 
     def _connect(self) -> None:
         from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
@@ -120,6 +114,7 @@ class RayExecutor:
             address = self.head.gcs_address
         else:
             address = self.address
+        self._owns_connection = not ray.is_initialized()  # a connection the caller made stays theirs
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as error:  # noqa: BLE001 - connection errors come in many types; say where
@@ -156,10 +151,11 @@ class RayExecutor:
                   on_done: OnOutcome | None = None) -> list[Outcome]:
         """Run ``rollouts`` on the workers; one Outcome each, in the order given (the Executor protocol).
 
-        Each worker gets chunks of up to ``concurrency`` rollouts per call (one Ray call costs about a
-        millisecond; a chunk shares it) and a new chunk as soon as its previous one is back, so at most
-        ``window`` rollouts are in flight in all. A chunk whose worker died goes back to the front of the
-        queue and runs on another worker (or on this one once Ray has restarted it, if it is the last).
+        Each worker runs up to ``concurrency`` rollouts at once, and at most ``window`` are in flight in
+        all. A slot that frees is filled at once; the rollouts that can start at the same moment share
+        one Ray call (a call costs about a millisecond of the driver's time, more than a rollout on a
+        fast server), and come back together. Rollouts whose worker died go back to the front of the
+        queue and run on another worker (or on the same one once Ray restarted it, if it is the last).
         """
         if not rollouts:
             return []
@@ -170,36 +166,49 @@ class RayExecutor:
             self._start_workers(tuple(sorted(set(imports) | set(self._imports))))
         own = program.get_variables()
         queue = _Queue(rollouts, window or len(rollouts))
-        chunk_size = self.concurrency or default_concurrency(program)
+        per_worker = self.concurrency or default_concurrency(program)
+        busy = [0] * len(self.workers)
         outcomes: dict[int, Outcome] = {}
 
-        async def feed(worker: int) -> None:
+        async def run_chunk(worker: int, chunk: list[tuple[int, Rollout]]) -> None:
+            for _, rollout in chunk:
+                if on_start is not None:
+                    await on_start(rollout)
+            wires = [rollout_to_wire(r, r.variables if r.variables is not None else own) for _, r in chunk]
             try:
-                await feed_until_done(worker)
+                answers = await self._call(worker, key, ref, wires, training)
+            except _WorkerDied:
+                busy[worker] -= len(chunk)
+                await queue.put_back(chunk, worker)
+                return
+            busy[worker] -= len(chunk)
+            await queue.done(len(chunk))
+            for (position, _), data in zip(chunk, answers):
+                outcomes[position] = outcome = outcome_from_wire(data, program)
+                for phase, usage in (outcome.usage or {}).items():  # the Outcome contract: recorded here
+                    LEDGER.record(usage, phase)
+                if on_done is not None:
+                    await on_done(outcome)
+
+        async def feed(worker: int) -> None:
+            calls: set[asyncio.Task[None]] = set()
+            try:
+                while True:
+                    chunk = await queue.take(worker, room=lambda: per_worker - busy[worker],
+                                             alive=lambda: len(self.workers) - len(self._dead_workers()),
+                                             stopped=lambda: worker in self._dead_workers())
+                    if not chunk:
+                        break
+                    busy[worker] += len(chunk)
+                    calls.add(asyncio.ensure_future(run_chunk(worker, chunk)))
+                    calls = {call for call in calls if not call.done()}
+                await asyncio.gather(*calls)
+            except BaseException:
+                for call in calls:
+                    call.cancel()
+                raise
             finally:
                 await queue.wake()
-
-        async def feed_until_done(worker: int) -> None:
-            while worker not in self._dead_workers():
-                chunk = await queue.take(worker, chunk_size, len(self.workers) - len(self._dead_workers()))
-                if not chunk:
-                    return
-                for _, rollout in chunk:
-                    if on_start is not None:
-                        await on_start(rollout)
-                wires = [rollout_to_wire(r, r.variables if r.variables is not None else own) for _, r in chunk]
-                try:
-                    answers = await self._call(worker, key, ref, wires, training)
-                except _WorkerDied:
-                    await queue.put_back(chunk, worker)
-                    continue
-                await queue.done(len(chunk))
-                for (position, _), data in zip(chunk, answers):
-                    outcomes[position] = outcome = outcome_from_wire(data, program)
-                    for phase, usage in (outcome.usage or {}).items():  # the Outcome contract: recorded here
-                        LEDGER.record(usage, phase)
-                    if on_done is not None:
-                        await on_done(outcome)
 
         await asyncio.gather(*(feed(worker) for worker in range(len(self.workers))))
         if len(outcomes) < len(rollouts):
@@ -213,6 +222,7 @@ class RayExecutor:
 
         # The program travels once per worker: passing an object reference costs Ray a borrow each call.
         box = [] if key in self._built.setdefault(worker, set()) else [ref]
+        life = self._deaths.get(worker, 0)  # calls in flight when the actor dies all fail: one death, counted once
         call = self.workers[worker].run.remote(key, box, wires, training)
         try:
             answers = await call
@@ -220,8 +230,9 @@ class RayExecutor:
             return answers
         except ray.exceptions.RayActorError as error:
             self.retries += len(wires)
-            self._deaths[worker] = self._deaths.get(worker, 0) + 1
-            self._built[worker] = set()  # a restarted actor starts empty
+            if self._deaths.get(worker, 0) == life:
+                self._deaths[worker] = life + 1
+                self._built[worker] = set()  # a restarted actor starts empty
             logger.warning("Ray worker %d died while running example(s) %s (%s); running them again on another worker",
                            worker, ", ".join(str(wire["index"]) for wire in wires), type(error).__name__)
             raise _WorkerDied from error
@@ -231,10 +242,6 @@ class RayExecutor:
 
     def _dead_workers(self) -> set[int]:
         return {worker for worker, deaths in self._deaths.items() if deaths > self.max_restarts}
-
-    async def worker_pids(self) -> list[int]:
-        """The process id of each worker (for tests and diagnostics)."""
-        return list(await asyncio.gather(*(worker.pid.remote() for worker in self.workers)))
 
     # -- closing ----------------------------------------------------------------------------
 
@@ -253,9 +260,9 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.workers, self._program_refs, self._built = [], {}, {}
-        if self._connected:
+        if self._connected and self._owns_connection:
             ray.shutdown()
-            self._connected = False
+        self._connected = False
         self._stop_head()
 
 
@@ -275,24 +282,30 @@ class _Queue:
         self.window, self.in_flight, self.unfinished = window, 0, len(rollouts)
         self.changed = asyncio.Condition()
 
-    async def take(self, worker: int, size: int, alive: int) -> list[tuple[int, Rollout]]:
-        """Up to ``size`` rollouts for ``worker``; empty when nothing is left to run."""
+    async def take(self, worker: int, room: Callable[[], int], alive: Callable[[], int],
+                   stopped: Callable[[], bool]) -> list[tuple[int, Rollout]]:
+        """Rollouts for ``worker``, as many as its ``room()`` and the window allow; empty when it is done.
+
+        Waits while the worker is full, or while nothing is pending but rollouts are still in flight
+        (a worker that dies puts its rollouts back).
+        """
         async with self.changed:
             while True:
-                if not self.unfinished:
+                if not self.unfinished or stopped():
                     return []
-                room = min(size, self.window - self.in_flight)
-                if not self.avoid:
-                    chunk = self.pending[:room]
-                    del self.pending[:room]
-                else:
-                    chunk = [item for item in self.pending
-                             if worker not in self.avoid.get(item[0], ()) or len(self.avoid[item[0]]) >= alive][:room]
-                    taken = {position for position, _ in chunk}
-                    self.pending = [item for item in self.pending if item[0] not in taken]
-                if chunk:
-                    self.in_flight += len(chunk)
-                    return chunk
+                space = min(room(), self.window - self.in_flight)
+                if space > 0 and self.pending:
+                    if not self.avoid:
+                        chunk = self.pending[:space]
+                        del self.pending[:space]
+                    else:
+                        chunk = [item for item in self.pending
+                                 if worker not in self.avoid.get(item[0], ()) or len(self.avoid[item[0]]) >= alive()][:space]
+                        taken = {position for position, _ in chunk}
+                        self.pending = [item for item in self.pending if item[0] not in taken]
+                    if chunk:
+                        self.in_flight += len(chunk)
+                        return chunk
                 await self.changed.wait()
 
     async def put_back(self, chunk: list[tuple[int, Rollout]], worker: int) -> None:

@@ -97,18 +97,23 @@ class LanguageModel(UsageCounters):
         hooks: Any = None,
         **sampling: Any,
     ) -> None:
-        from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, local_model_spec
+        from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model
 
         retries = retry if retry is not None else retries
         cache = caching if caching is not None else cache
-
+        if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature >= 0):
+            raise LMConfigurationError(f"temperature must be a number >= 0, got {temperature!r}")
+        if not (isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1):
+            raise LMConfigurationError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise LMConfigurationError(f"model must name a model ('provider/model', e.g. 'local/{DEFAULT_LOCAL_MODEL}'), "
                                        f"got {model!r}; leave it out for the embedded default")
         self.model = model or f"local/{DEFAULT_LOCAL_MODEL}"
         self.model_string = parse_model_string(self.model)
+        self._cache_identity = self.model
         if self.model_string.provider == "local":
-            local_model_spec(self.model_string.name)  # unknown names fail here, not at the first call
+            # unknown names fail here, not at the first call; a fine-tuned model's revision keys the cache
+            self._cache_identity = check_local_model(self.model_string.name) or self.model
         self.api_base = api_base or PROVIDER_API_BASES.get(self.model_string.provider)
         if self.model_string.provider != "local":
             check_api_base(self.model, self.api_base)
@@ -138,9 +143,10 @@ class LanguageModel(UsageCounters):
     def _make_backend(self) -> Backend:
         if self.model_string.provider == "local":
             from promptgym.lm.local_backend import shared_local_backend
-            from promptgym.lm.local_models import ensure_local_model
+            from promptgym.lm.local_models import resolve_local_model
 
-            return shared_local_backend(ensure_local_model(self.model_string.name), n_ctx=self.n_ctx)
+            files = resolve_local_model(self.model_string.name)
+            return shared_local_backend(files.model_path, n_ctx=self.n_ctx, lora_path=files.lora_path)
         from promptgym.lm.openai_backend import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend(
@@ -292,7 +298,7 @@ class LanguageModel(UsageCounters):
         self.last_call_finish_reason = None
         cache = self._response_cache() if use_cache else None
         if cache is not None:
-            payload = {"model": self.model, "api_base": self.api_base, "messages": request.messages,
+            payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
                        "schema": request.schema, "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
             if request.extra:
                 payload["extra"] = request.extra

@@ -43,8 +43,10 @@ class LlamaCppBackend:
 
     concurrency = 1
 
-    def __init__(self, model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE, n_threads: int | None = None) -> None:
+    def __init__(self, model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE, n_threads: int | None = None,
+                 lora_path: Path | None = None) -> None:
         self.model_path = Path(model_path)
+        self.lora_path = Path(lora_path) if lora_path else None
         self.n_ctx = n_ctx
         self.n_threads = n_threads or int(os.environ.get(LOCAL_THREADS_ENV) or 0) or max(1, os.cpu_count() or 1)
         self._llama: Any = None
@@ -59,6 +61,7 @@ class LlamaCppBackend:
                 n_ctx=self.n_ctx,
                 n_threads=self.n_threads,
                 n_threads_batch=self.n_threads,
+                lora_path=str(self.lora_path) if self.lora_path else None,
                 verbose=False,
             )
         return self._llama
@@ -99,7 +102,7 @@ class LlamaCppBackend:
         return await asyncio.to_thread(self.complete_sync, request)
 
 
-_engines: dict[tuple[str, int], LlamaCppBackend] = {}
+_engines: dict[tuple[str, int, str], LlamaCppBackend] = {}
 _engines_lock = threading.Lock()
 
 
@@ -113,10 +116,11 @@ def _close_engines() -> None:
             backend._llama = None
 
 
-def shared_local_backend(model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE) -> LlamaCppBackend:
-    """One backend (one llama.cpp context) per model file and context size."""
-    key = (str(model_path), n_ctx)
+def shared_local_backend(model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE,
+                         lora_path: Path | None = None) -> LlamaCppBackend:
+    """One backend (one llama.cpp context) per model file, LoRA adapter and context size."""
+    key = (str(model_path), n_ctx, str(lora_path or ""))
     with _engines_lock:
         if key not in _engines:
-            _engines[key] = LlamaCppBackend(model_path, n_ctx=n_ctx)
+            _engines[key] = LlamaCppBackend(model_path, n_ctx=n_ctx, lora_path=lora_path)
         return _engines[key]

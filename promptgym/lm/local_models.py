@@ -179,3 +179,41 @@ def _assemble(parts: list[Path], target: Path, spec: LocalModelSpec) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+@dataclass(frozen=True)
+class LocalModelFiles:
+    """What llama.cpp loads for a ``local/<name>`` model: a GGUF, and a LoRA GGUF applied on it (or None)."""
+
+    model_path: Path
+    lora_path: Path | None = None
+
+
+def check_local_model(name: str) -> str | None:
+    """Fail now, with the known names, if ``local/<name>`` is neither embedded nor fine-tuned.
+
+    Returns a fine-tuned model's revision (``local/<name>@<created>``), so a name reused for new
+    weights never meets the cached answers of the old ones; None for an embedded model.
+    """
+    from promptgym.lm.finetuned_models import finetuned_model
+
+    if name in LOCAL_MODELS:
+        return None
+    entry = finetuned_model(name)
+    if entry is None:
+        raise UnknownModelError(f"unknown local model {name!r}; known local models: {', '.join(sorted(LOCAL_MODELS))} "
+                                "and the fine-tuned ones (see `promptgym models list`)")
+    return f"{entry.model_string}@{entry.created}"
+
+
+def resolve_local_model(name: str, models_dir: Path | None = None) -> LocalModelFiles:
+    """The files of ``local/<name>``: an embedded model (assembled and verified) or a registered fine-tuned one."""
+    from promptgym.lm.finetuned_models import finetuned_model
+
+    if name in LOCAL_MODELS:
+        return LocalModelFiles(ensure_local_model(name, models_dir))
+    entry = finetuned_model(name)
+    if entry is None:
+        check_local_model(name)
+    model_path, lora_path = entry.runnable_files()  # type: ignore[union-attr]
+    return LocalModelFiles(model_path, lora_path)

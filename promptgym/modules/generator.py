@@ -43,7 +43,7 @@ from promptgym.lm.chat_calls import wire_messages
 from promptgym.modules.retrieval import retrieved_examples
 from promptgym.modules.symbolic import SymbolicDataModel
 from promptgym.modules.tracing import record_step
-from promptgym.modules.variable import Variable
+from promptgym.modules.variable import Variable, prompt_state_problem
 
 DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
 
@@ -57,6 +57,24 @@ def as_json(value: Any) -> dict[str, Any]:
     if callable(getattr(value, "get_json", None)):
         return value.get_json()
     raise TypeError(f"expected a DataModel or a dict, got {type(value).__name__}")
+
+
+def check_settings(name: str | None, instructions: Any, temperature: Any, max_tokens: Any, max_string_length: Any) -> None:
+    """A clear error for a setting of the wrong type or range (a hand-edited program file, a typo)."""
+    def is_number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    problems = []
+    if instructions is not None and not isinstance(instructions, str):
+        problems.append(f"instructions must be a string, got {type(instructions).__name__}")
+    if temperature is not None and not (is_number(temperature) and temperature >= 0):
+        problems.append(f"temperature must be a number >= 0, got {temperature!r}")
+    if max_tokens is not None and not (isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1):
+        problems.append(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    if not (isinstance(max_string_length, int) and not isinstance(max_string_length, bool) and max_string_length >= 1):
+        problems.append(f"max_string_length must be an integer >= 1, got {max_string_length!r}")
+    if problems:
+        raise ValueError(f"Generator {name!r}: " + "; ".join(problems))
 
 
 @register_builtin
@@ -111,6 +129,8 @@ class Generator(Module):
             schema, data_model = data_model.get_schema(), None  # a symbolic data model (e.g. `Query + Answer`)
         if data_model is not None and not is_data_model_class(data_model):
             raise TypeError(f"data_model must be a DataModel class, got {data_model!r}")
+        check_settings(self.name, instructions=instructions, temperature=temperature, max_tokens=max_tokens,
+                       max_string_length=max_string_length)
         chat = data_model is None and schema is None
         self.data_model: type[DataModel] | None = None if chat else \
             self._output_model(data_model or data_model_from_schema(schema or {}))
@@ -134,6 +154,7 @@ class Generator(Module):
                 "examples": [self._example(example) for example in examples or []],
             },
             description="instructions and few-shot examples",
+            check=prompt_state_problem,
         )
         self.schema: dict[str, Any] | None = None if chat else inline_schema(self.data_model.get_schema())
         self._schema = None if chat else bounded_schema(self.data_model.get_schema(), max_string_length)
@@ -293,6 +314,6 @@ class Generator(Module):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Generator":
         config = dict(config)
-        config["data_model"] = deserialize_data_model(config["data_model"]) if config.get("data_model") else None
+        config["data_model"] = deserialize_data_model(config["data_model"]) if config["data_model"] is not None else None
         config["language_model"] = deserialize_object(config["language_model"], expected="language model")
         return cls(**config)

@@ -26,7 +26,7 @@ import inspect
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from promptgym.core.data_model import DataModel
 from promptgym.core.tree import flatten, map_structure
@@ -146,12 +146,14 @@ class Module:
         return list(found.values())
 
     def add_variable(self, name: Any = None, value: dict[str, Any] | None = None, description: str = "", *,
-                     initializer: Any = None, data_model: Any = None, trainable: bool = True) -> Variable:
+                     initializer: Any = None, data_model: Any = None, trainable: bool = True,
+                     check: Callable[[dict[str, Any]], str | None] | None = None) -> Variable:
         """A new variable of this module.
 
         ``add_variable("state", {"instructions": ...})`` (promptgym), or
         synalinks' ``add_variable(initializer=..., data_model=..., trainable=..., name=...)``;
-        with only ``data_model=``, the value is the DataModel's defaults.
+        with only ``data_model=``, the value is the DataModel's defaults. ``check(value)`` says what is
+        wrong with a value (see :class:`Variable`).
         """
         if isinstance(name, dict) or (name is not None and not isinstance(name, str)):
             initializer, name = name, None
@@ -163,7 +165,7 @@ class Module:
             value = _initial_value(initializer, data_model)
         name = name or (_snake(data_model.__name__) if data_model is not None else f"variable_{len(self._variables)}")
         variable = Variable(f"{self.name}/{name}", value, trainable=self.trainable and trainable,
-                            description=description or "", data_model=data_model)
+                            description=description or "", data_model=data_model, check=check)
         self._variables.append(variable)
         return variable
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 _overrides: contextvars.ContextVar[Mapping[str, dict[str, Any]] | None] = contextvars.ContextVar(
     "promptgym_variable_values", default=None)
@@ -35,20 +35,43 @@ def variable_values(values: Mapping[str, dict[str, Any]] | None) -> Iterator[Non
         _overrides.reset(token)
 
 
+def prompt_state_problem(value: dict[str, Any]) -> str | None:
+    """What is wrong with a prompt variable's value (``instructions`` text, ``examples`` list), or None.
+
+    >>> prompt_state_problem({"instructions": 12345, "examples": []})
+    "'instructions' must be a string, got int"
+    """
+    missing = [key for key in ("instructions", "examples") if key not in value]
+    if missing:
+        return f"missing {' and '.join(repr(key) for key in missing)}"
+    instructions, examples = value["instructions"], value["examples"]
+    if not isinstance(instructions, str):
+        return f"'instructions' must be a string, got {type(instructions).__name__}"
+    if not isinstance(examples, list):
+        return f"'examples' must be a list, got {type(examples).__name__}"
+    for index, example in enumerate(examples):
+        if not isinstance(example, dict) or not all(isinstance(example.get(key), dict) for key in ("inputs", "outputs")):
+            return f"examples[{index}] must be an object with 'inputs' and 'outputs' objects, got {example!r:.80}"
+    return None
+
+
 class Variable:
     """A named JSON object owned by a module.
 
     A Generator's variable holds exactly ``{"instructions": str, "examples": [...]}``;
-    each example is ``{"inputs": {...}, "outputs": {...}}``.
+    each example is ``{"inputs": {...}, "outputs": {...}}``. ``check(value)`` says what
+    is wrong with a value (None when nothing is): a value it objects to is never assigned.
     """
 
     def __init__(self, name: str, value: dict[str, Any], trainable: bool = True, description: str = "",
-                 data_model: Any = None) -> None:
+                 data_model: Any = None, check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
         self.name = name
-        self._value = copy.deepcopy(value)
         self.trainable = trainable
         self.description = description
         self.data_model = data_model  # the DataModel class the value follows, when the module said so
+        self.check = check
+        self._value: dict[str, Any] = {}
+        self.assign(value)
 
     @property
     def json(self) -> dict[str, Any]:
@@ -75,6 +98,9 @@ class Variable:
         """Replace the whole value (a deep copy, so callers can't alias it)."""
         if not isinstance(value, dict):
             raise TypeError(f"variable {self.name!r}: expected a JSON object, got {type(value).__name__}")
+        problem = self.check(value) if self.check else None
+        if problem:
+            raise ValueError(f"variable {self.name!r}: {problem}")
         self._value = copy.deepcopy(value)
 
     def get(self, key: str, default: Any = None) -> Any:

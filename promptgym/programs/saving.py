@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgym.core.atomic import atomic_write_json, read_json
-from promptgym.core.serialization import deserialize_object, registered_name, serialize_object
+from promptgym.core.serialization import deserialize_object, json_path, registered_name, serialize_object, where_failed
 
 if TYPE_CHECKING:
     from promptgym.programs.program import Program
@@ -47,16 +47,40 @@ def program_to_json(program: "Program") -> dict[str, Any]:
 def program_from_json(data: dict[str, Any], source: str = "program") -> "Program":
     if not isinstance(data, dict) or data.get("format") != PROGRAM_FORMAT:
         raise ValueError(f"{source}: not a promptgym program file (expected \"format\": \"{PROGRAM_FORMAT}\")")
+    if not isinstance(data.get("version", 0), int):
+        raise ValueError(f"{source}: version: expected an integer format version, got {data['version']!r}")
     if data.get("version", 0) > FORMAT_VERSION:
         raise ValueError(f"{source}: written by a newer promptgym (format version {data['version']})")
     for key in ("program", "variables"):
         if key not in data:
             raise ValueError(f"{source}: missing key {key!r}")
-    program = deserialize_object(data["program"], expected="program class")
-    program.set_variables(data["variables"], source=source)
-    if "compile" in data:
-        program.compile_from_config(data["compile"], data.get("optimizer_state"), data.get("trainer_state"))
+    part = "program"
+    try:
+        program = deserialize_object(data["program"], expected="program class")
+        part = "variables"
+        if not isinstance(data["variables"], dict):
+            raise ValueError(f"expected an object of variables, got {type(data['variables']).__name__}")
+        program.set_variables(data["variables"], source=source)
+        if "compile" in data:
+            part = "compile"
+            program.compile_from_config(data["compile"], data.get("optimizer_state"), data.get("trainer_state"))
+    except Exception as error:  # noqa: BLE001 - a tampered file: say where in it, never a bare KeyError
+        raise ValueError(f"{source}: {load_problem(data, part, error, source)}") from None
     return program
+
+
+def load_problem(data: dict[str, Any], part: str, error: Exception, source: str) -> str:
+    """``program.config.modules[0].config: missing key 'data_model'``: where loading failed and why."""
+    failed = where_failed(error)
+    where = (json_path(data, failed) if failed is not None else None) or part
+    if isinstance(error, KeyError):
+        return f"{where}: missing key {error.args[0]!r}" if error.args else f"{where}: a key is missing"
+    if isinstance(error, RecursionError):
+        return f"{where}: nested too deeply"
+    message = str(error).removeprefix(f"{source}: ")
+    if isinstance(error, ValueError):
+        return f"{where}: {message}"
+    return f"{where}: {type(error).__name__}: {message}"
 
 
 def save_program(program: "Program", filepath: str | Path) -> None:

@@ -25,6 +25,7 @@ from promptgym.core.serialization import register_builtin
 from promptgym.datasets.loaders import to_object_array
 from promptgym.modules.module import Module
 from promptgym.modules.tracing import record_step
+from promptgym.modules.variable import prompt_state_problem
 from promptgym.modules.variable import Variable
 from promptgym.programs.program import Program
 from promptgym.rewards.base import Reward, RewardResult
@@ -55,7 +56,7 @@ class RemotePolicy(Module):
                  name: str | None = "policy", description: str | None = None, trainable: bool = True) -> None:
         super().__init__(name=name, description=description, trainable=trainable)
         self.state = self.add_variable("state", {"instructions": instructions, "examples": list(examples or [])},
-                                       description="instructions and few-shot examples")
+                                       description="instructions and few-shot examples", check=prompt_state_problem)
 
     @property
     def prompt_variable(self) -> Variable:

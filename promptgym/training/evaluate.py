@@ -10,6 +10,7 @@ from promptgym.stats import Evaluation
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, validate_inputs, validate_targets
 from promptgym.training.fit import require_compiled
+from promptgym.training.logs import scored_evaluation
 from promptgym.training.progress import ProgressBar
 
 
@@ -41,15 +42,7 @@ async def evaluate_program(program: Any, x: Any = None, y: Any = None, batch_siz
     await callback_list.call("on_test_begin", {"total": len(xs)})
     results = await rollouts.run("test", list(range(len(xs))), with_metrics=True, window=batch_size,
                                  on_done=batches.done)
-    scores: dict[str, list[float]] = {}
-    if not getattr(compiled.reward, "placeholder", False):
-        scores[compiled.reward.name] = [r.reward for r in results]
-    for metric in compiled.metrics:
-        if getattr(metric, "operational", False):  # the counters' value now, not a per-example score
-            scores[metric.name] = [float(metric.result())] * len(results)
-        else:
-            scores[metric.name] = [r.metrics.get(metric.name, 0.0) for r in results]
-    logs = Evaluation(scores, failures=[position for position, r in enumerate(results) if r.error])
+    logs = scored_evaluation(results, compiled)
     await callback_list.call("on_test_end", logs)
     return logs
 

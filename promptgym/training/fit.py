@@ -18,7 +18,8 @@ from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.headroom import check_starting_candidate
 from promptgym.training.history import History
-from promptgym.training.logs import scored_logs, usage_logs
+from promptgym.stats import Evaluation
+from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
 from promptgym.training.progress import ProgressBar
 
 logger = logging.getLogger("promptgym")
@@ -118,12 +119,17 @@ async def fit_program(
         program_assign(program, optimizer.best.variables)
         compiled.position = {"epoch": epoch + 1, "step": 0}
         epoch_logs: dict[str, Any] = scored_logs(train_results, compiled)
+        intervals = {}
         if len(x_val) and (epoch + 1) % validation_freq == 0:
-            epoch_logs.update(await validate(rollouts, callback_list, validation_batch_size, compiled))
+            validation = await validate(rollouts, callback_list, validation_batch_size, compiled)
+            epoch_logs.update(validation)
+            intervals = validation.intervals()
+            history.pending_intervals = intervals
         epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
         usage_start = LEDGER.snapshot()
         epoch_logs["failures"] = len(set(rollouts.failure_log[failures_start:]))
-        await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id))
+        await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id,
+                                          intervals={key: value.as_dict() for key, value in intervals.items()}))
         await callback_list.call("on_epoch_end", epoch, epoch_logs)
         if program.stop_training:
             break
@@ -141,12 +147,12 @@ def program_assign(program: Any, variables: dict[str, Any]) -> None:
 
 
 async def validate(rollouts: RolloutService, callback_list: CallbackList, batch_size: int, compiled: Any
-                   ) -> dict[str, Any]:
+                   ) -> Evaluation:
     """The end-of-epoch validation pass: the current program on every validation example (reporting only)."""
     total = rollouts.size("val")
     await callback_list.call("on_test_begin", {"total": total, "in_fit": True})
     results = await rollouts.run("val", list(range(total)), variables=rollouts.program.get_variables(),
                                  with_metrics=True, window=batch_size)
-    logs = scored_logs(results, compiled, prefix="val_")
+    logs = scored_evaluation(results, compiled, prefix="val_")
     await callback_list.call("on_test_end", {**logs, "in_fit": True})
     return logs

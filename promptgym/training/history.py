@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from promptgym.stats import Interval
 from promptgym.training.callback import Callback
 
 
 class History(Callback):
-    """Keras-style: ``history.history["val_reward"][epoch]``, ``history.epoch``."""
+    """Keras-style: ``history.history["val_reward"][epoch]``, ``history.epoch``.
+
+    ``history.intervals["val_reward"][epoch]`` is the 95% confidence interval
+    (a :class:`promptgym.stats.Interval`) of that epoch's validation score, or
+    None for an epoch without a validation pass.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.history: dict[str, list[Any]] = {}
+        self.intervals: dict[str, list[Interval | None]] = {}
         self.epoch: list[int] = []
+        self.pending_intervals: dict[str, Interval] = {}
+        """The trainer's intervals for the epoch about to end (taken by ``on_epoch_end``)."""
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epoch.append(epoch)
@@ -21,6 +30,10 @@ class History(Callback):
         for key in set(self.history) | set(logs):
             series = self.history.setdefault(key, [None] * (len(self.epoch) - 1))
             series.append(logs.get(key))
+        for key in set(self.intervals) | set(self.pending_intervals):
+            series = self.intervals.setdefault(key, [None] * (len(self.epoch) - 1))
+            series.append(self.pending_intervals.get(key))
+        self.pending_intervals = {}
 
     def as_rows(self) -> list[dict[str, Any]]:
         return [{"epoch": epoch, **{key: values[i] for key, values in self.history.items()}}

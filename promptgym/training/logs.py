@@ -8,6 +8,7 @@ import numpy as np
 
 from promptgym.lm.usage import PHASES
 from promptgym.rollouts import ExampleResult
+from promptgym.stats import Evaluation
 
 
 def mean(values: list[float]) -> float:
@@ -38,3 +39,16 @@ def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -
         else:
             logs[f"{prefix}{metric.name}"] = mean([r.metrics.get(metric.name, 0.0) for r in results])
     return logs
+
+
+def scored_evaluation(results: list[ExampleResult], compiled: Any, prefix: str = "") -> Evaluation:
+    """:func:`scored_logs` as an :class:`Evaluation`: the same means, with the per-example scores behind them."""
+    scores: dict[str, list[float]] = {}
+    if not getattr(compiled.reward, "placeholder", False):  # compiled without a reward: metrics only
+        scores[f"{prefix}{compiled.reward.name}"] = [r.reward for r in results]
+    for metric in compiled.metrics:
+        if getattr(metric, "operational", False):  # tokens, calls, cost: the counters' value now
+            scores[f"{prefix}{metric.name}"] = [float(metric.result())] * len(results)
+        else:
+            scores[f"{prefix}{metric.name}"] = [r.metrics.get(metric.name, 0.0) for r in results]
+    return Evaluation(scores, failures=[position for position, r in enumerate(results) if r.error])

@@ -22,6 +22,7 @@ from promptgym.training.evaluate import evaluate_program
 from promptgym.training.fit import fit_program
 from promptgym.training.history import History
 from promptgym.training.predict import predict_program
+from promptgym.training.sft_export import SFTExport, export_sft_data
 
 
 class Trainer:
@@ -79,6 +80,18 @@ class Trainer:
         """
         return await predict_program(self, x, batch_size=batch_size, verbose=verbose, callbacks=callbacks,
                                      executor=executor)
+
+    async def export_sft_data(self, x: Any, y: Any, path: str, min_reward: float = 1.0,
+                              with_demonstrations: bool = False, batch_size: int = 32,
+                              executor: Executor | None = None) -> SFTExport:
+        """Write chat JSONL for fine-tuning from the runs on ``(x, y)`` that earn ``min_reward``: each Generator's
+        messages (without its demonstrations unless ``with_demonstrations``) and the answer it gave.
+
+        >>> # report = await program.export_sft_data(x_train, y_train, "distilled.jsonl", min_reward=1.0)
+        >>> # then: promptgym.finetune.sft(SFTSettings(base_model=..., train_file="distilled.jsonl"), "runs/distil")
+        """
+        return await export_sft_data(self, x, y, path, min_reward=min_reward, with_demonstrations=with_demonstrations,
+                                     batch_size=batch_size, executor=executor)
 
     # -- the compile configuration round trip ---------------------------------------------
 

@@ -25,6 +25,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
     assert "est. LM calls" in result.output and "epoch 2:" in result.output and "headroom check 3" in result.output
+    assert "best on 3 validation examples: reward=1.000 (95% CI 0.439-1.000)" in result.output
     assert "headroom check: the starting program scores 0.000 [0.000, 0.561] (n=3) on 3 validation examples" \
         in result.output
     run = only_run(workdir)
@@ -42,6 +43,7 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
     summary = (run.path / "summary.md").read_text()
     assert "Improvement: **+" in summary and "answerer/state" in summary and "## Top candidates" in summary
     assert "| 95% CI |" in summary and "(mcnemar-exact) on the same 3 examples" in summary
+    assert "Validation, last epoch (95% CI): `val_reward` 1.000 [0.439, 1.000] (n=3)" in summary
     kinds = [event["event"] for event in run.events()]
     for kind in ("run_started", "train_begin", "candidate_proposed", "candidate_accepted", "epoch_end",
                  "checkpoint_saved", "train_end", "run_finished"):
@@ -88,14 +90,6 @@ def test_bad_config_and_missing_file_exit_clearly(workdir: Path) -> None:
     assert result.exit_code == 2 and "data.train:" in result.output and "missing.jsonl: no such file" in result.output
     result = runner.invoke(app, ["train", "-c", str(workdir / "absent.toml"), "--yes"])
     assert result.exit_code == 2 and "no such config file" in result.output
-
-
-def test_sft_job_is_valid_but_not_implemented(workdir: Path) -> None:
-    config = workdir / "sft.toml"
-    config.write_text('[job]\ntype = "sft"\n[sft]\nbase_model = "m"\ntrain_file = "t.jsonl"\n')
-    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
-    assert result.exit_code == 1
-    assert "config is valid" in result.output and "not implemented yet in this version" in result.output
 
 
 def test_secrets_never_reach_output_or_files(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,3 +196,21 @@ def test_chart_stream_format(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--yes", "--stream-format", "chart"])
     assert result.exit_code == 0, result.output
     assert "train reward" in result.output
+
+
+def test_export_sft_data_distils_a_finished_run(workdir: Path) -> None:
+    config = write_config(workdir)
+    assert runner.invoke(app, ["train", "--config", str(config), "--yes"]).exit_code == 0
+    run = only_run(workdir)
+    output = workdir / "distilled.jsonl"
+    result = runner.invoke(app, ["export-sft-data", "--run", run.id, "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert rows and f"{len(rows)} rows from {len(rows)} examples" in result.output
+    for row in rows:
+        roles = [message["role"] for message in row["messages"]]
+        assert roles == ["system", "user", "assistant"]  # demonstrations left out
+        question = json.loads(row["messages"][1]["content"])["question"]
+        assert json.loads(row["messages"][2]["content"]) == {"answer": question.upper()}
+    refused = runner.invoke(app, ["export-sft-data", "-o", str(output)])
+    assert refused.exit_code == 2 and "either --run RUN_ID or --config FILE" in refused.output

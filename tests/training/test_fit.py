@@ -177,3 +177,18 @@ async def test_progress_bar_prints_epochs_and_metrics(capsys):
     await program.fit(x=x, y=y, validation_split=0.25, epochs=1, batch_size=3)
     out = capsys.readouterr().out
     assert "Epoch 1/1" in out and "val_reward: 1.0000" in out and "train 2/2" in out
+
+
+async def test_history_keeps_the_interval_of_each_validation_score():
+    lm = ScriptedLanguageModel(respond=lambda request: {"answer": last_user_json(request)["question"].upper()})
+    program = synalinks.Sequential([synalinks.Input(data_model=Question),
+                                    synalinks.Generator(data_model=Answer, language_model=lm)])
+    program.compile(reward=synalinks.rewards.ExactMatch(in_mask=["answer"]),
+                    optimizer=synalinks.optimizers.RandomFewShot())
+    x = questions(*"abcdef")
+    y = np.array([Answer(answer=q.upper()) for q in "abcdef"], dtype=object)
+    history = await program.fit(x[:3], y[:3], validation_data=(x[3:], y[3:]), epochs=2, batch_size=3,
+                                validation_freq=2, verbose=0)
+    assert history.intervals["val_reward"][0] is None
+    interval = history.intervals["val_reward"][1]
+    assert (interval.mean, interval.n, interval.method) == (1.0, 3, "wilson") and interval.low < 0.5

@@ -1,0 +1,118 @@
+"""promptgym's SFT vs TRL's SFTTrainer + peft, side by side in one run: seconds per step, peak RSS, eval loss.
+
+Same rows (the dates task as the program's chat messages), same base weights, same LoRA (r=16, alpha=32,
+dropout 0.05 on the 7 projections), same max_length, batch, learning rate and schedule. Each trainer
+runs in its own process (so peak RSS is its own); both adapters are then scored by one function here
+(mean loss per assistant token on the same validation rows).
+
+    bench/peers/setup.sh        # once: the `trl` venv
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/sft/vs_trl.py --base local/smollm2-135m-instruct
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data import date_rows, load_dates, write_jsonl  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "results"
+TRL_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache/promptgym-bench")) / "venvs/trl/bin/python"
+
+
+def run_worker(command: list[str]) -> dict:
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{command[1]} failed:\n{result.stderr[-3000:]}")
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    measured["wall_s"] = round(time.perf_counter() - started, 2)
+    return measured
+
+
+def eval_loss(base_dir: Path, adapter: str, validation: list[list[dict]], batch_size: int) -> float:
+    """Mean loss per assistant token of base + adapter on the validation rows (the same function for both)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from promptgym.finetune.batches import batches_of, collate
+    from promptgym.finetune.encoding import encode_conversation
+    from promptgym.finetune.loss import chunked_causal_lm_loss
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
+    base = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32, local_files_only=True)
+    model = PeftModel.from_pretrained(base, adapter).eval()
+    encoded = [encode_conversation(tokenizer, messages, "assistant") for messages in validation]
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for indices in batches_of(list(range(len(encoded))), batch_size):
+            batch = collate([encoded[i] for i in indices], tokenizer.pad_token_id or 0)
+            loss_sum, tokens = chunked_causal_lm_loss(model, batch.input_ids, batch.attention_mask, batch.labels)
+            total, count = total + float(loss_sum), count + tokens
+    return total / count
+
+
+def summary(measured: dict) -> dict:
+    steady = measured["step_seconds"][1:] or measured["step_seconds"]
+    return {"median_step_s": round(statistics.median(steady), 3), "mean_step_s": round(statistics.mean(steady), 3),
+            "first_step_s": measured["step_seconds"][0], "peak_rss_mb": measured["peak_rss_mb"],
+            "final_train_loss": measured["losses"][-1] if measured["losses"] else None,
+            "trainable_parameters": measured["trainable_parameters"], "load_s": measured["load_s"],
+            "steps": measured["steps"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", default="local/smollm2-135m-instruct")
+    parser.add_argument("--train-rows", type=int, default=64)
+    parser.add_argument("--validation-rows", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--trl-gradient-checkpointing", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+
+    from promptgym.finetune.base_model import ensure_hf_weights, resolve_base_model
+
+    base_dir = ensure_hf_weights(resolve_base_model(args.base))  # derived once, before any timing
+    (x, y), (x_val, y_val) = load_dates(n_train=args.train_rows, n_test=args.validation_rows, seed=1)
+    scratch = Path(tempfile.mkdtemp(prefix="sft-vs-trl-"))
+    train = write_jsonl(scratch / "train.jsonl", date_rows(x, y))
+    validation = [row["messages"] for row in date_rows(x_val, y_val)]
+    common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
+    ours = run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", args.base,
+                       "--out", str(scratch / "promptgym"), *common])
+    theirs = run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
+                         "--out", str(scratch / "trl"), *common,
+                         *(["--gradient-checkpointing"] if args.trl_gradient_checkpointing else [])])
+    report = {"base": args.base, "train_rows": args.train_rows, "validation_rows": args.validation_rows,
+              "batch_size": args.batch_size, "max_length": args.max_length, "lora": "r=16 alpha=32 dropout=0.05, 7 projections",
+              "trl_gradient_checkpointing": args.trl_gradient_checkpointing, "machine": f"{os.cpu_count()} cores"}
+    for name, measured in (("promptgym", ours), ("trl", theirs)):
+        report[name] = {**summary(measured), "final_eval_loss": round(eval_loss(base_dir, measured["adapter"], validation,
+                                                                                  args.batch_size), 4),
+                        "step_seconds": measured["step_seconds"]}
+    report["ratio_step_time"] = round(report["promptgym"]["median_step_s"] / report["trl"]["median_step_s"], 3)
+    report["ratio_peak_rss"] = round(report["promptgym"]["peak_rss_mb"] / report["trl"]["peak_rss_mb"], 3)
+    out = Path(args.json) if args.json else RESULTS / f"sft_vs_trl_{args.base.split('/')[-1]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print("| | median s/step | peak RSS MB | final eval loss | final train loss |\n|---|---|---|---|---|")
+    for name in ("promptgym", "trl"):
+        r = report[name]
+        print(f"| {name} | {r['median_step_s']} | {r['peak_rss_mb']:.0f} | {r['final_eval_loss']} | {r['final_train_loss']} |")
+    print(f"ratios promptgym/trl: step time {report['ratio_step_time']}, peak RSS {report['ratio_peak_rss']}; {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""``promptgym train`` for ``job.type = "sft"``: preview with a measured step, run folder, resume.
+
+    job = prepare_sft(config)                 # loads the base model, checks every row
+    print_sft_preview(job, config, console)
+    execute_sft(run, config, masker, [renderer], job=job)
+
+The run folder has what a prompt-learning run has (``run.json``, ``config.toml``, ``events.jsonl``,
+``history.csv``, ``summary.md``, ``plots/``, ``checkpoints/``) plus ``export/`` with the GGUF files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from promptgym.cli.config import ConfigError, JobConfig
+from promptgym.cli.recorder import Listener, RunRecorder
+from promptgym.cli.runs import RunFolder
+from promptgym.cli.secrets import Masker
+from promptgym.core.events import RunFinished, RunStarted
+
+EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
+
+
+def prepare_sft(config: JobConfig) -> Any:
+    """An SFTJob for the config; bad data or an unusable base model become a ConfigError naming the problem."""
+    from promptgym.finetune.base_model import BaseModelError
+    from promptgym.finetune.chat_data import ChatDataError
+    from promptgym.finetune.encoding import ChatTemplateError
+    from promptgym.finetune.lora import LoraTargetError
+    from promptgym.finetune.sft import SFTJob
+    from promptgym.lm.errors import EngineMissingError, UnknownModelError
+
+    assert config.sft is not None
+    try:
+        return SFTJob.prepare(config.sft, seed=config.job.seed, name=config.job.name)
+    except ChatDataError as error:
+        raise ConfigError(f"training data has problems:\n{error}") from None
+    except (BaseModelError, ChatTemplateError, LoraTargetError, EngineMissingError, UnknownModelError) as error:
+        raise ConfigError(str(error)) from None
+
+
+def estimated_seconds(job: Any, step_seconds: float) -> float:
+    """Steps x measured step, plus evaluations (a forward pass is about a third of a step) and the export."""
+    settings = job.settings
+    evals = 2 + (job.total_steps // settings.eval_steps if settings.eval_steps else 0)
+    eval_batches = -(-len(job.data.validation) // settings.batch_size)
+    per_batch = step_seconds / settings.gradient_accumulation_steps
+    return job.total_steps * step_seconds + evals * eval_batches * per_batch / 3 + EXPORT_SECONDS[settings.export.merged]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float) -> list[tuple[str, str]]:
+    settings, data = job.settings, job.data
+    lora = settings.lora
+    skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
+    return [
+        ("job", f"sft '{config.job.name}' (seed {job.seed})"),
+        ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
+        ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
+                    f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
+        ("data", f"{settings.train_file}: {len(data.train)} training rows ({data.train_tokens:,} tokens), "
+                 f"{len(data.validation)} validation ({data.validation_source}){skipped}"),
+        ("training", f"{settings.n_epochs} epoch(s) x {job.steps_per_epoch} steps = {job.total_steps} steps; batch "
+                     f"{settings.batch_size} x {settings.gradient_accumulation_steps} accumulation; lr "
+                     f"{settings.learning_rate:g}, warmup {settings.warmup_ratio:g}; max_length {settings.max_length}; "
+                     f"loss on {settings.train_on} tokens"),
+        ("checkpoints", f"every {settings.save_steps} steps and at the end"
+                        + (f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after")),
+        ("export", f"merged {settings.export.merged}" + (", LoRA adapter GGUF" if settings.export.adapter else "")),
+        ("est. time", f"{_duration(estimated_seconds(job, step_seconds))} ({step_seconds:.2f} s per step, measured)"),
+    ]
+
+
+def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: Masker, console: Console) -> None:
+    table = Table(title="Resolved job", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in sft_preview_rows(job, config, step_seconds):
+        table.add_row(key, masker.mask(value))
+    console.print(table)
+
+
+def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
+                resume: bool = False, job: Any = None) -> dict[str, Any]:
+    """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
+    from promptgym.finetune.loop import TrainingInterrupted, stop_on_signals
+
+    started = time.time()
+    previous = run.status()
+    run.update_status(status="running", pid=os.getpid(), error=None, job_type="sft")
+    recorder = RunRecorder(run, masker, listeners)
+    recorder.emit(RunStarted(run_id=run.id, resume=resume))
+
+    def finish(**changes: Any) -> dict[str, Any]:
+        status = run.update_status(**changes, pid=None, finished=time.time(),
+                                   elapsed_s=round(previous.get("elapsed_s", 0.0) + time.time() - started, 2))
+        recorder.emit(RunFinished(status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"]))
+        return status
+
+    try:
+        with stop_on_signals() as stop:
+            job = job or prepare_sft(config)
+            result = job.run(run.path, on_event=recorder.emit,
+                             status=run.update_status, resume=resume, stop=stop)
+    except TrainingInterrupted:
+        finish(status="interrupted")
+        raise
+    except KeyboardInterrupt:
+        finish(status="interrupted", error="stopped at once (second Ctrl-C): steps after the last checkpoint are lost")
+        raise
+    except BaseException as error:
+        finish(status="failed", error=masker.mask(f"{type(error).__name__}: {error}"))
+        raise
+    return finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
+
+
+def has_checkpoint(run: RunFolder) -> bool:
+    """Resume from a checkpoint when the run has one; else start over in the same folder."""
+    from promptgym.finetune.checkpoint import last_checkpoint
+
+    return last_checkpoint(run.path / "checkpoints") is not None
+
+
+def run_sft_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
+                       console: Console, job: Any = None) -> dict[str, Any] | None:
+    """Run with a live renderer; returns the final status, or None when interrupted (the checkpoint is saved)."""
+    from promptgym.cli.render import make_renderer
+
+    renderer = make_renderer(stream_format, console, job_type="sft")
+    try:
+        return execute_sft(run, config, masker, [renderer], resume=resume, job=job)
+    except KeyboardInterrupt:
+        return None
+    finally:
+        renderer.close()

@@ -1,0 +1,33 @@
+"""Weight flows on a CPU: supervised fine-tuning with LoRA, GGUF export, fine-tuned models as model strings.
+
+    from promptgym.finetune import SFTSettings, sft
+    result = sft(SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl"), "runs/my-sft")
+    result.model_id        # "local/ft-sft-1a2b3c": usable as LanguageModel(model=...)
+
+Importing this package is cheap: torch, transformers and peft load when a job starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from promptgym.finetune.settings import ExportSettings, LoraSettings, SFTSettings, WeightTrainingSettings
+
+_LAZY = {
+    "sft": "promptgym.finetune.sft",
+    "SFTJob": "promptgym.finetune.sft",
+    "SFTResult": "promptgym.finetune.sft",
+    "StopRequest": "promptgym.finetune.loop",
+    "TrainingInterrupted": "promptgym.finetune.loop",
+    "ChatDataError": "promptgym.finetune.chat_data",
+}
+
+__all__ = ["ExportSettings", "LoraSettings", "SFTSettings", "WeightTrainingSettings", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'promptgym.finetune' has no attribute {name!r}")

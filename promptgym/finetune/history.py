@@ -1,0 +1,92 @@
+"""``history.csv`` of a weight-training run (one row per optimiser step) and its loss plot.
+
+    history = StepHistory(folder / "history.csv")
+    history.truncate_after(step)       # on resume: rows past the checkpoint were not kept
+    history.append({"step": 1, "loss": 2.3, ...})
+    plot_losses(history.rows(), folder / "plots" / "loss.png")
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from promptgym.core.atomic import atomic_writer
+
+logger = logging.getLogger("promptgym")
+COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_norm", "seconds", "elapsed_s")
+
+
+class StepHistory:
+    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
+        self.path = path
+        self.columns = columns
+
+    def rows(self) -> list[dict[str, float | None]]:
+        if not self.path.is_file():
+            return []
+        with self.path.open(encoding="utf-8") as handle:
+            return [{key: _number(value) for key, value in row.items() if key in self.columns}
+                    for row in csv.DictReader(handle)]
+
+    def append(self, row: dict[str, Any]) -> None:
+        new = not self.path.is_file()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow({key: "" if row.get(key) is None else row[key] for key in self.columns})
+
+    def truncate_after(self, step: int) -> None:
+        """Drop rows of steps after ``step`` (done before a kill, after the last checkpoint)."""
+        rows = [row for row in self.rows() if (row.get("step") or 0) <= step]
+        with atomic_writer(self.path) as handle:
+            writer = csv.DictWriter(handle, fieldnames=self.columns)
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({key: "" if row.get(key) is None else _plain(row[key]) for key in self.columns})
+
+
+def _number(value: str | None) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _plain(value: float | None) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 1e15 else value
+
+
+def plot_losses(rows: list[dict[str, float | None]], target: Path, title: str = "loss") -> Path | None:
+    """Training loss per step and evaluation loss where measured, as a PNG (None without matplotlib or data)."""
+    train = [(row["step"], row["loss"]) for row in rows if row.get("loss") is not None and row.get("step")]
+    evals = [(row["step"] or 0, row["eval_loss"]) for row in rows if row.get("eval_loss") is not None]
+    if not train and not evals:
+        return None
+    try:
+        from promptgym.utils.plotting import _new_figure, save_figure
+    except ImportError as error:  # pragma: no cover - matplotlib is part of the default install
+        logger.warning("loss plot skipped: %s", error)
+        return None
+    figure = _new_figure(7, 4)
+    axes = figure.add_subplot(1, 1, 1)
+    if train:
+        axes.plot([s for s, _ in train], [v for _, v in train], label="train loss", color="#1f77b4", linewidth=1.2)
+    if evals:
+        axes.plot([s for s, _ in evals], [v for _, v in evals], "o-", label="eval loss", color="#d62728")
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss (mean per trained token)")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    values = [v for _, v in train + evals if v is not None and math.isfinite(v)]
+    if values and min(values) > 0 and max(values) / min(values) > 30:
+        axes.set_yscale("log")
+    return save_figure(figure, target)

@@ -1,0 +1,76 @@
+"""Settings of the weight flows, as pydantic models: the ``[sft]`` config section and the Python API share them.
+
+    settings = SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl",
+                           lora=LoraSettings(r=8), n_epochs=2)
+
+Unknown keys are errors, so a typo in a config never goes unnoticed. Importing this
+module imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoraSettings(Settings):
+    """Low-rank adapters on the named linear layers (peft's ``LoraConfig``)."""
+
+    r: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: list(DEFAULT_TARGET_MODULES))
+
+
+class ExportSettings(Settings):
+    """What the run leaves behind for llama.cpp: a merged model and/or the adapter alone."""
+
+    merged: Literal["q8_0", "f16", "none"] = "q8_0"
+    adapter: bool = True
+
+    @model_validator(mode="after")
+    def _something(self) -> "ExportSettings":
+        if self.merged == "none" and not self.adapter:
+            raise ValueError("merged = 'none' and adapter = false export nothing: the run would leave no usable model")
+        return self
+
+
+class WeightTrainingSettings(Settings):
+    """What every weight flow (SFT, RL) needs: the base model, the adapter, the optimiser, checkpoints, export."""
+
+    base_model: str = Field(..., min_length=1, description="a local/... chat model or a Hugging Face format folder")
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    learning_rate: float = Field(2e-4, gt=0)
+    warmup_ratio: float = Field(0.0, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    save_steps: int = Field(50, ge=1)
+    seed: int | None = Field(None, description="default: the job's seed")
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                   description="name of the fine-tuned model (default: ft-<job name>-<id>)")
+
+
+class SFTSettings(WeightTrainingSettings):
+    """Supervised fine-tuning from chat JSONL (``{"messages": [...]}`` or ``{"prompt", "completion"}`` rows)."""
+
+    train_file: str = Field(..., min_length=1)
+    validation_file: str | None = None
+    validation_split: float = Field(0.1, ge=0, lt=1, description="held out from train_file when no validation_file")
+    examples: int | None = Field(None, ge=1, description="keep only the first N training rows")
+    n_epochs: int = Field(1, ge=1)
+    batch_size: int = Field(4, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int = Field(512, ge=8)
+    eval_steps: int | None = Field(None, ge=1, description="also evaluate every N steps (always before and after)")
+    train_on: Literal["assistant", "all"] = "assistant"
+    skip_invalid_rows: bool = False
+    loss_chunk_size: int = Field(512, ge=16, description="positions per chunk of the output layer in the loss")
+    summary_samples: int = Field(3, ge=0, description="validation prompts answered by base and tuned model in summary.md")

@@ -1,0 +1,122 @@
+"""The registry of fine-tuned models: a name usable as ``local/<name>`` wherever a model string is.
+
+    entry = register_finetuned_model(FineTunedModel(name="ft-dates-1a2b", base="local/smollm2-135m-instruct",
+                                                    merged="/runs/x/export/model-q8_0.gguf", ...))
+    LanguageModel(model="local/ft-dates-1a2b")
+
+Each entry is one JSON file, ``<models dir>/finetuned/<name>.json``, naming the base model and the
+GGUF files a run exported (they stay in the run folder). Reading an entry only parses JSON.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgym.core.atomic import atomic_write_json, read_json
+from promptgym.lm.cache import models_dir
+from promptgym.lm.errors import EngineMissingError, UnknownModelError
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class FineTunedModel:
+    """One fine-tuned model: its base and the files llama.cpp runs.
+
+    ``merged`` is a complete GGUF; ``adapter`` is a LoRA GGUF applied on ``base_gguf``. Either is
+    enough; the merged file is preferred when both exist.
+    """
+
+    name: str
+    base: str
+    method: str = "sft"
+    merged: str | None = None
+    adapter: str | None = None
+    base_gguf: str | None = None
+    run: str | None = None
+    created: float = field(default_factory=time.time)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_string(self) -> str:
+        return f"local/{self.name}"
+
+    def files(self) -> dict[str, str]:
+        return {kind: path for kind, path in (("merged", self.merged), ("adapter", self.adapter)) if path}
+
+    def size_bytes(self) -> int:
+        return sum(Path(path).stat().st_size for path in self.files().values() if Path(path).is_file())
+
+    def runnable_files(self) -> tuple[Path, Path | None]:
+        """(model file, LoRA file or None) for llama.cpp; a clear error when the files are gone."""
+        if self.merged and Path(self.merged).is_file():
+            return Path(self.merged), None
+        if self.adapter and Path(self.adapter).is_file() and self.base_gguf and Path(self.base_gguf).is_file():
+            return Path(self.base_gguf), Path(self.adapter)
+        missing = [path for path in (self.merged, self.adapter, self.base_gguf) if path and not Path(path).is_file()]
+        raise EngineMissingError(f"local/{self.name}: its files are missing ({', '.join(missing) or 'none exported'}); "
+                                 f"the run that made it was {self.run or 'unknown'}")
+
+
+def registry_dir() -> Path:
+    return models_dir() / "finetuned"
+
+
+def check_model_name(name: str) -> str:
+    from promptgym.lm.local_models import LOCAL_MODELS
+
+    if not NAME_PATTERN.match(name):
+        raise ValueError(f"model name {name!r}: use letters, digits, '.', '_' and '-' (starting with a letter or digit)")
+    if name in LOCAL_MODELS:
+        raise ValueError(f"model name {name!r} is an embedded model's name; choose another")
+    return name
+
+
+def register_finetuned_model(entry: FineTunedModel, replace_run: str | None = None) -> FineTunedModel:
+    """Record ``entry``; a name already taken by another run is an error (a rerun of the same run replaces it)."""
+    check_model_name(entry.name)
+    existing = finetuned_model(entry.name)
+    if existing is not None and existing.run != (replace_run or entry.run):
+        raise ValueError(f"a fine-tuned model named {entry.name!r} already exists (from run {existing.run}); "
+                         "choose another model_name, or remove it with `promptgym models remove " + entry.name + "`")
+    atomic_write_json(registry_dir() / f"{entry.name}.json", asdict(entry))
+    return entry
+
+
+def _from_json(data: dict[str, Any], source: Path) -> FineTunedModel:
+    known = set(FineTunedModel.__dataclass_fields__)
+    if not isinstance(data, dict) or "name" not in data or "base" not in data:
+        raise ValueError(f"{source}: not a fine-tuned model entry (needs name and base)")
+    return FineTunedModel(**{key: value for key, value in data.items() if key in known})
+
+
+def finetuned_model(name: str) -> FineTunedModel | None:
+    if not NAME_PATTERN.match(name):
+        return None
+    path = registry_dir() / f"{name}.json"
+    return _from_json(read_json(path), path) if path.is_file() else None
+
+
+def list_finetuned_models() -> list[FineTunedModel]:
+    """Every registered fine-tuned model, newest first (unreadable entries are skipped)."""
+    folder = registry_dir()
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            found.append(_from_json(read_json(path), path))
+        except (ValueError, TypeError, OSError):
+            continue
+    return sorted(found, key=lambda entry: entry.created, reverse=True)
+
+
+def remove_finetuned_model(name: str) -> FineTunedModel:
+    """Forget ``name`` (its files stay in the run folder)."""
+    entry = finetuned_model(name)
+    if entry is None:
+        raise UnknownModelError(f"no fine-tuned model named {name!r}")
+    (registry_dir() / f"{name}.json").unlink()
+    return entry

@@ -1,0 +1,143 @@
+"""`promptgym train` with job.type = "sft" on the tiny in-test model, and `promptgym models list`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from promptgym.cli.main import app
+from promptgym.cli.runs import RunFolder, list_runs
+from tests.finetune.tiny_model import capital_rows, write_rows
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROMPTGYM_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("COLUMNS", "200")
+    return tmp_path
+
+
+def write_config(folder: Path, model: Path, rows: list[dict], extra: str = "") -> Path:
+    write_rows(folder / "train.jsonl", rows)
+    config = folder / "sft.toml"
+    config.write_text(f"""
+[job]
+type = "sft"
+name = "tiny-sft"
+
+[sft]
+base_model = "{model}"
+train_file = "train.jsonl"
+n_epochs = 1
+batch_size = 4
+learning_rate = 0.03
+save_steps = 2
+validation_split = 0.25
+summary_samples = 1
+{extra}
+[sft.lora]
+r = 4
+alpha = 8
+""")
+    return config
+
+
+def test_dry_run_previews_the_job_with_a_measured_step(workdir: Path, tiny_model: Path) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(20))
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--examples", "12"])
+    assert result.exit_code == 0, result.output
+    for expected in ("base model", str(tiny_model), "trainable of", "9 training rows", "3 validation",
+                     "1 epoch(s) x 3 steps = 3 steps", "s per step, measured", "dry run: nothing started"):
+        assert expected in result.output, expected
+    assert list_runs(workdir / "runs") == []
+
+
+def test_bad_rows_stop_the_job_before_training(workdir: Path, tiny_model: Path) -> None:
+    rows = capital_rows(6) + [{"messages": [{"role": "robot", "content": "x"}]}, {"prompt": "p"}]
+    config = write_config(workdir, tiny_model, rows)
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 2
+    assert "train.jsonl:7: unknown role 'robot'" in result.output and "train.jsonl:8:" in result.output
+    assert "skip_invalid_rows" in result.output and list_runs(workdir / "runs") == []
+
+
+def test_a_run_trains_exports_registers_and_lists_the_model(workdir: Path, tiny_model: Path, fake_export) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(16))
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "step 3/3" in result.output and "model ready: local/ft-tiny-sft-" in result.output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    status = run.status()
+    assert status["status"] == "completed" and status["job_type"] == "sft"
+    assert status["model_id"].startswith("local/ft-tiny-sft-") and status["final_eval_loss"] is not None
+    assert [c["step"] for c in status["checkpoints"]] == [2, 3]
+    for name in ("config.toml", "events.jsonl", "history.csv", "summary.md", "plots/loss.png", "checkpoints/last.json"):
+        assert (run.path / name).is_file(), name
+    kinds = [event["event"] for event in run.events()]
+    for kind in ("run_started", "sft_started", "sft_step", "sft_eval", "checkpoint_saved", "model_registered",
+                 "run_finished"):
+        assert kind in kinds, kind
+    listed = runner.invoke(app, ["models", "list"])
+    assert status["model_id"] in listed.output and str(tiny_model) in listed.output
+    removed = runner.invoke(app, ["models", "remove", status["model_id"]])
+    assert removed.exit_code == 0 and status["model_id"] not in runner.invoke(app, ["models", "list"]).output
+    chart = runner.invoke(app, ["runs", "watch", run.id, "--stream-format", "chart"])
+    assert "* train loss per step" in chart.output and json.loads((run.path / "run.json").read_text())["steps_done"] == 3
+
+
+@pytest.mark.parametrize("name", ["sft_dates.toml", "sft_example.toml"])
+def test_the_example_configs_validate_and_their_rows_pass_the_checks(name: str) -> None:
+    from promptgym.cli.config import load_config
+    from promptgym.finetune.chat_data import read_chat_jsonl
+
+    config = load_config([Path(__file__).resolve().parents[2] / "examples" / "configs" / name])
+    assert config.job.type == "sft" and config.sft.base_model == "local/smollm2-135m-instruct"
+    for path in filter(None, (config.sft.train_file, config.sft.validation_file)):
+        rows, problems = read_chat_jsonl(path)
+        assert rows and problems == []
+
+
+def test_examples_override_and_unknown_sft_keys(tmp_path: Path, tiny_model: Path) -> None:
+    from promptgym.cli.config import ConfigError, load_config
+
+    config = write_config(tmp_path, tiny_model, capital_rows(4), extra="bogus = 1\n")
+    with pytest.raises(ConfigError, match="sft.bogus: unknown key"):
+        load_config([config])
+    config = write_config(tmp_path, tiny_model, capital_rows(4))
+    loaded = load_config([config], overrides={"examples": 3, "model": "local/gemma-3-270m"})
+    assert (loaded.sft.examples, loaded.sft.base_model) == (3, "local/gemma-3-270m")
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_model: Path, fake_export,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    from promptgym.finetune import loop
+
+    @contextlib.contextmanager
+    def ctrl_c_at_once(stop=None):
+        stop = loop.StopRequest()
+        stop.request("Ctrl-C")  # as if pressed during the first step
+        yield stop
+
+    config = write_config(workdir, tiny_model, capital_rows(16))
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "stop_on_signals", ctrl_c_at_once)
+        result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 130 and "Continue with: promptgym train --resume" in result.output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    assert run.status()["status"] == "interrupted" and run.status()["steps_done"] == 1
+
+    dry = runner.invoke(app, ["train", "--resume", run.id, "--dry-run"])
+    assert dry.exit_code == 0 and "resuming run" in dry.output and "after step 1" in dry.output
+    resumed = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming after step 1" in resumed.output and "step 1/3" not in resumed.output
+    steps = [event["step"] for event in run.events() if event["event"] == "sft_step"]
+    assert steps == [1, 2, 3] and run.status()["status"] == "completed"
