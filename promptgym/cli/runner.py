@@ -119,15 +119,14 @@ def usable_evaluation(entry: Any) -> bool:
 
 
 def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
-    """(epoch, step, checkpoint used, a note when it isn't last.json) after restoring the newest usable checkpoint.
+    """(epoch, step, checkpoint used, a note on dropped history rows) after restoring the newest usable checkpoint.
 
     Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
     """
-    path, note = run.usable_checkpoint()
+    path, _ = run.usable_checkpoint()  # the CLI said which one before asking to resume
     epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
     dropped = drop_history_after(run.path / "history.csv", epoch)
-    if dropped:
-        note = (note + "; " if note else "") + f"{dropped} history row(s) from epoch {epoch + 1} on dropped (they run again)"
+    note = f"{dropped} history row(s) from epoch {epoch + 1} on dropped: they run again" if dropped else ""
     return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
 
 

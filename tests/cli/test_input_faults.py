@@ -179,3 +179,17 @@ def test_help_and_runs_list_fit_a_terminal(workdir: Path) -> None:
     listed = runner.invoke(app, ["runs", "list"], terminal_width=80)
     assert run_id in listed.output and "completed" in listed.output
     assert RunFolder(workdir / "runs" / run_id).status()["status"] == "completed"
+
+
+def test_a_broken_response_cache_is_one_warning_on_screen_not_failed_examples(workdir: Path, isolated_cache: Path) -> None:
+    (isolated_cache / "responses.sqlite").write_bytes(b"this is not a database" * 100)
+    with FakeOpenAIServer(lambda body: json.dumps({"answer": "x"})) as server:
+        config = generator_config(workdir, server.url)
+        config.write_text(config.read_text().replace("cache = false", "cache = true"))
+        result = train("-c", str(config), "--yes")
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert flat.count(f"warning: response cache {isolated_cache / 'responses.sqlite'} can't be used") == 1
+    run = only_run(workdir)
+    assert run.status()["status"] == "completed"
+    assert not [event for event in run.events() if event["event"] == "example_failed"]
