@@ -21,7 +21,8 @@ import typer
 
 from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
-    EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
+    EXIT_FAILED, EXIT_INTERRUPTED, console, fail, go_ahead_or_stop, hide_flag_value_types, secret_env_names,
+    secret_masker,
 )
 from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
@@ -216,11 +217,7 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
                   f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
                   soft_wrap=True)
     job = prepare_job(job_config, masker, backend)
-    if dry_run:
-        console.print("dry run: nothing resumed")
-        return
-    if not yes and not typer.confirm("Resume this run?", default=True):
-        raise typer.Exit(0)
+    go_ahead_or_stop("Resume this run?", yes, dry_run, "dry run: nothing resumed")
     if poll:
         run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
     else:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
 import logging
 import math
 import os
@@ -29,21 +31,18 @@ from promptgym.training.callback import Callback
 
 logger = logging.getLogger("promptgym")
 
+
 class AllExamplesFailed(RuntimeError):
     """Every example of an evaluation failed: the model (or task app) gives nothing to learn from."""
 
 
 class FailureTally(Callback):
-    """Counts the examples that ran and those that failed (``example_failed`` events), keeping the last error."""
+    """Counts the examples that failed (``example_failed`` events), keeping the last error."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.examples = 0
         self.failed = 0
         self.last_error = ""
-
-    def on_example_end(self, stage: str, logs: dict[str, Any] | None = None) -> None:
-        self.examples += 1
 
     def on_event(self, event: Any) -> None:
         if event["event"] == "example_failed":
@@ -132,9 +131,6 @@ def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
 
 def drop_history_after(path: Any, epochs_done: int) -> int:
     """Keep the rows of epochs ``< epochs_done``; returns how many were dropped."""
-    import csv
-    import io
-
     if not path.is_file():
         return 0
     with path.open(encoding="utf-8") as handle:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from promptgym.cli.backend import BackendSpec
-from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
+from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, go_ahead_or_stop
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.main import save_resolved_config, start_detached
 from promptgym.cli.runs import RunFolder
@@ -69,11 +69,7 @@ def resume_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format:
     resume = has_checkpoint(run)
     console.print(f"resuming run {run.id} after step {run.status().get('steps_done', 0)}" if resume
                   else f"run {run.id} has no checkpoint yet: starting it over")
-    if dry_run:
-        console.print("dry run: nothing resumed")
-        return
-    if not yes and not typer.confirm("Resume this run?", default=True):
-        raise typer.Exit(0)
+    go_ahead_or_stop("Resume this run?", yes, dry_run, "dry run: nothing resumed")
     if poll:
         _run(run, config, masker, stream_format, resume=resume)
     else:
