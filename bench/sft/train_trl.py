@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--all-tokens", action="store_true", help="loss on every token (a messages dataset)")
     args = parser.parse_args()
     started = time.perf_counter()
 
@@ -38,7 +39,10 @@ def main() -> None:
     from trl import SFTConfig, SFTTrainer
 
     rows = [json.loads(line)["messages"] for line in open(args.train, encoding="utf-8") if line.strip()]
-    dataset = Dataset.from_list([{"prompt": messages[:-1], "completion": messages[-1:]} for messages in rows])
+    if args.all_tokens:
+        dataset = Dataset.from_list([{"messages": messages} for messages in rows])
+    else:
+        dataset = Dataset.from_list([{"prompt": messages[:-1], "completion": messages[-1:]} for messages in rows])
     tokenizer = AutoTokenizer.from_pretrained(args.base_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(args.base_dir, dtype=torch.float32, local_files_only=True)
     loaded = time.perf_counter() - started
@@ -64,7 +68,7 @@ def main() -> None:
         output_dir=args.out, per_device_train_batch_size=args.batch_size, gradient_accumulation_steps=1,
         num_train_epochs=args.epochs, learning_rate=2e-4, lr_scheduler_type="linear", warmup_steps=0,
         weight_decay=0.0, max_grad_norm=1.0, max_length=args.max_length, logging_steps=1, save_strategy="no",
-        report_to=[], use_cpu=True, seed=0, bf16=False, fp16=False, completion_only_loss=True, packing=False,
+        report_to=[], use_cpu=True, seed=0, bf16=False, fp16=False, completion_only_loss=not args.all_tokens, packing=False,
         gradient_checkpointing=args.gradient_checkpointing, dataloader_num_workers=0, shuffle_dataset=True,
     )
     lora = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, bias="none", task_type="CAUSAL_LM",

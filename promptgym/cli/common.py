@@ -21,15 +21,6 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     raise typer.Exit(code)
 
 
-def go_ahead_or_stop(question: str, yes: bool, dry_run: bool, dry_message: str) -> None:
-    """Return when the run may start; exit 0 after a dry run (saying ``dry_message``) or a 'no'."""
-    if dry_run:
-        console.print(dry_message)
-        raise typer.Exit(0)
-    if not yes and not typer.confirm(question, default=True):
-        raise typer.Exit(0)
-
-
 def secret_masker(env_file: Optional[str], config: JobConfig | None = None) -> Masker:
     try:
         masker = load_env_file(env_file)

@@ -21,8 +21,7 @@ import typer
 
 from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
-    EXIT_FAILED, EXIT_INTERRUPTED, console, fail, go_ahead_or_stop, hide_flag_value_types, secret_env_names,
-    secret_masker,
+    EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
 from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
@@ -209,17 +208,28 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
         fail(f"run {run.id} already completed")
     masker = secret_masker(env_file or status.get("env_file"), job_config)
     if job_config.job.type == "sft":
-        from promptgym.cli.sft_command import resume_sft
+        from promptgym.cli.sft_command import announce_sft_resume, run_sft
 
-        return resume_sft(run, job_config, masker, stream_format, poll, folder, yes, dry_run, backend)
-    checkpoint, note = run.usable_checkpoint()
-    console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
-                  f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
-                  soft_wrap=True)
-    job = prepare_job(job_config, masker, backend)
-    go_ahead_or_stop("Resume this run?", yes, dry_run, "dry run: nothing resumed")
+        resume_from_checkpoint = announce_sft_resume(run, backend)
+
+        def run_here() -> None:
+            run_sft(run, job_config, masker, stream_format, resume=resume_from_checkpoint)
+    else:
+        checkpoint, note = run.usable_checkpoint()
+        console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
+                      f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
+                      soft_wrap=True)
+        job = prepare_job(job_config, masker, backend)
+
+        def run_here() -> None:
+            run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
+    if dry_run:
+        console.print("dry run: nothing resumed")
+        return
+    if not yes and not typer.confirm("Resume this run?", default=True):
+        raise typer.Exit(0)
     if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
+        run_here()
     else:
         start_detached(run, folder, backend)
 

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from promptgym.cli.backend import BackendSpec
-from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, go_ahead_or_stop
+from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.main import save_resolved_config, start_detached
 from promptgym.cli.runs import RunFolder
@@ -16,7 +16,7 @@ from promptgym.cli.secrets import Masker
 from promptgym.cli.sft_runner import has_checkpoint, prepare_sft, print_sft_preview, run_sft_in_process
 
 
-def _run(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool, job: object = None) -> None:
+def run_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool, job: object = None) -> None:
     try:
         status = run_sft_in_process(run, config, masker, stream_format, resume, console, job=job)
     except ConfigError as error:
@@ -56,24 +56,20 @@ def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str
     run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config_files,
                       job_type="sft")
     if poll:
-        _run(run, config, masker, stream_format, resume=False, job=job)
+        run_sft(run, config, masker, stream_format, resume=False, job=job)
     else:
         job.release()
         start_detached(run, runs_dir, backend)
 
 
-def resume_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, poll: bool, runs_dir: Path,
-               yes: bool, dry_run: bool, backend: BackendSpec) -> None:
-    """Continue from the last checkpoint (optimizer, schedule and RNG included), or start over without one."""
+def announce_sft_resume(run: RunFolder, backend: BackendSpec) -> bool:
+    """Say where the run continues: after its last checkpoint (optimizer, schedule and RNG included), or from the
+    start when it has none; returns whether a checkpoint is resumed."""
     _local_only(backend)
     resume = has_checkpoint(run)
     console.print(f"resuming run {run.id} after step {run.status().get('steps_done', 0)}" if resume
                   else f"run {run.id} has no checkpoint yet: starting it over")
-    go_ahead_or_stop("Resume this run?", yes, dry_run, "dry run: nothing resumed")
-    if poll:
-        _run(run, config, masker, stream_format, resume=resume)
-    else:
-        start_detached(run, runs_dir, backend)
+    return resume
 
 
 def sft_worker(run: RunFolder, config: JobConfig, masker: Masker) -> None:

@@ -11,6 +11,8 @@ The run id is the job's submission id; ``promptgym runs list|show|stop`` follow 
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -99,16 +101,12 @@ def check_no_secrets(folder: Path, secrets: Masker) -> None:
 def entrypoint_command(run_id: str, python: str = "python", runs_dir: str = "runs",
                        extra_args: Iterable[str] = ()) -> str:
     """The job's shell command: ``promptgym train`` on the staged config, unattended, as run ``run_id``."""
-    import shlex
-
     return shlex.join([python, "-m", "promptgym.cli.main", "train", "--config", CONFIG_NAME, "--yes",
                        "--run-id", run_id, "--runs-dir", runs_dir, *extra_args])
 
 
 def job_secrets(config: JobConfig, env_file: Optional[str]) -> dict[str, str]:
     """The job's secret variables: everything in the env file, and the keys the config names if set here."""
-    import os
-
     secrets = env_file_values(env_file) if env_file else {}
     for name in secret_env_names(config):
         if name not in secrets and os.environ.get(name):

@@ -193,6 +193,8 @@ class SFTJob:
         else:
             torch.manual_seed(self.seed)
             progress = Progress(extra={"checkpoints": [], "elapsed_s": 0.0})
+            if history.path.is_file():  # a fresh run in a used folder starts a fresh history
+                history.truncate_after(-1)
         elapsed_before = float(progress.extra.get("elapsed_s", 0.0))
         model_id = f"local/{self.settings.model_name or default_model_name(self.name, folder)}"
         status(status="running", model_id=None, planned_model_id=model_id, total_steps=self.total_steps,

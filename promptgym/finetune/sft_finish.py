@@ -64,7 +64,7 @@ def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSi
         initial_eval_loss=progress.extra.get("initial_eval_loss"), checkpoints=progress.extra["checkpoints"],
         files={**files, **({"loss_plot": str(plot)} if plot else {})}, elapsed_s=round(elapsed_s, 2), peak_rss_mb=round(rss, 1))
     atomic_write_text(folder / "summary.md", summary_markdown(job, result, samples))
-    status(**{key: value for key, value in result.status_fields().items() if key not in ("output_dir", "status")},
+    status(**{key: value for key, value in result.status_fields().items() if key != "output_dir"},
            samples=samples, finished=time.time())
     return result
 

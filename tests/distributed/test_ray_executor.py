@@ -12,6 +12,7 @@ import promptgym as pg
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback, process_table
 from promptgym.distributed.ray_executor import RayExecutor
 from promptgym.lm.usage import LEDGER
+from promptgym.rollouts import InProcessExecutor, Rollout
 from tests.distributed.programs import WORDS, build_program, dataset
 from tests.lm.fake_openai_server import FakeOpenAIServer
 
@@ -45,6 +46,18 @@ async def test_predict_and_evaluate_match_in_process(executor: RayExecutor) -> N
     remote.compile(reward="exactmatch")
     assert await remote.evaluate(x, y, verbose=0, executor=executor) == await local.evaluate(x, y, verbose=0)
     assert executor.retries == 0
+
+
+async def test_outcomes_carry_the_same_traces_and_errors(executor: RayExecutor) -> None:
+    x, _ = dataset()
+    program = build_program(fail_words=["sky"])
+    variables = {"answerer/state": {**program.get_variables()["answerer/state"], "instructions": "Shout."}}
+    rollouts = [Rollout(i, x[i], variables if i % 2 else None) for i in range(len(x))]
+    local = await InProcessExecutor().run(program, rollouts)
+    remote = await executor.run(program, rollouts, window=3)
+    assert [(o.index, o.prediction, o.error, o.trace) for o in remote] == \
+           [(o.index, o.prediction, o.error, o.trace) for o in local]
+    assert any(o.trace.steps for o in remote) and remote[WORDS.index("sky")].error.startswith("LMOutputError: ")
 
 
 async def test_fit_gives_the_same_history_and_variables(executor: RayExecutor) -> None:

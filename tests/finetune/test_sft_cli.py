@@ -112,3 +112,32 @@ def test_examples_override_and_unknown_sft_keys(tmp_path: Path, tiny_model: Path
     config = write_config(tmp_path, tiny_model, capital_rows(4))
     loaded = load_config([config], overrides={"examples": 3, "model": "local/gemma-3-270m"})
     assert (loaded.sft.examples, loaded.sft.base_model) == (3, "local/gemma-3-270m")
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_model: Path, fake_export,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    from promptgym.finetune import loop
+
+    @contextlib.contextmanager
+    def ctrl_c_at_once(stop=None):
+        stop = loop.StopRequest()
+        stop.request("Ctrl-C")  # as if pressed during the first step
+        yield stop
+
+    config = write_config(workdir, tiny_model, capital_rows(16))
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "stop_on_signals", ctrl_c_at_once)
+        result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 130 and "Continue with: promptgym train --resume" in result.output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    assert run.status()["status"] == "interrupted" and run.status()["steps_done"] == 1
+
+    dry = runner.invoke(app, ["train", "--resume", run.id, "--dry-run"])
+    assert dry.exit_code == 0 and "resuming run" in dry.output and "after step 1" in dry.output
+    resumed = runner.invoke(app, ["train", "--resume", run.id, "--yes"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming after step 1" in resumed.output and "step 1/3" not in resumed.output
+    steps = [event["step"] for event in run.events() if event["event"] == "sft_step"]
+    assert steps == [1, 2, 3] and run.status()["status"] == "completed"

@@ -38,6 +38,7 @@ def test_training_lowers_the_loss_and_leaves_a_usable_run_folder(tiny_model: Pat
     out = tmp_path / "out"
     status = json.loads((out / "run.json").read_text())
     assert status["model_id"] == result.model_id and status["final_eval_loss"] == result.final_eval_loss
+    assert status["status"] == "completed" and status["final_loss"] == result.final_loss
     assert [c["path"] for c in status["checkpoints"]] == ["checkpoints/step_000003", "checkpoints/step_000006",
                                                           "checkpoints/step_000008"]
     # only the newest checkpoint keeps the optimizer state; nothing anywhere is a pickle

@@ -1,0 +1,79 @@
+"""Peak RSS of SFT at max_length 512, SmolLM2-135M and Qwen2.5-Coder-0.5B (152k vocabulary), batch 4.
+
+Rows of about 500 tokens (a long user turn, a long answer), loss on every token (``train_on = "all"``:
+every position needs its logits, the worst case for memory), 3 steps, each trainer in its own process;
+TRL's SFTTrainer + peft on the same rows for comparison (``--with-trl``).
+
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/sft/memory.py --with-trl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data import write_jsonl  # noqa: E402
+from vs_trl import HERE, RESULTS, TRL_PYTHON, run_worker  # noqa: E402
+
+MODELS = ("local/smollm2-135m-instruct", "local/qwen2.5-coder-0.5b-instruct")
+WORDS = ("river stone window garden cloud lamp table bird mountain door chair tree sky house path field "
+         "letter number market silver winter summer harbour bridge station").split()
+
+
+def long_rows(count: int, tokens: int, tokenizer) -> list[dict]:
+    """Chat rows whose rendering is just under ``tokens`` tokens with this model's template."""
+    from promptgym.finetune.encoding import encode_conversation
+
+    rows = []
+    for index in range(count):
+        words = [WORDS[(index * 7 + k) % len(WORDS)] for k in range(tokens)]
+        size = tokens // 2
+        while True:
+            row = {"messages": [{"role": "user", "content": "Repeat the list: " + " ".join(words[:size])},
+                                {"role": "assistant", "content": " ".join(words[:size])}]}
+            if len(encode_conversation(tokenizer, row["messages"], "all").input_ids) <= tokens or size < 10:
+                break
+            size -= 5
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--with-trl", action="store_true")
+    parser.add_argument("--json", default=str(RESULTS / "sft_memory.json"))
+    args = parser.parse_args()
+
+    from promptgym.finetune.base_model import ensure_hf_weights, load_tokenizer, resolve_base_model
+
+    report = {"max_length": args.max_length, "batch_size": args.batch_size, "steps": 3, "train_on": "all", "models": {}}
+    for model in args.models.split(","):
+        source = resolve_base_model(model)
+        base_dir = ensure_hf_weights(source)
+        rows = long_rows(args.batch_size * 3, args.max_length - 8, load_tokenizer(source))
+        scratch = Path(tempfile.mkdtemp(prefix="sft-memory-"))
+        train = write_jsonl(scratch / "train.jsonl", rows)
+        common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
+        entry = {}
+        ours = run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", model, "--train-on", "all",
+                           "--out", str(scratch / "promptgym"), *common])
+        entry["promptgym"] = {"peak_rss_mb": ours["peak_rss_mb"], "step_seconds": ours["step_seconds"]}
+        if args.with_trl:
+            theirs = run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
+                                 "--out", str(scratch / "trl"), "--all-tokens", *common])
+            entry["trl"] = {"peak_rss_mb": theirs["peak_rss_mb"], "step_seconds": theirs["step_seconds"]}
+        report["models"][model] = entry
+        print(model, json.dumps(entry), flush=True)
+    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
