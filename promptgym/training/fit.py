@@ -68,6 +68,13 @@ async def fit_program(
         "train": (validate_inputs(program, x_train, "x"), validate_targets(program, y_train, "y")),
         "val": (validate_inputs(program, x_val, "validation x"), validate_targets(program, y_val, "validation y")),
     }
+    for callback in callbacks or []:  # BackupAndRestore: an interrupted run goes on from its backup
+        resume = getattr(callback, "resume_point", None)
+        point = resume(program) if resume is not None else None
+        if point is not None:
+            initial_epoch, initial_step = point
+            compiled = program.training_state
+            logger.info("fit(): resuming from the backup at epoch %d, step %d", initial_epoch, initial_step)
     history = History()
     callback_list = CallbackList([history, *(callbacks or [])], program)
     if verbose not in (0, False, None):
