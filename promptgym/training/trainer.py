@@ -93,6 +93,15 @@ class Trainer:
         return await export_sft_data(self, x, y, path, min_reward=min_reward, with_demonstrations=with_demonstrations,
                                      batch_size=batch_size, executor=executor)
 
+    async def predict_on_batch(self, x: Any) -> np.ndarray:
+        """Predictions for one batch (all of ``x`` at once, no progress bar)."""
+        return await self.predict(x, batch_size=max(1, len(x)), verbose=0)
+
+    async def test_on_batch(self, x: Any, y: Any, return_dict: bool = True) -> Any:
+        """``evaluate()`` on one batch; ``return_dict=False`` gives the values as a list (reward first)."""
+        result = await self.evaluate(x, y, batch_size=max(1, len(x)), verbose=0)
+        return dict(result) if return_dict else list(result.values())
+
     # -- the compile configuration round trip ---------------------------------------------
 
     def get_compile_config(self) -> dict[str, Any] | None:
