@@ -52,6 +52,12 @@ def compile_state(program: Any, reward: Any = None, optimizer: Any = None, metri
     resolved_reward = rewards_module.get(reward) if reward is not None else rewards_module.NoReward()
     resolved_optimizer = optimizers_module.get(optimizer if optimizer is not None else "randomfewshot")
     resolved_metrics = [metrics_module.get(metric) for metric in metrics or []]
+    resolve_models = getattr(resolved_optimizer, "resolve_models", None)
+    if resolve_models is not None:  # the default models, if set by now; else fit() says which call to make
+        try:
+            resolve_models()
+        except ValueError:
+            pass
     fields = output_fields(program)
     if fields is not None:
         for scorer in [resolved_reward, *resolved_metrics]:
