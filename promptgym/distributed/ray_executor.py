@@ -222,6 +222,7 @@ class RayExecutor:
 
         # The program travels once per worker: passing an object reference costs Ray a borrow each call.
         box = [] if key in self._built.setdefault(worker, set()) else [ref]
+        life = self._deaths.get(worker, 0)  # calls in flight when the actor dies all fail: one death, counted once
         call = self.workers[worker].run.remote(key, box, wires, training)
         try:
             answers = await call
@@ -229,8 +230,9 @@ class RayExecutor:
             return answers
         except ray.exceptions.RayActorError as error:
             self.retries += len(wires)
-            self._deaths[worker] = self._deaths.get(worker, 0) + 1
-            self._built[worker] = set()  # a restarted actor starts empty
+            if self._deaths.get(worker, 0) == life:
+                self._deaths[worker] = life + 1
+                self._built[worker] = set()  # a restarted actor starts empty
             logger.warning("Ray worker %d died while running example(s) %s (%s); running them again on another worker",
                            worker, ", ".join(str(wire["index"]) for wire in wires), type(error).__name__)
             raise _WorkerDied from error
@@ -240,10 +242,6 @@ class RayExecutor:
 
     def _dead_workers(self) -> set[int]:
         return {worker for worker, deaths in self._deaths.items() if deaths > self.max_restarts}
-
-    async def worker_pids(self) -> list[int]:
-        """The process id of each worker (for tests and diagnostics)."""
-        return list(await asyncio.gather(*(worker.pid.remote() for worker in self.workers)))
 
     # -- closing ----------------------------------------------------------------------------
 

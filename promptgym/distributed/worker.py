@@ -9,7 +9,6 @@ since the previous report, so the driver's totals are exact however calls interl
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 from promptgym.core.serialization import deserialize_object
@@ -41,9 +40,6 @@ class RolloutWorker:
                                           for wire in wires))
         usage, self.reported = LEDGER.since(self.reported), LEDGER.snapshot()
         return [outcome_to_wire(outcome, usage if number == 0 else {}) for number, outcome in enumerate(outcomes)]
-
-    def pid(self) -> int:
-        return os.getpid()
 
 
 def remote_worker_class() -> Any:
