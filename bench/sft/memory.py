@@ -1,16 +1,19 @@
 """Peak RSS of SFT at max_length 512, SmolLM2-135M and Qwen2.5-Coder-0.5B (152k vocabulary), batch 4.
 
 Rows of about 500 tokens (a long user turn, a long answer), loss on every token (``train_on = "all"``:
-every position needs its logits, the worst case for memory), 3 steps, each trainer in its own process;
-TRL's SFTTrainer + peft on the same rows for comparison (``--with-trl``).
+every position needs its logits, the worst case for memory), a few steps (``--steps``), each trainer in its
+own process; TRL's SFTTrainer + peft on the same rows for comparison (``--trl-models``). TRL is left out for
+Qwen by default: it materialises float32 logits for every position (13.1 GB RSS at 4 x 256 tokens, MODELS.md),
+which at 512 tokens would take most of this 24 GB machine.
 
-    flock /tmp/promptgym-llm.lock .venv/bin/python bench/sft/memory.py --with-trl
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/sft/memory.py --steps 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -47,28 +50,32 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--with-trl", action="store_true")
+    parser.add_argument("--steps", type=int, default=3, help="optimiser steps per trainer (peak RSS is reached in the first)")
+    parser.add_argument("--trl-models", default=MODELS[0], help="models TRL also trains (comma list, or none)")
     parser.add_argument("--json", default=str(RESULTS / "sft_memory.json"))
     args = parser.parse_args()
 
     from promptgym.finetune.base_model import ensure_hf_weights, load_tokenizer, resolve_base_model
 
-    report = {"max_length": args.max_length, "batch_size": args.batch_size, "steps": 3, "train_on": "all", "models": {}}
+    report = {"max_length": args.max_length, "batch_size": args.batch_size, "steps": args.steps, "train_on": "all",
+              "machine": f"{os.cpu_count()} cores", "models": {}}
     for model in args.models.split(","):
         source = resolve_base_model(model)
         base_dir = ensure_hf_weights(source)
-        rows = long_rows(args.batch_size * 3, args.max_length - 8, load_tokenizer(source))
+        rows = long_rows(args.batch_size * args.steps, args.max_length - 8, load_tokenizer(source))
         scratch = Path(tempfile.mkdtemp(prefix="sft-memory-"))
         train = write_jsonl(scratch / "train.jsonl", rows)
         common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
         entry = {}
         ours = run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", model, "--train-on", "all",
                            "--out", str(scratch / "promptgym"), *common])
-        entry["promptgym"] = {"peak_rss_mb": ours["peak_rss_mb"], "step_seconds": ours["step_seconds"]}
-        if args.with_trl:
+        entry["promptgym"] = {"peak_rss_mb": ours["peak_rss_mb"], "step_seconds": ours["step_seconds"],
+                             "step_cpu_seconds": ours["step_cpu_seconds"]}
+        if model in args.trl_models.split(","):
             theirs = run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
                                  "--out", str(scratch / "trl"), "--all-tokens", *common])
-            entry["trl"] = {"peak_rss_mb": theirs["peak_rss_mb"], "step_seconds": theirs["step_seconds"]}
+            entry["trl"] = {"peak_rss_mb": theirs["peak_rss_mb"], "step_seconds": theirs["step_seconds"],
+                          "step_cpu_seconds": theirs["step_cpu_seconds"]}
         report["models"][model] = entry
         print(model, json.dumps(entry), flush=True)
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
