@@ -86,6 +86,11 @@ def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: 
     for key, value in sft_preview_rows(job, config, step_seconds):
         table.add_row(key, masker.mask(value))
     console.print(table)
+    if job.data.skipped:
+        from promptgym.finetune.chat_data import describe_problems
+
+        console.print(f"skipping {len(job.data.skipped)} invalid row(s) (skip_invalid_rows = true):", markup=False)
+        console.print(masker.mask(describe_problems(job.data.skipped)), markup=False, soft_wrap=True)
 
 
 def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,

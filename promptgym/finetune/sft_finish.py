@@ -13,6 +13,7 @@ from typing import Any
 
 from promptgym.core.atomic import atomic_write_text
 from promptgym.core.events import ModelExported, ModelRegistered
+from promptgym.finetune.chat_data import describe_problems
 from promptgym.finetune.checkpoint import Progress, last_checkpoint
 from promptgym.finetune.export import export_adapter, export_merged
 from promptgym.finetune.history import StepHistory, plot_losses
@@ -108,6 +109,8 @@ def summary_markdown(job: Any, result: Any, samples: list[dict[str, str]]) -> st
         "| prompt | expected | base model | tuned model |", "|---|---|---|---|",
     ]
     lines += [f"| {_cell(s['prompt'])} | {_cell(s['expected'])} | {_cell(s['base'])} | {_cell(s['tuned'])} |" for s in samples]
+    if data.skipped:
+        lines += ["", "## Rows skipped (skip_invalid_rows = true)", "", "```", describe_problems(data.skipped), "```"]
     lines += ["", "## Files", ""]
     lines += [f"- {kind}: `{path}`" for kind, path in result.files.items()]
     lines += ["- checkpoints: " + ", ".join(f"`{c['path']}` (step {c['step']})" for c in result.checkpoints),

@@ -67,6 +67,18 @@ def test_bad_rows_stop_the_job_before_training(workdir: Path, tiny_model: Path) 
     assert "skip_invalid_rows" in result.output and list_runs(workdir / "runs") == []
 
 
+def test_skipped_rows_are_listed_with_file_and_line(workdir: Path, tiny_model: Path, fake_export) -> None:
+    rows = capital_rows(12) + [{"messages": [{"role": "robot", "content": "x"}]}] + capital_rows(4)
+    config = write_config(workdir, tiny_model, rows, extra="skip_invalid_rows = true\n")
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "1 invalid skipped" in result.output and "skipping 1 invalid row(s)" in result.output
+    problem = "train.jsonl:13: unknown role 'robot'"
+    assert problem in result.output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    assert problem in (run.path / "summary.md").read_text()
+
+
 def test_a_run_trains_exports_registers_and_lists_the_model(workdir: Path, tiny_model: Path, fake_export) -> None:
     config = write_config(workdir, tiny_model, capital_rows(16))
     result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
