@@ -2,9 +2,11 @@
 
 Rows of about 500 tokens (a long user turn, a long answer), loss on every token (``train_on = "all"``:
 every position needs its logits, the worst case for memory), a few steps (``--steps``), each trainer in its
-own process; TRL's SFTTrainer + peft on the same rows for comparison (``--trl-models``). TRL is left out for
-Qwen by default: it materialises float32 logits for every position (13.1 GB RSS at 4 x 256 tokens, MODELS.md),
-which at 512 tokens would take most of this 24 GB machine.
+own process, without and with activation checkpointing (``gradient_checkpointing``, TRL's default); TRL's
+SFTTrainer + peft on the same rows for comparison (``--trl-models``). TRL is left out for Qwen by default:
+it materialises float32 logits for every position (4 x 512 x 152k floats: 1.2 GB, and as much again for each
+copy the loss and its gradient make; MODELS.md measured 13.1 GB RSS at 4 x 256 without checkpointing).
+The report is rewritten after each model, so a cut run keeps what it measured.
 
     flock /tmp/promptgym-llm.lock .venv/bin/python bench/sft/memory.py --steps 2
 """
@@ -45,6 +47,10 @@ def long_rows(count: int, tokens: int, tokenizer) -> list[dict]:
     return rows
 
 
+def measured(run: dict) -> dict:
+    return {key: run[key] for key in ("peak_rss_mb", "step_seconds", "step_cpu_seconds", "load_s")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default=",".join(MODELS))
@@ -67,18 +73,18 @@ def main() -> None:
         train = write_jsonl(scratch / "train.jsonl", rows)
         common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
         entry = {}
-        ours = run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", model, "--train-on", "all",
-                           "--out", str(scratch / "promptgym"), *common])
-        entry["promptgym"] = {"peak_rss_mb": ours["peak_rss_mb"], "step_seconds": ours["step_seconds"],
-                             "step_cpu_seconds": ours["step_cpu_seconds"]}
-        if model in args.trl_models.split(","):
-            theirs = run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
-                                 "--out", str(scratch / "trl"), "--all-tokens", *common])
-            entry["trl"] = {"peak_rss_mb": theirs["peak_rss_mb"], "step_seconds": theirs["step_seconds"],
-                          "step_cpu_seconds": theirs["step_cpu_seconds"]}
+        for checkpointing in ([], ["--gradient-checkpointing"]):  # "_gc": activation checkpointing on
+            name = "promptgym" + ("_gc" if checkpointing else "")
+            entry[name] = measured(run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", model,
+                                               "--train-on", "all", "--out", str(scratch / name), *common, *checkpointing]))
+            print(model, name, json.dumps(entry[name]), flush=True)
+            if model in args.trl_models.split(","):  # TRL's SFTConfig turns it on by default
+                name = "trl" + ("_gc" if checkpointing else "")
+                entry[name] = measured(run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
+                                                   "--out", str(scratch / name), "--all-tokens", *common, *checkpointing]))
+                print(model, name, json.dumps(entry[name]), flush=True)
         report["models"][model] = entry
-        print(model, json.dumps(entry), flush=True)
-    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.json}")
 
 

@@ -22,11 +22,13 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--train-on", default="assistant", choices=["assistant", "all"])
+    parser.add_argument("--gradient-checkpointing", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
     settings = SFTSettings(base_model=args.base, train_file=args.train, validation_split=0, n_epochs=args.epochs,
                            batch_size=args.batch_size, max_length=args.max_length, learning_rate=2e-4, seed=0, train_on=args.train_on,
-                           save_steps=10_000, summary_samples=0, export={"merged": "none", "adapter": True})
+                           save_steps=10_000, summary_samples=0, export={"merged": "none", "adapter": True},
+                           gradient_checkpointing=args.gradient_checkpointing)
     job = SFTJob.prepare(settings, name="bench")
     loaded = time.perf_counter() - started
     steps: list[dict] = []

@@ -150,12 +150,18 @@ def load_tokenizer(source: BaseModelSource) -> Any:
     return tokenizer
 
 
-def load_base_model(source: BaseModelSource) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` in float32 on the CPU, ready for LoRA."""
+def load_base_model(source: BaseModelSource, gradient_checkpointing: bool = False) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` in float32 on the CPU, ready for LoRA.
+
+    With ``gradient_checkpointing`` each decoder layer keeps only its input for the backward pass and
+    recomputes the rest (the non-reentrant kind, which needs no gradient on the frozen embeddings).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
     folder = ensure_hf_weights(source)
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True)
     model.config.use_cache = False  # training never decodes; the KV cache would only cost memory
+    if gradient_checkpointing:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     return model, load_tokenizer(source)

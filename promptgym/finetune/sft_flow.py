@@ -88,7 +88,7 @@ class SFTJob:
         if settings.export.merged == "none" and source.gguf is None:
             raise BaseModelError(f"export.merged = 'none' keeps only the adapter, which llama.cpp applies to a GGUF base; "
                                  f"base_model {settings.base_model!r} has none: export a merged model (q8_0 or f16)")
-        model, tokenizer = load_base_model(source)
+        model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing)
         data = prepare_sft_data(settings, tokenizer)
         return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, data, seed, name)
 

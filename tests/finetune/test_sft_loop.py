@@ -107,3 +107,20 @@ def test_the_public_names_stay_functions_after_the_modules_load() -> None:
     from promptgym.finetune import sft
 
     assert callable(sft) and sft.__name__ == "sft"
+
+
+def test_gradient_checkpointing_trains_the_same_weights(tiny_model: Path, tmp_path: Path, fake_export) -> None:
+    import torch
+
+    settings = settings_for(tiny_model, tmp_path, n_epochs=1, save_steps=100)
+    plain = SFTJob.prepare(settings, name="plain")
+    recomputed = SFTJob.prepare(settings.model_copy(update={"gradient_checkpointing": True}), name="recomputed")
+    assert recomputed.model.get_base_model().is_activation_checkpointing
+    assert not plain.model.get_base_model().is_activation_checkpointing
+    plain.run(tmp_path / "plain")
+    recomputed.run(tmp_path / "recomputed")
+    first, second = adapter_tensors(tmp_path / "plain"), adapter_tensors(tmp_path / "recomputed")
+    assert first.keys() == second.keys()
+    for name in first:
+        assert torch.allclose(first[name], second[name], atol=1e-6), name
+    assert any(not torch.equal(tensor, torch.zeros_like(tensor)) for tensor in second.values())
