@@ -71,7 +71,8 @@ def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float) -> list[t
         ("training", f"{settings.n_epochs} epoch(s) x {job.steps_per_epoch} steps = {job.total_steps} steps; batch "
                      f"{settings.batch_size} x {settings.gradient_accumulation_steps} accumulation; lr "
                      f"{settings.learning_rate:g}, warmup {settings.warmup_ratio:g}; max_length {settings.max_length}; "
-                     f"loss on {settings.train_on} tokens"),
+                     f"loss on {settings.train_on} tokens"
+                     + ("; activation checkpointing" if settings.gradient_checkpointing else "")),
         ("checkpoints", f"every {settings.save_steps} steps and at the end"
                         + (f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after")),
         ("export", f"merged {settings.export.merged}" + (", LoRA adapter GGUF" if settings.export.adapter else "")),
