@@ -1,7 +1,8 @@
-"""Causal-LM cross-entropy that never holds the logits of a whole batch.
+"""Causal-LM cross-entropy and per-token log-probabilities that never hold the logits of a whole batch.
 
     loss_sum, count = chunked_causal_lm_loss(model, batch.input_ids, batch.attention_mask, batch.labels)
     (loss_sum / count).backward()
+    logprobs = chunked_token_logprobs(model, batch.input_ids, batch.attention_mask, batch.labels, temperature=1.0)
 
 The decoder runs once; the output layer then runs only on positions that have a label, a chunk at a
 time, each chunk under activation checkpointing, so at most one chunk of logits (``chunk_size`` x
@@ -35,17 +36,22 @@ def _chunk_loss_sum(head: Any, softcap: float | None, hidden: Any, targets: Any)
     return F.cross_entropy(logits, targets, reduction="sum")
 
 
+def _labelled_positions(model: Any, input_ids: Any, attention_mask: Any, labels: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """(output layer, soft-cap, hidden states of the positions that predict a label, those labels, all hidden states)."""
+    body, head, softcap = causal_lm_parts(model)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    targets = labels[:, 1:]
+    keep = targets != IGNORE_INDEX
+    return head, softcap, hidden[:, :-1][keep], targets[keep], hidden
+
+
 def chunked_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any,
                            chunk_size: int = 512) -> tuple[Any, int]:
     """``(sum of token losses, number of trained tokens)``; position t predicts label t+1."""
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    body, head, softcap = causal_lm_parts(model)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    targets = labels[:, 1:]
-    keep = targets != IGNORE_INDEX
-    selected, wanted = hidden[:, :-1][keep], targets[keep]
+    head, softcap, selected, wanted, hidden = _labelled_positions(model, input_ids, attention_mask, labels)
     count = int(wanted.numel())
     if count == 0:
         return hidden.sum() * 0.0, 0
@@ -57,3 +63,35 @@ def chunked_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labe
         else:
             total = total + _chunk_loss_sum(head, softcap, selected[piece], wanted[piece])
     return total, count
+
+
+def _chunk_logprobs(head: Any, softcap: float | None, temperature: float, hidden: Any, targets: Any) -> Any:
+    import torch
+
+    logits = head(hidden).float()
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    return torch.log_softmax(logits / temperature, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
+
+
+def chunked_token_logprobs(model: Any, input_ids: Any, attention_mask: Any, labels: Any, temperature: float = 1.0,
+                           chunk_size: int = 512) -> Any:
+    """The log-probability of every labelled token (row-major), under ``softmax(logits / temperature)``.
+
+    Same chunking as :func:`chunked_causal_lm_loss`: what policy-gradient losses need per token.
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    head, softcap, selected, wanted, hidden = _labelled_positions(model, input_ids, attention_mask, labels)
+    if wanted.numel() == 0:
+        return hidden.sum()[None][:0] * 0.0
+    pieces = []
+    for start in range(0, int(wanted.numel()), chunk_size):
+        piece = slice(start, start + chunk_size)
+        if torch.is_grad_enabled():
+            pieces.append(checkpoint(_chunk_logprobs, head, softcap, temperature, selected[piece], wanted[piece],
+                                     use_reentrant=False))
+        else:
+            pieces.append(_chunk_logprobs(head, softcap, temperature, selected[piece], wanted[piece]))
+    return torch.cat(pieces)
