@@ -36,8 +36,8 @@ def _prepare(config: JobConfig, masker: Masker) -> tuple[Any, Any]:
 
 
 def run_rl(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool, job: Any = None,
-           environment: Any = None) -> None:
-    """Run with a live renderer, then print the final status JSON (also in ``final_status.json``)."""
+           environment: Any = None) -> dict[str, Any]:
+    """Run with a live renderer; returns the final status (the caller prints it last, once the app is stopped)."""
     from promptgym.cli.render import make_renderer
 
     renderer = make_renderer(stream_format, console, job_type="rl")
@@ -55,13 +55,20 @@ def run_rl(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str
         fail(masker.mask(f"run {run.id} failed: {type(error).__name__}: {error}"), EXIT_FAILED)
     renderer.close()
     console.print(f"done: {run.path / 'summary.md'}")
-    console.print(json.dumps(status["final_status"], indent=2), markup=False, highlight=False, soft_wrap=True)
+    return status["final_status"]
+
+
+def print_final_status(final: dict[str, Any] | None) -> None:
+    """The run's last words: the final status JSON (also in the run folder's ``final_status.json``)."""
+    if final is not None:
+        console.print(json.dumps(final, indent=2), markup=False, highlight=False, soft_wrap=True)
 
 
 def train_rl(config: JobConfig, config_files: list[str], env_file: Optional[str], masker: Masker, runs_dir: Path,
              yes: bool, dry_run: bool, poll: bool, stream_format: str, backend: BackendSpec) -> None:
     """Start the task app (``data.task_app``), check it, load the base model, preview, confirm, run."""
     _local_only(backend)
+    final = None
     with task_app_for(config, masker, runs_dir) as effective:
         environment, job = _prepare(effective, masker)
         print_rl_preview(job, environment, effective, masker, console)
@@ -75,10 +82,11 @@ def train_rl(config: JobConfig, config_files: list[str], env_file: Optional[str]
         run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config_files,
                           job_type="rl")
         if poll:
-            run_rl(run, effective, masker, stream_format, resume=False, job=job, environment=environment)
+            final = run_rl(run, effective, masker, stream_format, resume=False, job=job, environment=environment)
         else:
             job.release()
             start_detached(run, runs_dir, backend)
+    print_final_status(final)
 
 
 def resume_rl(run: RunFolder, config: JobConfig, masker: Masker, runs_dir: Path, yes: bool, dry_run: bool, poll: bool,
@@ -88,6 +96,7 @@ def resume_rl(run: RunFolder, config: JobConfig, masker: Masker, runs_dir: Path,
     resume = has_checkpoint(run)
     console.print(f"resuming run {run.id} after iteration {run.status().get('iterations_done', 0)}" if resume
                   else f"run {run.id} has no checkpoint yet: starting it over")
+    final = None
     with task_app_for(config, masker, runs_dir) as effective:
         environment, job = _prepare(effective, masker)
         print_rl_preview(job, environment, effective, masker, console)
@@ -97,10 +106,11 @@ def resume_rl(run: RunFolder, config: JobConfig, masker: Masker, runs_dir: Path,
         if not yes and not typer.confirm("Resume this run?", default=True):
             raise typer.Exit(0)
         if poll:
-            run_rl(run, effective, masker, stream_format, resume=resume, job=job, environment=environment)
+            final = run_rl(run, effective, masker, stream_format, resume=resume, job=job, environment=environment)
         else:
             job.release()
             start_detached(run, runs_dir, backend)
+    print_final_status(final)
 
 
 def rl_worker(run: RunFolder, config: JobConfig, masker: Masker, runs_dir: Path) -> None:

@@ -14,9 +14,7 @@ import json
 import os
 from typing import Any
 
-import httpx
-
-from promptgym.taskapp import PolicyModule, RolloutRequest, RolloutResponse, TaskInfo, TrajectoryStep, create_task_app
+from promptgym.taskapp import PolicyModule, RolloutRequest, RolloutResponse, TaskInfo, TrajectoryStep, ask_policy, create_task_app
 
 INFO = TaskInfo(name="tiny", description="say something with early letters",
                 splits={"train": list(range(8)), "validation": [100, 101], "test": [200, 201, 202]},
@@ -44,11 +42,7 @@ async def rollout(request: RolloutRequest) -> RolloutResponse:
         return RolloutResponse(seed=request.seed, reward=reward,
                                trajectory=[TrajectoryStep(inputs={"seed": request.seed}, outputs={"reward": reward})])
     messages = [{"role": "system", "content": instructions}, {"role": "user", "content": f"seed {request.seed}"}]
-    async with httpx.AsyncClient(timeout=60) as client:
-        reply = await client.post(f"{request.policy.inference_url}/chat/completions",
-                                  json={"model": request.policy.model, "messages": messages, "max_tokens": 6})
-        reply.raise_for_status()
-        text = reply.json()["choices"][0]["message"]["content"]
+    text = await ask_policy(request.policy, messages, max_tokens=6)
     SERVED.append({"seed": request.seed, "url": request.policy.inference_url, "text": text})
     reward = 0.5 if os.environ.get("TINY_CONSTANT") == "1" else score(text)
     return RolloutResponse(seed=request.seed, reward=reward,
