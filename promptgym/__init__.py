@@ -21,12 +21,53 @@ from promptgym.lm import (
     set_default_embedding_model,
     set_default_language_model,
 )
+from promptgym.core.base_models import (
+    Embedding,
+    EmbeddingRequest,
+    Embeddings,
+    GenericInputs,
+    GenericIO,
+    GenericOutputs,
+    GenericResult,
+    Instructions,
+    Prediction,
+    Stamp,
+    Trainable,
+    is_embedded,
+    is_embedding,
+    is_embeddings,
+    is_instructions,
+    is_prediction,
+    is_stamped,
+    is_trainable,
+)
+from promptgym.core.chat import (
+    ChatMessage,
+    ChatMessages,
+    ChatRole,
+    ToolCall,
+    ToolCallFunction,
+    is_chat_message,
+    is_chat_messages,
+    is_tool_call,
+)
+from promptgym.core.chat_completions import (
+    from_chat_completion_message,
+    from_chat_completion_messages,
+    to_chat_completion_message,
+    to_chat_completion_messages,
+    to_chat_completion_request,
+)
 from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.name_scope import name_scope
+from promptgym.core.scores import FineScore, Rating, Rating10, Rating20, Score
 from promptgym.modules import (
     And,
+    Branch,
     ChainOfThought,
     Concat,
     Concatenate,
+    Decision,
     Factorize,
     Generator,
     Identity,
@@ -35,10 +76,12 @@ from promptgym.modules import (
     InputModule,
     Lambda,
     Module,
+    MultiDecision,
     Not,
     Or,
     OutMask,
     Prefix,
+    SelfCritique,
     Suffix,
     SymbolicDataModel,
     Variable,
@@ -46,7 +89,7 @@ from promptgym.modules import (
 )
 from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.rollouts.executor import get_default_executor, set_default_executor
-from promptgym.session import clear_session, enable_logging, enable_observability
+from promptgym.session import clear_session, enable_logging, enable_observability, get_seed, set_seed
 
 logging.getLogger("promptgym").addHandler(logging.NullHandler())
 
@@ -54,7 +97,7 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("callbacks", "datasets", "ops", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("backend", "callbacks", "datasets", "ops", "testing", "training", "utils")
 
 
 def __getattr__(name: str) -> Any:
@@ -64,11 +107,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "And", "ChainOfThought", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
+    "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",
-    "set_default_executor",
+    "set_default_executor", "ChatMessage", "ChatMessages", "ChatRole", "ToolCall", "ToolCallFunction", "Embedding",
+    "EmbeddingRequest", "Embeddings", "GenericInputs", "GenericIO", "GenericOutputs", "GenericResult", "Instructions",
+    "Prediction", "Stamp", "Trainable", "FineScore", "Rating", "Rating10", "Rating20", "Score", "name_scope",
+    "get_seed", "set_seed", "is_chat_message", "is_chat_messages", "is_tool_call", "is_embedded", "is_embedding",
+    "is_embeddings", "is_instructions", "is_prediction", "is_stamped", "is_trainable", "from_chat_completion_message",
+    "from_chat_completion_messages", "to_chat_completion_message", "to_chat_completion_messages",
+    "to_chat_completion_request",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
     "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
 ]

@@ -35,6 +35,18 @@ def enable_logging(log_level: str | int = "info", **_: Any) -> None:
     logger.setLevel(level)
 
 
+_seed = {"value": 0}
+
+
+def set_seed(seed: int) -> None:
+    """The seed ``fit()`` uses when it is given none (data order, sampling of examples and candidates)."""
+    _seed["value"] = int(seed)
+
+
+def get_seed() -> int:
+    return _seed["value"]
+
+
 _observability_warned = False
 
 

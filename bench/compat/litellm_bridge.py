@@ -19,7 +19,7 @@ import sys
 import types
 from typing import Any
 
-from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
 
 
 def placeholder(schema: dict[str, Any] | None, defs: dict[str, Any] | None = None, name: str = "value") -> Any:
@@ -117,6 +117,11 @@ def make_litellm_module() -> types.ModuleType:
     return module
 
 
+async def _aiter(items: Any) -> Any:
+    for item in items:
+        yield item
+
+
 def _get(obj: Any, key: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
         return obj.get(key, default)
@@ -124,20 +129,48 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 class LiteLLMBackend:
-    """A promptgym backend that asks ``litellm.acompletion`` (looked up at call time, so patches apply)."""
+    """A promptgym backend that asks ``litellm.acompletion`` (looked up at call time, so patches apply).
 
-    def __init__(self, model: str, concurrency: int = 8) -> None:
+    It stands where promptgym's HTTP client stands, so it does what that
+    client does with a failing server: try ``attempts`` times, then raise
+    an LMConnectionError.
+    """
+
+    def __init__(self, model: str, concurrency: int = 8, attempts: int = 3) -> None:
         self.model = model
         self.concurrency = concurrency
+        self.attempts = max(1, attempts)
 
-    async def complete(self, request: LMRequest) -> LMResponse:
-        litellm = sys.modules["litellm"]
+    async def _retrying(self, call: Any) -> Any:
+        from promptgym.lm.errors import LMConnectionError
+
+        for attempt in range(self.attempts):
+            try:
+                return await call()
+            except Exception as error:  # noqa: BLE001 - whatever the mocked server raised
+                if attempt == self.attempts - 1:
+                    raise LMConnectionError(f"{self.model}: {error}") from error
+        return None
+
+    def _kwargs(self, request: LMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages,
-                                  "temperature": request.temperature, "max_tokens": request.max_tokens}
+                                  "temperature": request.temperature, "max_tokens": request.max_tokens, **request.extra}
         if request.schema is not None:
             kwargs["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "structured_output", "schema": request.schema, "strict": True}}
-        response = await litellm.acompletion(**kwargs)
+        return kwargs
+
+    async def stream(self, request: LMRequest) -> Any:
+        litellm = sys.modules["litellm"]
+        response = await litellm.acompletion(**self._kwargs(request), stream=True)
+        chunks = response if hasattr(response, "__aiter__") else _aiter(response)
+        async for chunk in chunks:
+            delta = _get((_get(chunk, "choices") or [{}])[0], "delta") or {}
+            yield LMChunk(content=_get(delta, "content") or "", reasoning=_get(delta, "reasoning_content") or "")
+
+    async def complete(self, request: LMRequest) -> LMResponse:
+        litellm = sys.modules["litellm"]
+        response = await self._retrying(lambda: litellm.acompletion(**self._kwargs(request)))
         choices = _get(response, "choices") or []
         if not choices:
             raise RuntimeError("empty response from the (mocked) language model: no choices")
@@ -148,11 +181,12 @@ class LiteLLMBackend:
         usage = _get(response, "usage") or {}
         return LMResponse(content=content if isinstance(content, str) else json.dumps(content),
                           prompt_tokens=int(_get(usage, "prompt_tokens", 0) or 0),
-                          completion_tokens=int(_get(usage, "completion_tokens", 0) or 0))
+                          completion_tokens=int(_get(usage, "completion_tokens", 0) or 0),
+                          reasoning=_get(message, "reasoning_content"), finish_reason=_get(choices[0], "finish_reason"))
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         litellm = sys.modules["litellm"]
-        response = await litellm.aembedding(model=self.model, input=texts)
+        response = await self._retrying(lambda: litellm.aembedding(model=self.model, input=texts))
         return [list(_get(item, "embedding")) for item in _get(response, "data")]
 
 
@@ -163,10 +197,10 @@ def install() -> None:
     from promptgym.lm.language_model import LanguageModel
 
     def make_backend(self: LanguageModel) -> LiteLLMBackend:
-        return LiteLLMBackend(self.model, concurrency=self.concurrency or 8)
+        return LiteLLMBackend(self.model, concurrency=self.concurrency or 8, attempts=self.retries)
 
     async def embed(self: EmbeddingModel, texts: list[str]) -> Any:
-        return await LiteLLMBackend(self.model).embed(texts)
+        return await LiteLLMBackend(self.model, attempts=self.retries).embed(texts)
 
     LanguageModel._make_backend = make_backend  # type: ignore[method-assign]
     EmbeddingModel._embed = embed  # type: ignore[method-assign]

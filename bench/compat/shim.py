@@ -68,7 +68,7 @@ class MissingName:
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         # `class Helper(Missing): ...` at a test file's top level must not stop the file's other tests;
         # the tests that use Helper use the missing name too, so they are not counted.
-        return (object,)
+        return ()
 
     __call__ = _fail
     __iter__ = _fail
@@ -84,7 +84,7 @@ class InternalModuleProxy(types.ModuleType):
         self._api = api
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") and name != "__version__":
             raise AttributeError(name)
         full = f"{self.__name__}.{name}"
         if full in sys.modules:

@@ -29,6 +29,7 @@ import numpy as np
 import promptgym as pg
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL
 from promptgym.modules.retrieval import example_text, retrieval_state
+from promptgym.stats import paired_test
 
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH / "training"))
@@ -42,8 +43,8 @@ async def timed_predict(program: pg.Program, xs: list, ys: list) -> dict:
     started = time.perf_counter()
     predictions = await program.predict(np.array(xs, dtype=object), batch_size=1, verbose=0)
     seconds = time.perf_counter() - started
-    hits = sum(1 for p, y in zip(predictions, ys) if p is not None and p.get("date") == y.date)
-    return {"seconds_per_call": round(seconds / len(xs), 3), "correct": hits, "n": len(xs)}
+    hits = [int(p is not None and p.get("date") == y.date) for p, y in zip(predictions, ys)]
+    return {"seconds_per_call": round(seconds / len(xs), 3), "correct": sum(hits), "n": len(xs), "hits": hits}
 
 
 async def main() -> None:
@@ -72,9 +73,10 @@ async def main() -> None:
         program = pg.Sequential([pg.Input(data_model=Text), generator], name=name)
         await program.predict(np.array(xs[:1], dtype=object), batch_size=1, verbose=0)  # load, warm the prefix
         rows[name] = await timed_predict(program, xs, ys)
-        print(name, rows[name], flush=True)
+        print(name, {key: value for key, value in rows[name].items() if key != "hits"}, flush=True)
     result = {"model": MODEL, "task": args.task, "n": args.n, "rows": rows,
-              "knn_over_fixed": round(rows["knn_3"]["seconds_per_call"] / rows["fixed_3"]["seconds_per_call"], 2)}
+              "knn_over_fixed": round(rows["knn_3"]["seconds_per_call"] / rows["fixed_3"]["seconds_per_call"], 2),
+              "knn_vs_fixed": str(paired_test(rows["fixed_3"]["hits"], rows["knn_3"]["hits"]))}
     out = BENCH / "results" / "embedded_retrieval_latency.json"
     out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

@@ -59,8 +59,8 @@ def server_case(name: str, expect_status: int | tuple[int, ...], mention: tuple[
 def server_cases() -> list[Case]:
     cases = [
         server_case("good rollout", 200),
-        server_case("non-ASCII X-API-Key", 401, headers='{"X-API-Key": "k\\u00e9y"}'),
-        server_case("non-ASCII key bytes", 401, headers='{"X-API-Key": b"k\\xe9y".decode("latin-1")}'),
+        server_case("non-ASCII X-API-Key (UTF-8)", 401, headers='{"X-API-Key": "k\\u00e9y".encode("utf-8")}'),
+        server_case("non-ASCII X-API-Key (Latin-1)", 401, headers='{"X-API-Key": b"k\\xe9y"}'),
         server_case("wrong key", 401, headers='{"X-API-Key": "no"}'),
         server_case("app without key warns", 200, key=None, headers="{}", log_mention="key"),
         server_case("rollout returns int", 500, mention=("int",), rollout="42"),
@@ -96,6 +96,12 @@ def client_cases(broken_app) -> list[Case]:
         return Case("taskapp", f"train task_info {mode}", cli("train", "-c", "run.toml", "--dry-run"), files=files(text),
                     mention=mention)
 
+    def nan_run() -> Case:
+        """Every rollout's reward is NaN: the run must not 'complete' with scores of None."""
+        text = config(program="", data=f'[data]\ntask_url = "{broken_app.url}/nan_reward"\n')
+        return Case("taskapp", "train rewards NaN", cli("train", "-c", "run.toml", "--yes"), files=files(text),
+                    mention=("not a finite number",), exit_code=1, timeout=120)
+
     def rollout(mode: str, mention: tuple[str, ...]) -> Case:
         return Case("taskapp", f"client rollout {mode}", snippet(CLIENT.replace("URL", json.dumps(f"{broken_app.url}/{mode}"))),
                     mention=mention)
@@ -105,7 +111,7 @@ def client_cases(broken_app) -> list[Case]:
         train("wrong_shape", ("task_info", "splits")),
         train("wrong_shape2", ("task_info",)),
         rollout("nonjson_rollout", ("JSON", "127.0.0.1")),
-        rollout("nan_reward", ("reward",)),
+        nan_run(),
     ]
 
 

@@ -68,7 +68,8 @@ def report(verdicts: list[Verdict], kill_reports: list, args: argparse.Namespace
             print(f"[{verdict.outcome:12}] {verdict.case.category:12} {verdict.case.name}: {verdict.detail[:240]}")
     for kill in kill_reports:
         print(f"[{'survived' if kill.survived else 'LOST':12}] kill         {kill.name}: steps redone {kill.steps_redone}, "
-              f"LM calls lost {kill.calls_lost}" + (f"; {'; '.join(kill.notes)}" if kill.notes else ""))
+              f"LM calls lost {kill.calls_lost}, uncounted {kill.calls_uncounted}"
+              + (f"; {'; '.join(kill.notes)}" if kill.notes else ""))
     by_category: dict[str, Counter] = {}
     for verdict in verdicts:
         by_category.setdefault(verdict.case.category, Counter())[verdict.outcome] += 1
@@ -81,7 +82,8 @@ def report(verdicts: list[Verdict], kill_reports: list, args: argparse.Namespace
         survived = sum(kill.survived for kill in kill_reports)
         print(f"kills: {len(kill_reports)} tried, {survived} survived; work lost: "
               f"{sum(k.steps_redone for k in kill_reports)} training steps redone, "
-              f"{sum(k.calls_lost for k in kill_reports)} LM calls beyond an uninterrupted run")
+              f"{sum(k.calls_lost for k in kill_reports)} LM calls beyond an uninterrupted run; "
+              f"{sum(k.calls_uncounted for k in kill_reports)} calls in flight at a kill left out of run.json")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 import typer
@@ -27,6 +28,7 @@ def secret_masker(env_file: Optional[str], config: JobConfig | None = None) -> M
         fail(str(error))
     if config is not None:
         masker.add_from_environment(secret_env_names(config))
+    show_warnings(masker)  # the masker is shared: secrets added to it later are masked in warnings too
     return masker
 
 
@@ -53,3 +55,34 @@ def hide_flag_value_types() -> None:
 
     display_type_rich._flags_bare = True  # type: ignore[attr-defined]
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+PER_EXAMPLE_WARNINGS = frozenset({"example %d failed: %s", "rollout seed=%d failed: %s",
+                                  "metric %s failed on %s example %d: %s: %s"})
+"""Warnings the CLI leaves out: every failed example is already an ``example_failed`` event on screen."""
+
+
+class WarningPrinter(logging.Handler):
+    """Prints promptgym's warnings (a broken cache, a server refusing a format, a checkpoint fallback)
+    as ``warning: ...`` lines, secrets masked; the library itself stays silent unless configured."""
+
+    def __init__(self, masker: Masker) -> None:
+        super().__init__(logging.WARNING)
+        self.masker = masker
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg in PER_EXAMPLE_WARNINGS:
+            return
+        try:
+            console.print(f"warning: {self.masker.mask(record.getMessage())}", style="yellow", markup=False,
+                          soft_wrap=True)
+        except Exception:  # noqa: BLE001 - a warning must never break the run
+            self.handleError(record)
+
+
+def show_warnings(masker: Masker) -> None:
+    """Print promptgym's warnings on the console from now on, through ``masker`` (one printer per process)."""
+    library = logging.getLogger("promptgym")
+    for handler in [h for h in library.handlers if isinstance(h, WarningPrinter)]:
+        library.removeHandler(handler)
+    library.addHandler(WarningPrinter(masker))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
 import logging
 import math
 import os
@@ -29,21 +31,18 @@ from promptgym.training.callback import Callback
 
 logger = logging.getLogger("promptgym")
 
+
 class AllExamplesFailed(RuntimeError):
     """Every example of an evaluation failed: the model (or task app) gives nothing to learn from."""
 
 
 class FailureTally(Callback):
-    """Counts the examples that ran and those that failed (``example_failed`` events), keeping the last error."""
+    """Counts the examples that failed (``example_failed`` events), keeping the last error."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.examples = 0
         self.failed = 0
         self.last_error = ""
-
-    def on_example_end(self, stage: str, logs: dict[str, Any] | None = None) -> None:
-        self.examples += 1
 
     def on_event(self, event: Any) -> None:
         if event["event"] == "example_failed":
@@ -119,23 +118,19 @@ def usable_evaluation(entry: Any) -> bool:
 
 
 def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
-    """(epoch, step, checkpoint used, a note when it isn't last.json) after restoring the newest usable checkpoint.
+    """(epoch, step, checkpoint used, a note on dropped history rows) after restoring the newest usable checkpoint.
 
     Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
     """
-    path, note = run.usable_checkpoint()
+    path, _ = run.usable_checkpoint()  # the CLI said which one before asking to resume
     epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
     dropped = drop_history_after(run.path / "history.csv", epoch)
-    if dropped:
-        note = (note + "; " if note else "") + f"{dropped} history row(s) from epoch {epoch + 1} on dropped (they run again)"
+    note = f"{dropped} history row(s) from epoch {epoch + 1} on dropped: they run again" if dropped else ""
     return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
 
 
 def drop_history_after(path: Any, epochs_done: int) -> int:
     """Keep the rows of epochs ``< epochs_done``; returns how many were dropped."""
-    import csv
-    import io
-
     if not path.is_file():
         return 0
     with path.open(encoding="utf-8") as handle:

@@ -131,6 +131,13 @@ class DataModel(pydantic.BaseModel, DataModelOperators, metaclass=DataModelMeta)
 
         return JsonDataModel(json=self.get_json(), schema=type(self).get_schema(), name=name)
 
+    def get_nested_entity(self, key: str) -> Any:
+        """The object at ``key`` as a JsonDataModel with its schema, if it has a ``label``; else None."""
+        return self.to_json_data_model().get_nested_entity(key)
+
+    def get_nested_entity_list(self, key: str) -> list[Any]:
+        return self.to_json_data_model().get_nested_entity_list(key)
+
     @classmethod
     def to_symbolic_data_model(cls, name: str | None = None) -> Any:
         """A symbolic data model of this class (a placeholder for a program being built)."""

@@ -108,6 +108,32 @@ class JsonDataModel(DataModelOperators, JsonOperations):
 
         return data_model_from_schema(self._schema).model_validate(self._json)
 
+    def get_nested_entity(self, key: str) -> "JsonDataModel | None":
+        """The object at ``key`` with its own schema, if it is an entity (it has a ``label``); else None."""
+        value = self._json.get(key)
+        if not isinstance(value, dict) or "label" not in value:
+            return None
+        return JsonDataModel(json=value, schema=self._nested_schema(key, value["label"]), name=key)
+
+    def get_nested_entity_list(self, key: str) -> list["JsonDataModel"]:
+        """The entities in the list at ``key``, each with its schema."""
+        values = self._json.get(key) or []
+        return [JsonDataModel(json=value, schema=self._nested_schema(key, value.get("label"), item=True), name=key)
+                for value in values if isinstance(value, dict)]
+
+    def _nested_schema(self, key: str, label: Any, item: bool = False) -> dict[str, Any]:
+        """The schema named like the entity's label in ``$defs``, else the field's declared one."""
+        defs = self._schema.get("$defs", {})
+        if isinstance(label, str) and label in defs:
+            schema = copy.deepcopy(defs[label])
+        else:
+            declared = self._schema.get("properties", {}).get(key, {})
+            declared = declared.get("items", declared) if item else declared
+            reference = declared.get("$ref", "").split("/")[-1]
+            schema = copy.deepcopy(defs.get(reference, declared))
+        used = {name: copy.deepcopy(value) for name, value in defs.items() if f"#/$defs/{name}" in json.dumps(schema)}
+        return {**schema, "$defs": used} if used else schema
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, JsonDataModel):
             return self._json == other._json and self._schema == other._schema

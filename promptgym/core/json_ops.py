@@ -284,3 +284,70 @@ def is_schema_equal(schema1: dict[str, Any], schema2: dict[str, Any]) -> bool:
 def contains_schema(schema: dict[str, Any], other: dict[str, Any]) -> bool:
     """Whether every field of ``other`` is a field of ``schema``."""
     return set(other.get("properties", {})) <= set(schema.get("properties", {}))
+
+
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every ``$ref`` replaced by the definition it points to (no ``$defs`` left).
+
+    Recursive definitions are left as references (with their ``$defs``).
+    """
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                name = reference.split("/")[-1]
+                if name in seen or name not in defs:
+                    return dict(node)
+                extra = {key: value for key, value in node.items() if key != "$ref"}
+                return {**resolve(defs[name], (*seen, name)), **extra}
+            return {key: resolve(value, seen) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [resolve(value, seen) for value in node]
+        return node
+
+    result = resolve(schema, ())
+    if "$ref" in json_dumps(result):
+        result["$defs"] = copy.deepcopy(defs)
+    return result
+
+
+def json_dumps(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def dynamic_enum(schema: dict[str, Any], prop: str, labels: list[str], description: str | None = None,
+                 inline: bool = True) -> dict[str, Any]:
+    """``schema`` with property ``prop`` constrained to one of ``labels`` (inline, or as a ``$defs`` entry)."""
+    result = copy.deepcopy(schema)
+    title = prop.title().replace("_", "")
+    enum = {"enum": list(labels), "title": title, "type": "string", **({"description": description} if description else {})}
+    if inline:
+        result.setdefault("properties", {})[prop] = enum
+    else:
+        result = {"$defs": {**result.pop("$defs", {}), title: enum}, **result}
+        result.setdefault("properties", {})[prop] = {"$ref": f"#/$defs/{title}"}
+    return result
+
+
+def dynamic_enum_array(schema: dict[str, Any], prop: str, labels: list[str], description: str | None = None,
+                       inline: bool = True) -> dict[str, Any]:
+    """``schema`` with the array property ``prop``'s items constrained to ``labels``."""
+    result = copy.deepcopy(schema)
+    title = prop.title().replace("_", "")
+    if inline:
+        items: dict[str, Any] = {"type": "string", "enum": list(labels)}
+    else:
+        enum = {"enum": list(labels), "title": title, "type": "string",
+                **({"description": description} if description else {})}
+        result = {"$defs": {**result.pop("$defs", {}), title: enum}, **result}
+        items = {"$ref": f"#/$defs/{title}"}
+    for node in [result, *result.get("$defs", {}).values()]:
+        if prop in node.get("properties", {}):
+            node["properties"][prop] = {**node["properties"][prop], "type": "array", "items": items,
+                                        **({"description": description} if description else {})}
+            return result
+    raise ValueError(f"dynamic_enum_array: the schema has no property {prop!r}")

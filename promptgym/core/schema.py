@@ -155,7 +155,11 @@ def deserialize_data_model(data: dict[str, Any]) -> type[DataModel]:
 
 def describe_fields(data_model: type[DataModel]) -> str:
     """One line per field: ``- answer (string): Final answer``."""
-    schema = data_model.get_schema()
+    return describe_schema_fields(data_model.get_schema())
+
+
+def describe_schema_fields(schema: dict[str, Any]) -> str:
+    """:func:`describe_fields` for a JSON schema."""
     defs = schema.get("$defs", {})
     lines = []
     for name, prop in schema.get("properties", {}).items():

@@ -21,6 +21,17 @@ class LMResponse:
     content: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning: str | None = None       # the model's reasoning, when the server returns it (reasoning_content)
+    finish_reason: str | None = None   # "stop", "length", "content_filter"... when the server says
+    cost: float = 0.0                  # what the server billed for the call, when it says
+
+
+@dataclass
+class LMChunk:
+    """A piece of a streamed answer."""
+
+    content: str = ""
+    reasoning: str = ""
 
 
 class Backend(Protocol):

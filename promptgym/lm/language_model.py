@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from promptgym.core.loop_scoped import loop_semaphore
-from promptgym.core.serialization import register_builtin
+from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.backend import Backend, LMRequest, LMResponse
 from promptgym.lm.cache import request_key, shared_cache
 from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
-from promptgym.lm.usage import LEDGER, Usage, UsageLedger
+from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
 
 DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass
+class Answer:
+    """A model's answer: the parsed value (dict, or the text), the text, its reasoning, why it stopped."""
+
+    value: Any
+    content: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
 
 
 def check_api_base(model: str, api_base: str | None) -> None:
@@ -38,7 +49,7 @@ def check_api_base(model: str, api_base: str | None) -> None:
 
 
 @register_builtin
-class LanguageModel:
+class LanguageModel(UsageCounters):
     """A chat model named by a ``provider/model`` string.
 
     Args:
@@ -51,6 +62,15 @@ class LanguageModel:
         concurrency: simultaneous requests (local models run one at a time).
         retries: attempts on connection errors and 5xx before giving up.
         output_retries: re-asks when an answer doesn't match the schema.
+        fallback: another LanguageModel that answers when this one fails.
+        cache_dir: keep the response cache in this folder (instead of the user cache dir).
+        **sampling: defaults sent with every call (``top_p``, ``top_k``,
+            ``reasoning_effort``, ...), forwarded to servers that take them.
+
+    synalinks' names are accepted too: ``retry=`` (``retries``), ``caching=``
+    (``cache``), ``retry_max_wait=``, ``name=``, ``description=``, ``hooks=``.
+    Note that ``cache`` is on by default here (temperature 0 answers are
+    reused); ``caching=False`` gives synalinks' behaviour.
     """
 
     def __init__(
@@ -67,9 +87,20 @@ class LanguageModel:
         retries: int = 3,
         output_retries: int = 2,
         n_ctx: int = 4096,
+        fallback: "LanguageModel | None" = None,
+        cache_dir: str | None = None,
+        retry: int | None = None,
+        caching: bool | None = None,
+        retry_max_wait: float | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        hooks: Any = None,
+        **sampling: Any,
     ) -> None:
         from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model
 
+        retries = retry if retry is not None else retries
+        cache = caching if caching is not None else cache
         if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature >= 0):
             raise LMConfigurationError(f"temperature must be a number >= 0, got {temperature!r}")
         if not (isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1):
@@ -96,6 +127,13 @@ class LanguageModel:
         self.retries = retries
         self.output_retries = output_retries
         self.n_ctx = n_ctx
+        self.fallback = fallback
+        self.cache_dir = str(cache_dir) if cache_dir is not None else None
+        self.retry_max_wait = retry_max_wait
+        self.name = name
+        self.description = description
+        self.sampling = {key: value for key, value in sampling.items() if value is not None}
+        self.last_call_finish_reason: str | None = None
         self.usage = UsageLedger()
         self._backend: Backend | None = None
         self._slots = loop_semaphore(lambda: self.concurrency or self.backend.concurrency)
@@ -146,27 +184,66 @@ class LanguageModel:
 
     async def __call__(
         self,
-        messages: list[dict[str, str]],
+        messages: Any,
         schema: dict[str, Any] | None = None,
         validation_schema: dict[str, Any] | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        streaming: bool = False,
+        **sampling: Any,
     ) -> Any:
         """The answer: a dict matching ``schema`` when one is given, else the text.
 
         ``schema`` constrains decoding; the answer is validated against
         ``validation_schema`` (default: ``schema``) and the model is asked
-        again, with the error, up to ``output_retries`` times.
+        again, with the error, up to ``output_retries`` times. Given chat data
+        models (``ChatMessages``) instead of dicts, the answer is a data model
+        too (:mod:`promptgym.lm.chat_calls`). ``streaming=True`` (without a
+        schema) returns a :class:`StreamingIterator`.
         """
-        request = LMRequest(
-            messages=list(messages),
-            schema=schema,
-            temperature=self.temperature if temperature is None else temperature,
-            max_tokens=max_tokens or self.max_tokens,
-            seed=self.seed,
-        )
+        from promptgym.lm.chat_calls import chat_answer, is_chat_form, wire_messages
+
+        if streaming and schema is None:
+            return self.stream(wire_messages(messages), temperature=temperature, max_tokens=max_tokens, **sampling)
+        answer = await self.respond(wire_messages(messages), schema=schema, validation_schema=validation_schema,
+                                    temperature=temperature, max_tokens=max_tokens, **sampling)
+        if not is_chat_form(messages):
+            return answer.value
+        if schema is not None:
+            from promptgym.core.json_data_model import JsonDataModel
+
+            return JsonDataModel(json=answer.value, schema=schema)
+        return chat_answer(answer.content, answer.reasoning)
+
+    def _request(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, temperature: float | None,
+                 max_tokens: int | None, sampling: dict[str, Any]) -> LMRequest:
+        extra = {**self.sampling, **{key: value for key, value in sampling.items() if value is not None}}
+        return LMRequest(messages=list(messages), schema=schema,
+                         temperature=self.temperature if temperature is None else temperature,
+                         max_tokens=max_tokens or self.max_tokens, seed=self.seed, extra=extra)
+
+    async def respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
+                      validation_schema: dict[str, Any] | None = None, temperature: float | None = None,
+                      max_tokens: int | None = None, **sampling: Any) -> "Answer":
+        """The answer with what came with it (the text, the model's reasoning, why it stopped).
+
+        When this model fails (after its retries), ``fallback`` answers instead.
+        """
+        try:
+            return await self._respond(messages, schema, validation_schema, temperature, max_tokens, sampling)
+        except LMError:
+            if self.fallback is None:
+                raise
+            return await self.fallback.respond(messages, schema=schema, validation_schema=validation_schema,
+                                               temperature=temperature, max_tokens=max_tokens, **sampling)
+
+    async def _respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None,
+                       validation_schema: dict[str, Any] | None, temperature: float | None, max_tokens: int | None,
+                       sampling: dict[str, Any]) -> "Answer":
+        request = self._request(messages, schema, temperature, max_tokens, sampling)
         if schema is None:
-            return (await self._complete(request)).content
+            response = await self._complete(request)
+            return Answer(response.content, response.content, response.reasoning, response.finish_reason)
         problem = ""
         for _ in range(self.output_retries + 1):
             response = await self._complete(request)
@@ -176,7 +253,9 @@ class LanguageModel:
             except LMOutputError as error:
                 problem = str(error)
             if not problem:
-                return value
+                return Answer(value, response.content, response.reasoning, response.finish_reason)
+            if response.finish_reason == "length":
+                problem += "; the answer was cut at max_tokens (finish_reason='length'): raise max_tokens"
             request = LMRequest(
                 messages=[
                     *request.messages,
@@ -187,21 +266,47 @@ class LanguageModel:
                 temperature=request.temperature,
                 max_tokens=request.max_tokens,
                 seed=request.seed,
+                extra=request.extra,
             )
         self._record(Usage(failures=1))
         raise LMOutputError(f"{self.model}: no valid answer after {self.output_retries + 1} attempts ({problem})")
 
+    def stream(self, messages: list[dict[str, Any]], temperature: float | None = None, max_tokens: int | None = None,
+               **sampling: Any) -> Any:
+        """The answer as a :class:`StreamingIterator` (one chunk when the backend cannot stream)."""
+        from promptgym.lm.backend import LMChunk
+        from promptgym.lm.streaming import StreamingIterator
+
+        request = self._request(messages, None, temperature, max_tokens, sampling)
+
+        async def chunks() -> Any:
+            backend_stream = getattr(self.backend, "stream", None)
+            if backend_stream is None:
+                response = await self._complete(request)
+                yield LMChunk(response.content, response.reasoning or "")
+                return
+            started = time.perf_counter()
+            async for chunk in backend_stream(request):
+                yield chunk
+            self._record(Usage(calls=1, latency_s=time.perf_counter() - started))
+
+        return StreamingIterator(chunks())
+
     async def _complete(self, request: LMRequest) -> LMResponse:
         use_cache = self.cache and request.temperature == 0
         key = ""
-        if use_cache:
-            key = request_key(
-                {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages, "schema": request.schema,
-                 "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
-            )
-            hit = shared_cache().get(key)
+        self.last_call_finish_reason = None
+        cache = self._response_cache() if use_cache else None
+        if cache is not None:
+            payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
+                       "schema": request.schema, "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
+            if request.extra:
+                payload["extra"] = request.extra
+            key = request_key(payload)
+            hit = cache.get(key)
             if hit is not None:
                 response = LMResponse(**hit)
+                self.last_call_finish_reason = response.finish_reason
                 # Tokens are counted as if the call were made, so a rerun reports the same usage.
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens))
@@ -217,13 +322,26 @@ class LanguageModel:
             self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
             raise
         latency = time.perf_counter() - started
+        self.last_call_finish_reason = response.finish_reason
         self._record(
-            Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens, latency_s=latency)
+            Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+                  latency_s=latency, cost=response.cost)
         )
-        if use_cache:
-            shared_cache().put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
-                                     "completion_tokens": response.completion_tokens})
+        if cache is not None:
+            cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
+                            "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
+                            "finish_reason": response.finish_reason})
         return response
+
+    def _response_cache(self) -> Any:
+        """The shared cache of the user cache dir, or one in ``cache_dir``."""
+        if self.cache_dir is None:
+            return shared_cache()
+        from pathlib import Path
+
+        from promptgym.lm.cache import ResponseCache
+
+        return ResponseCache(Path(self.cache_dir) / "responses.sqlite")
 
     def _record(self, usage: Usage) -> None:
         self.usage.record(usage)
@@ -245,10 +363,16 @@ class LanguageModel:
             "retries": self.retries,
             "output_retries": self.output_retries,
             "n_ctx": self.n_ctx,
+            **({"fallback": serialize_object(self.fallback)} if self.fallback is not None else {}),
+            **({"cache_dir": self.cache_dir} if self.cache_dir is not None else {}),
+            **self.sampling,
         }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "LanguageModel":
+        config = dict(config)
+        if isinstance(config.get("fallback"), dict):
+            config["fallback"] = deserialize_object(config["fallback"], expected="language model")
         return cls(**config)
 
     def __repr__(self) -> str:

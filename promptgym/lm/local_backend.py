@@ -77,7 +77,7 @@ class LlamaCppBackend:
     def complete_sync(self, request: LMRequest) -> LMResponse:
         with self._lock:
             llama = self._engine()
-            kwargs: dict[str, Any] = {}
+            kwargs: dict[str, Any] = {key: request.extra[key] for key in ("top_p", "top_k") if key in request.extra}
             if request.schema is not None:
                 kwargs["grammar"] = self._grammar(request.schema)
             try:
@@ -95,6 +95,7 @@ class LlamaCppBackend:
             content=result["choices"][0]["message"].get("content") or "",
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
+            finish_reason=result["choices"][0].get("finish_reason"),
         )
 
     async def complete(self, request: LMRequest) -> LMResponse:

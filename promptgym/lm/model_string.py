@@ -12,6 +12,8 @@ PROVIDER_API_BASES = {
     "vllm": "http://127.0.0.1:8000/v1",
 }
 PROVIDERS = ("local", *PROVIDER_API_BASES)
+PROVIDER_ALIASES = {"ollama_chat": "ollama", "hosted_vllm": "vllm"}
+"""litellm's names for the same servers (synalinks model strings)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ def parse_model_string(model: str) -> ModelString:
     provider, sep, name = model.partition("/")
     if not sep:
         return ModelString("openai", model)
+    provider = PROVIDER_ALIASES.get(provider, provider)
     if provider not in PROVIDERS:
         # e.g. "hosted_vllm/x" or "meta-llama/Llama-3" served under its full name
         return ModelString("openai", model) if provider not in ("", "local") else ModelString(provider, name)

@@ -202,10 +202,15 @@ class OpenAICompatibleBackend:
                           f"{response.text[:200]!r}")
         usage = body.get("usage") or {}
         message = choices[0].get("message") or {}
+        if not isinstance(message, dict):
+            message = {}
         return LMResponse(
-            content=(message.get("content") if isinstance(message, dict) else None) or "",
+            content=message.get("content") or "",
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
+            reasoning=message.get("reasoning_content") or message.get("reasoning") or None,  # vLLM, Ollama, DeepSeek
+            finish_reason=choices[0].get("finish_reason"),
+            cost=float(usage.get("cost") or 0.0),
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

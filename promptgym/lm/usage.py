@@ -29,6 +29,7 @@ class Usage:
     latency_s: float = 0.0
     cache_hits: int = 0
     failures: int = 0
+    cost: float = 0.0  # what the server billed, when it says (usage.cost); 0 for the embedded engine
 
     def add(self, other: "Usage") -> None:
         for name, value in asdict(other).items():
@@ -65,6 +66,34 @@ class UsageLedger:
             phase: usage.minus(snapshot.get(phase, Usage()))
             for phase, usage in self.by_phase.items()
         }
+
+
+class UsageCounters:
+    """synalinks' names for a model's running totals (``lm.cumulated_calls``...), read from ``self.usage``."""
+
+    usage: UsageLedger
+
+    @property
+    def cumulated_calls(self) -> int:
+        """Calls that reached the model (cache hits not counted)."""
+        total = self.usage.total()
+        return total.calls - total.cache_hits
+
+    @property
+    def cumulated_cache_hits(self) -> int:
+        return self.usage.total().cache_hits
+
+    @property
+    def cumulated_prompt_tokens(self) -> int:
+        return self.usage.total().prompt_tokens
+
+    @property
+    def cumulated_completion_tokens(self) -> int:
+        return self.usage.total().completion_tokens
+
+    @property
+    def cumulated_failures(self) -> int:
+        return self.usage.total().failures
 
 
 LEDGER = UsageLedger()

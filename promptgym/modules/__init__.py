@@ -1,6 +1,8 @@
 """Modules: the steps of a program."""
 
+from promptgym.modules.branch import Branch
 from promptgym.modules.chain_of_thought import ChainOfThought
+from promptgym.modules.decision import Decision, MultiDecision
 from promptgym.modules.generator import Generator
 from promptgym.modules.input_module import InputModule
 from promptgym.modules.json_operation import MergeOperation, UnaryOperation  # also registers the operators
@@ -9,9 +11,10 @@ from promptgym.modules.masking import InMask, OutMask
 from promptgym.modules.merging import And, Concat, Concatenate, Or, Xor
 from promptgym.modules.module import Module
 from promptgym.modules.reshaping import Factorize, Identity, Not, Prefix, Suffix
+from promptgym.modules.self_critique import SelfCritique
 from promptgym.modules.symbolic import Input, SymbolicDataModel
 from promptgym.modules.variable import Variable
 
-__all__ = ["And", "ChainOfThought", "Concat", "Concatenate", "Factorize", "Generator", "Identity", "InMask", "Input",
+__all__ = ["And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "Factorize", "Generator", "Identity", "InMask", "Input",
            "InputModule", "Lambda", "MergeOperation", "Module", "Not", "Or", "OutMask", "Prefix", "Suffix",
            "SymbolicDataModel", "UnaryOperation", "Variable", "Xor"]

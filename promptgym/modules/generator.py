@@ -19,13 +19,19 @@ from typing import Any
 
 import pydantic
 
+from promptgym.core.chat import ChatMessage, ChatMessages
 from promptgym.core.data_model import DataModel, is_data_model_class
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.json_ops import concatenate_schema, inline_schema
+from promptgym.core.operators import compute
 from promptgym.core.schema import (
     DEFAULT_MAX_STRING_LENGTH,
     bounded_schema,
     data_model_from_schema,
     describe_fields,
+    describe_schema_fields,
     deserialize_data_model,
+    schema_of_value,
     serialize_data_model,
 )
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
@@ -33,7 +39,9 @@ from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
 from promptgym.modules.module import Module
+from promptgym.lm.chat_calls import wire_messages
 from promptgym.modules.retrieval import retrieved_examples
+from promptgym.modules.symbolic import SymbolicDataModel
 from promptgym.modules.tracing import record_step
 from promptgym.modules.variable import Variable, prompt_state_problem
 
@@ -74,12 +82,22 @@ class Generator(Module):
     """Ask a language model for an output DataModel.
 
     Args:
-        data_model: the output DataModel class (or ``schema=``, a JSON schema).
+        data_model: the output DataModel class (or ``schema=``, a JSON schema). Without
+            either, the Generator chats: it answers with an assistant ``ChatMessage``.
         language_model: a LanguageModel; defaults to ``set_default_language_model``'s.
         instructions: the starting instructions (trainable).
         examples: starting few-shot examples, ``[(input, output), ...]`` (trainable).
         temperature: overrides the language model's temperature.
         max_string_length: bound on every unbounded string field of the output.
+        return_inputs: output the inputs' fields followed by the answer's.
+        streaming: in chat mode, return a ``StreamingIterator`` when called on its own.
+        reasoning_effort, top_p, top_k: sent to the model with each call (servers
+            that take them use them; the embedded engine uses top_p/top_k).
+        use_inputs_schema: describe the input fields in the prompt too.
+
+    ``prompt_template``, ``seed_instructions`` and ``use_outputs_schema`` are
+    accepted for synalinks code: promptgym's prompt is fixed (instructions,
+    the output fields, examples as turns) and always describes the outputs.
     """
 
     def __init__(
@@ -95,21 +113,40 @@ class Generator(Module):
         name: str | None = None,
         description: str | None = None,
         trainable: bool = True,
+        *,
+        return_inputs: bool = False,
+        streaming: bool = False,
+        reasoning_effort: str | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        use_inputs_schema: bool = False,
+        use_outputs_schema: bool = False,
+        prompt_template: str | None = None,
+        seed_instructions: list[str] | None = None,
     ) -> None:
         super().__init__(name=name, description=description, trainable=trainable)
-        if data_model is None and schema is None:
-            raise ValueError(f"{type(self).__name__}() needs data_model= (a DataModel class) or schema= (a JSON schema)")
         if data_model is not None and not is_data_model_class(data_model) and callable(getattr(data_model, "get_schema", None)):
             schema, data_model = data_model.get_schema(), None  # a symbolic data model (e.g. `Query + Answer`)
         if data_model is not None and not is_data_model_class(data_model):
             raise TypeError(f"data_model must be a DataModel class, got {data_model!r}")
         check_settings(self.name, instructions=instructions, temperature=temperature, max_tokens=max_tokens,
                        max_string_length=max_string_length)
-        self.data_model = self._output_model(data_model or data_model_from_schema(schema or {}))
+        chat = data_model is None and schema is None
+        self.data_model: type[DataModel] | None = None if chat else \
+            self._output_model(data_model or data_model_from_schema(schema or {}))
         self.language_model = language_model or get_default_language_model(f"Generator {self.name!r}")
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.max_string_length = max_string_length
+        self.return_inputs = return_inputs
+        self.streaming = bool(streaming) and chat  # structured output needs the whole answer
+        self.reasoning_effort = reasoning_effort
+        self.top_p = top_p
+        self.top_k = top_k
+        self.use_inputs_schema = use_inputs_schema
+        self.use_outputs_schema = use_outputs_schema
+        self.prompt_template = prompt_template
+        self.seed_instructions = seed_instructions
         self.state = self.add_variable(
             "state",
             {
@@ -119,7 +156,8 @@ class Generator(Module):
             description="instructions and few-shot examples",
             check=prompt_state_problem,
         )
-        self._schema = bounded_schema(self.data_model.get_schema(), max_string_length)
+        self.schema: dict[str, Any] | None = None if chat else inline_schema(self.data_model.get_schema())
+        self._schema = None if chat else bounded_schema(self.data_model.get_schema(), max_string_length)
 
     def _output_model(self, data_model: type[DataModel]) -> type[DataModel]:
         """The class this module answers with (ChainOfThought adds ``thinking``)."""
@@ -139,6 +177,11 @@ class Generator(Module):
         return self.state
 
     @property
+    def generator(self) -> "Generator":
+        """The Generator that does the call (itself; synalinks' ChainOfThought and SelfCritique hold one)."""
+        return self
+
+    @property
     def instructions(self) -> str:
         return self.state.get("instructions", "")
 
@@ -146,11 +189,13 @@ class Generator(Module):
     def examples(self) -> list[dict[str, Any]]:
         return self.state.get("examples", [])
 
-    def system_prompt(self) -> str:
-        return (
-            f"{self.instructions}\n\nAnswer with a JSON object with these fields:\n"
-            f"{describe_fields(self.data_model)}"
-        )
+    def system_prompt(self, input_fields: str = "") -> str:
+        prompt = self.instructions
+        if input_fields:
+            prompt += f"\n\nThe input is a JSON object with these fields:\n{input_fields}"
+        if self.data_model is not None:
+            prompt += f"\n\nAnswer with a JSON object with these fields:\n{describe_fields(self.data_model)}"
+        return prompt
 
     async def demonstrations(self, inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """What the prompt shows for ``inputs``: the fixed examples, then the retrieved ones (if any)."""
@@ -159,54 +204,116 @@ class Generator(Module):
             return self.examples
         return [*self.examples, *await retrieved_examples(retrieval, inputs, f"variable {self.state.name!r}")]
 
-    def messages(self, inputs: dict[str, Any], examples: list[dict[str, Any]] | None = None) -> list[dict[str, str]]:
-        """The chat messages for one input: system, examples as turns (default: the fixed ones), then the input."""
-        messages = [{"role": "system", "content": self.system_prompt()}]
+    def messages(self, inputs: dict[str, Any], examples: list[dict[str, Any]] | None = None,
+                 input_schema: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The chat messages for one input: system, examples as turns (default: the fixed ones), then the input.
+
+        An input holding a conversation (a ``messages`` list) continues it: the
+        fields before ``messages`` are shown first as one user turn, the fields
+        after it (answers a previous step appended) are left out.
+        """
+        fields = describe_schema_fields(input_schema) if self.use_inputs_schema and input_schema else ""
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt(fields)}]
         for example in self.examples if examples is None else examples:
             messages.append({"role": "user", "content": json.dumps(example["inputs"], ensure_ascii=False)})
             messages.append({"role": "assistant", "content": json.dumps(example["outputs"], ensure_ascii=False)})
-        messages.append({"role": "user", "content": json.dumps(inputs, ensure_ascii=False)})
+        if isinstance(inputs.get("messages"), list):
+            keys = list(inputs)
+            before = {key: inputs[key] for key in keys[:keys.index("messages")]}
+            if before:
+                messages.append({"role": "user", "content": json.dumps(before, ensure_ascii=False)})
+            messages.extend(wire_messages({"messages": inputs["messages"]}))
+        else:
+            messages.append({"role": "user", "content": json.dumps(inputs, ensure_ascii=False)})
         return messages
+
+    def format_messages(self, inputs: Any) -> ChatMessages:
+        """The conversation this Generator sends for ``inputs`` (with its fixed examples), as ChatMessages."""
+        input_json = as_json(inputs)
+        schema = inputs.get_schema() if callable(getattr(inputs, "get_schema", None)) else None
+        return ChatMessages(messages=[ChatMessage.model_validate(message)
+                                      for message in self.messages(input_json, input_schema=schema)])
 
     # -- calling --------------------------------------------------------------------------
 
     def output_data_model(self, input_data_model: type[DataModel]) -> type[DataModel]:
+        if self.data_model is None:
+            return ChatMessage
+        if self.return_inputs and input_data_model is not None:
+            return data_model_from_schema(concatenate_schema(input_data_model.get_schema(), self.data_model.get_schema()))
         return self.data_model
 
-    async def call(self, inputs: Any, training: bool = False) -> DataModel:
+    async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
+        output = SymbolicDataModel(data_model=self.data_model or ChatMessage, name=self.name)
+        if self.return_inputs:
+            return SymbolicDataModel(schema=concatenate_schema(inputs.get_schema(), output.get_schema()), name=self.name)
+        return output
+
+    def _sampling(self) -> dict[str, Any]:
+        return {key: value for key, value in (("reasoning_effort", self.reasoning_effort), ("top_p", self.top_p),
+                                              ("top_k", self.top_k)) if value is not None}
+
+    async def call(self, inputs: Any, training: bool = False) -> Any:
         input_json = as_json(inputs)
-        answer = await self.language_model(
-            self.messages(input_json, await self.demonstrations(input_json)),
-            schema=self._schema,
-            validation_schema=self.data_model.get_schema(),
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-        )
+        schema = inputs.get_schema() if callable(getattr(inputs, "get_schema", None)) else None
+        messages = self.messages(input_json, await self.demonstrations(input_json), input_schema=schema)
+        if self.data_model is None:
+            if self.streaming and not training and not self.return_inputs:
+                return self.language_model.stream(messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                                                  **self._sampling())
+            answer = await self.language_model.respond(messages, temperature=self.temperature,
+                                                       max_tokens=self.max_tokens, **self._sampling())
+            output: Any = ChatMessage(role="assistant", content=answer.content, reasoning_content=answer.reasoning)
+        else:
+            answer = await self.language_model.respond(messages, schema=self._schema,
+                                                       validation_schema=self.data_model.get_schema(),
+                                                       temperature=self.temperature, max_tokens=self.max_tokens,
+                                                       **self._sampling())
+            output = self._validated(self._with_reasoning(answer.value, answer.reasoning))
+        record_step(self.name, input_json, output.model_dump(mode="json"))
+        if self.return_inputs:
+            if not callable(getattr(inputs, "get_schema", None)):
+                inputs = JsonDataModel(json=input_json, schema=schema_of_value(input_json, title="Inputs"))
+            return compute("concat", [inputs, output], name=self.name)
+        return output
+
+    def _with_reasoning(self, value: dict[str, Any], reasoning: str | None) -> dict[str, Any]:
+        """A ``thinking`` field is the model's own reasoning when the server returns it."""
+        if reasoning and isinstance(value, dict) and "thinking" in self.data_model.model_fields:  # type: ignore[union-attr]
+            return {**value, "thinking": reasoning}
+        return value
+
+    def _validated(self, answer: Any) -> DataModel:
+        assert self.data_model is not None
         try:
-            output = self.data_model.model_validate(answer)
+            return self.data_model.model_validate(answer)
         except pydantic.ValidationError as error:
             raise LMOutputError(f"{self.name}: answer does not match {self.data_model.__name__}: {error}") from None
-        record_step(self.name, input_json, output.model_dump(mode="json"))
-        return output
 
     # -- serialization --------------------------------------------------------------------
 
     def get_config(self) -> dict[str, Any]:
-        return {
+        base = self._base_data_model()
+        config = {
             **super().get_config(),
-            "data_model": serialize_data_model(self._base_data_model()),
+            "data_model": serialize_data_model(base) if base is not None else None,
             "language_model": serialize_object(self.language_model),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "max_string_length": self.max_string_length,
         }
+        for key in ("return_inputs", "streaming", "reasoning_effort", "top_p", "top_k", "use_inputs_schema"):
+            value = getattr(self, key)
+            if value:  # only what differs from the defaults, so older files and new ones read the same
+                config[key] = value
+        return config
 
-    def _base_data_model(self) -> type[DataModel]:
+    def _base_data_model(self) -> type[DataModel] | None:
         return self.data_model
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Generator":
         config = dict(config)
-        config["data_model"] = deserialize_data_model(config["data_model"])
+        config["data_model"] = deserialize_data_model(config["data_model"]) if config["data_model"] is not None else None
         config["language_model"] = deserialize_object(config["language_model"], expected="language model")
         return cls(**config)

@@ -24,6 +24,7 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -119,6 +120,8 @@ class Module:
         self.trainable = trainable
         self._variables: list[Variable] = []
         self.built = False
+        self.call_count = 0          # calls on values, and the seconds they took (operational metrics read them)
+        self.call_seconds = 0.0
 
     def __setattr__(self, name: str, value: Any) -> None:
         tracked = self.__dict__.get("_tracked")
@@ -154,6 +157,10 @@ class Module:
         """
         if isinstance(name, dict) or (name is not None and not isinstance(name, str)):
             initializer, name = name, None
+        if data_model is not None:
+            from promptgym.core.base_models import is_trainable
+
+            trainable = trainable and is_trainable(data_model)  # only optimizer-shaped state is trainable
         if value is None:
             value = _initial_value(initializer, data_model)
         name = name or (_snake(data_model.__name__) if data_model is not None else f"variable_{len(self._variables)}")
@@ -246,7 +253,12 @@ class Module:
             await self._build_from_values(inputs, training)
         if not self.accepts_none and all(leaf is None for leaf in flatten(inputs)):
             return None
-        return await self._run_call(inputs, training)
+        started = time.perf_counter()
+        try:
+            return await self._run_call(inputs, training)
+        finally:
+            self.call_count += 1
+            self.call_seconds += time.perf_counter() - started
 
     async def _build_from_values(self, inputs: Any, training: bool) -> None:
         """First call on values: build (and trace) on symbolic stand-ins, so no model is called for it."""

@@ -4,6 +4,7 @@ from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
 from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
 from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
 from promptgym.optimizers.gepa import GEPA
 from promptgym.optimizers.knn_few_shot import KNNFewShot
@@ -28,4 +29,4 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get"]
+__all__ = ["EvolutionaryOptimizer", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get"]

@@ -72,8 +72,12 @@ def lm_calls_since(snapshot: dict[str, Any]) -> int:
 class Optimizer:
     """Base class: candidates, the best one, the kit, and the saved state."""
 
-    def __init__(self, seed: int | None = None, budget: Budget | None = None) -> None:
+    def __init__(self, seed: int | None = None, budget: Budget | None = None, name: str | None = None,
+                 description: str | None = None) -> None:
         self.seed = seed
+        self.name = name or "".join(f"_{c.lower()}" if c.isupper() and i and not type(self).__name__[i - 1].isupper()
+                                    else c.lower() for i, c in enumerate(type(self).__name__))
+        self.description = description
         self.budget = budget or Budget()
         self.candidates: list[Candidate] = []
         self.best_id: int | None = None
@@ -254,6 +258,10 @@ class Optimizer:
 
     def get_config(self) -> dict[str, Any]:
         return {"seed": self.seed}
+
+    def naming_config(self) -> dict[str, Any]:
+        """``name`` / ``description`` for the optimizers that take them (synalinks' arguments)."""
+        return {"name": self.name, "description": self.description}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Optimizer":

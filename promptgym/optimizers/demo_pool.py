@@ -84,18 +84,12 @@ class DemoPool:
     def for_module(self, module: str) -> list[Demo]:
         return sorted(self.demos.get(module, {}).values(), key=lambda demo: (-demo.reward, demo.labeled, demo.index))
 
-    def sample(self, module: str, count: int, rng: np.random.Generator) -> list[Demo]:
-        """``count`` distinct demos, drawn uniformly among the highest-reward ones first."""
+    def sample(self, module: str, count: int, rng: np.random.Generator, sampling: str = "softmax",
+               temperature: float = 0.3) -> list[Demo]:
+        """``count`` distinct demos (see :func:`pick`)."""
         demos = self.for_module(module)
-        if not demos:
-            return []
-        best = (demos[0].reward, demos[0].labeled)
-        top = [demo for demo in demos if (demo.reward, demo.labeled) == best]
-        rest = [demo for demo in demos if (demo.reward, demo.labeled) != best]
-        chosen = [top[i] for i in rng.permutation(len(top))[:count]]
-        if len(chosen) < count and rest:
-            chosen += [rest[i] for i in rng.permutation(len(rest))[: count - len(chosen)]]
-        return chosen
+        return pick(demos, [demo.reward for demo in demos], count, rng, sampling, temperature,
+                    tiers=[(demo.reward, demo.labeled) for demo in demos])
 
     def size(self) -> int:
         return sum(len(slot) for slot in self.demos.values())
@@ -133,6 +127,33 @@ def seed_labelled_demos(pool: DemoPool, rollouts: RolloutService, prompts: list[
     return seeded
 
 
+SAMPLINGS = ("softmax", "best", "random")
+
+
+def pick(items: list[Any], rewards: list[float], count: int, rng: np.random.Generator, sampling: str = "softmax",
+         temperature: float = 0.3, tiers: list[Any] | None = None) -> list[Any]:
+    """``count`` distinct items by reward: ``"best"`` the highest first; ``"random"`` uniformly; ``"softmax"``
+    the best tier first (uniformly within it), then the others drawn by softmax(reward / temperature)."""
+    if not items or count <= 0:
+        return []
+    count = min(count, len(items))
+    if sampling == "best":
+        order = sorted(range(len(items)), key=lambda i: -rewards[i])
+        return [items[i] for i in order[:count]]
+    if sampling == "random":
+        return [items[i] for i in rng.permutation(len(items))[:count]]
+    tiers = tiers if tiers is not None else list(rewards)
+    best = max(tiers)
+    top = [i for i in range(len(items)) if tiers[i] == best]
+    rest = [i for i in range(len(items)) if tiers[i] != best]
+    chosen = [top[i] for i in rng.permutation(len(top))[:count]]
+    if len(chosen) < count and rest:
+        weights = np.exp((np.array([rewards[i] for i in rest]) - max(rewards)) / temperature)
+        drawn = rng.choice(len(rest), size=count - len(chosen), replace=False, p=weights / weights.sum())
+        chosen += [rest[int(i)] for i in drawn]
+    return [items[i] for i in chosen]
+
+
 class DemoSampler:
     """The demonstrations a few-shot search learns and draws: a :class:`DemoPool` and how many to show.
 
@@ -144,9 +165,13 @@ class DemoSampler:
     """
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
-                 use_labels: bool = True) -> None:
+                 use_labels: bool = True, sampling: str = "softmax", sampling_temperature: float = 0.3) -> None:
         if not 0 <= nb_min_examples <= nb_max_examples:
             raise ValueError(f"need 0 <= nb_min_examples <= nb_max_examples, got {nb_min_examples} and {nb_max_examples}")
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLINGS))}, got {sampling!r}")
+        self.sampling = sampling
+        self.sampling_temperature = sampling_temperature
         self.nb_min_examples = nb_min_examples
         self.nb_max_examples = nb_max_examples
         self.use_labels = use_labels
@@ -178,7 +203,8 @@ class DemoSampler:
 
     def draw(self, module: str, rng: np.random.Generator, count: int | None = None) -> list[dict[str, Any]]:
         """``count`` (default :meth:`count`) demonstrations of ``module``, the highest-reward ones first."""
-        chosen = self.pool.sample(module, self.count(rng) if count is None else count, rng)
+        chosen = self.pool.sample(module, self.count(rng) if count is None else count, rng, self.sampling,
+                                  self.sampling_temperature)
         return [demo.as_example() for demo in chosen]
 
     @staticmethod

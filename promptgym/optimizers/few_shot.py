@@ -41,14 +41,41 @@ class FewShotOptimizer(FewShotArguments, Optimizer):
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
                  use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None,
-                 acceptance: str = "lead") -> None:
+                 acceptance: str = "lead", sampling: str = "softmax", sampling_temperature: float = 0.3,
+                 population_size: int = 10, name: str | None = None, description: str | None = None) -> None:
         if max_metric_calls is not None and max_metric_calls < 1:
             raise ValueError(f"max_metric_calls must be >= 1 or None, got {max_metric_calls}")
         if acceptance not in racing.ACCEPTANCE_RULES:
             raise ValueError(f"acceptance must be one of {', '.join(racing.ACCEPTANCE_RULES)}, got {acceptance!r}")
-        super().__init__(seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
-        self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels)
+        if not isinstance(sampling_temperature, (int, float)) or sampling_temperature <= 0:
+            raise ValueError(f"sampling_temperature must be > 0, got {sampling_temperature!r}")
+        super().__init__(seed=seed, budget=Budget(max_metric_calls, unit="rollouts"), name=name, description=description)
+        self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels, sampling,
+                                 float(sampling_temperature))
         self.acceptance = acceptance
+        self.population_size = population_size
+
+    @property
+    def sampling(self) -> str:
+        """How demonstrations are drawn from the pool: "softmax" (over rewards), "best" or "random"."""
+        return self.demos.sampling
+
+    @property
+    def sampling_temperature(self) -> float:
+        return self.demos.sampling_temperature
+
+    async def sample_best_predictions(self, trainable_variable: Any, rng: Any = None) -> list[dict[str, Any]]:
+        """``nb_min_examples``..``nb_max_examples`` of a variable's scored ``predictions``, drawn by ``sampling``."""
+        import numpy as np
+
+        from promptgym.optimizers.demo_pool import pick
+
+        data = trainable_variable.get_json() if hasattr(trainable_variable, "get_json") else dict(trainable_variable)
+        predictions = list(data.get("predictions") or [])
+        rng = rng or np.random.default_rng(self.seed)
+        count = self.demos.count(rng)
+        return pick(predictions, [float(p.get("reward") or 0.0) for p in predictions], count, rng, self.sampling,
+                    self.sampling_temperature)
 
     @property
     def pool(self) -> DemoPool:
@@ -92,7 +119,8 @@ class FewShotOptimizer(FewShotArguments, Optimizer):
         return {**super().get_config(), "nb_min_examples": self.demos.nb_min_examples,
                 "nb_max_examples": self.demos.nb_max_examples, "min_reward": self.demos.pool.min_reward,
                 "use_labels": self.demos.use_labels, "max_metric_calls": self.budget.limit,
-                "acceptance": self.acceptance}
+                "acceptance": self.acceptance, "sampling": self.sampling, **self.naming_config(),
+                "sampling_temperature": self.sampling_temperature, "population_size": self.population_size}
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"pool": self.demos.pool.get_state(), "metric_calls": self.metric_calls}
@@ -103,59 +131,15 @@ class FewShotOptimizer(FewShotArguments, Optimizer):
 
 
 @register_builtin
-class RandomFewShot(FewShotOptimizer):
-    """Each step, a random choice of ``nb_min_examples``..``nb_max_examples`` demonstrations per Generator.
-
-    Args:
-        few_shot_learning: accepted for compatibility; RandomFewShot always
-            learns examples (it is what it does).
-        nb_min_examples / nb_max_examples: how many demonstrations per prompt.
-        min_reward: a training run must earn at least this to become a demonstration.
-        use_labels: labelled training examples may serve as demonstrations:
-            all of them, before any call, for a Generator that reads the
-            program's input and writes its output; for other steps, the
-            label of a run that scored below ``min_reward`` (traced successes
-            are preferred).
-        max_metric_calls: cap on the program runs (training and validation)
-            the optimizer makes; None: no cap. ``fit()``'s end-of-epoch
-            validation pass is reporting and not counted.
-        seed: fixes the sampling (the trainer's seed is used when None).
-        acceptance: ``"lead"`` (a candidate strictly ahead once close calls are
-            settled wins) or ``"significant"`` (it must also be better by more
-            than noise in a paired test; see :mod:`promptgym.optimizers.racing`).
-    """
-
-    def __init__(self, few_shot_learning: bool = False, nb_min_examples: int = 1, nb_max_examples: int = 3,
-                 min_reward: float = 0.5, use_labels: bool = True, max_metric_calls: int | None = None,
-                 seed: int | None = None, acceptance: str = "lead") -> None:
-        super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
-                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed, acceptance=acceptance)
-        self.few_shot_learning = few_shot_learning
-
-    def propose(self, ctx: OptimizerContext) -> Candidate | None:
-        base = self.best.variables
-        for _ in range(8):  # a few draws to avoid re-proposing a known candidate
-            chosen = {state.variable: self.demos.draw(state.module_name, ctx.rng) for state in self.prompts}
-            if not any(chosen.values()):
-                return None
-            variables = self.demos.with_examples(base, chosen)
-            if self.find(variables) is None:
-                return self.add_candidate(variables, parent=self.best.id, origin="random_few_shot")
-        return None
-
-    def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "few_shot_learning": self.few_shot_learning}
-
-
-@register_builtin
 class GreedyOptimizer(FewShotOptimizer):
     """Forward selection: try adding (or swapping in) the best untried demonstration; keep it if it helps."""
 
     def __init__(self, nb_min_examples: int = 1, nb_max_examples: int = 3, min_reward: float = 0.5,
                  use_labels: bool = True, max_metric_calls: int | None = None, seed: int | None = None,
-                 acceptance: str = "lead") -> None:
+                 acceptance: str = "lead", **options: Any) -> None:
         super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
-                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed, acceptance=acceptance)
+                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed, acceptance=acceptance,
+                         **options)
         self.tried: set[str] = set()
 
     def propose(self, ctx: OptimizerContext) -> Candidate | None:
@@ -180,3 +164,55 @@ class GreedyOptimizer(FewShotOptimizer):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
         self.tried = set(state.get("tried", []))
+
+
+@register_builtin
+class RandomFewShot(GreedyOptimizer):
+    """Each step, a random choice of ``nb_min_examples``..``nb_max_examples`` demonstrations per Generator.
+
+    Args:
+        few_shot_learning: accepted for compatibility; RandomFewShot always
+            learns examples (it is what it does).
+        nb_min_examples / nb_max_examples: how many demonstrations per prompt.
+        min_reward: a training run must earn at least this to become a demonstration.
+        use_labels: labelled training examples may serve as demonstrations:
+            all of them, before any call, for a Generator that reads the
+            program's input and writes its output; for other steps, the
+            label of a run that scored below ``min_reward`` (traced successes
+            are preferred).
+        max_metric_calls: cap on the program runs (training and validation)
+            the optimizer makes; None: no cap. ``fit()``'s end-of-epoch
+            validation pass is reporting and not counted.
+        seed: fixes the sampling (the trainer's seed is used when None).
+        acceptance: ``"lead"`` (a candidate strictly ahead once close calls are
+            settled wins) or ``"significant"`` (it must also be better by more
+            than noise in a paired test; see :mod:`promptgym.optimizers.racing`).
+        sampling / sampling_temperature: how demonstrations are drawn from the pool
+            (``"softmax"`` over rewards: the best tier first; ``"best"``; ``"random"``).
+        population_size, name, description: synalinks' arguments (accepted; the
+            race keeps one incumbent).
+
+    It is a GreedyOptimizer (as in synalinks) whose proposals are random draws.
+    """
+
+    def __init__(self, few_shot_learning: bool = False, nb_min_examples: int = 1, nb_max_examples: int = 3,
+                 min_reward: float = 0.5, use_labels: bool = True, max_metric_calls: int | None = None,
+                 seed: int | None = None, acceptance: str = "lead", **options: Any) -> None:
+        super().__init__(nb_min_examples=nb_min_examples, nb_max_examples=nb_max_examples, min_reward=min_reward,
+                         use_labels=use_labels, max_metric_calls=max_metric_calls, seed=seed, acceptance=acceptance,
+                         **options)
+        self.few_shot_learning = few_shot_learning
+
+    def propose(self, ctx: OptimizerContext) -> Candidate | None:
+        base = self.best.variables
+        for _ in range(8):  # a few draws to avoid re-proposing a known candidate
+            chosen = {state.variable: self.demos.draw(state.module_name, ctx.rng) for state in self.prompts}
+            if not any(chosen.values()):
+                return None
+            variables = self.demos.with_examples(base, chosen)
+            if self.find(variables) is None:
+                return self.add_candidate(variables, parent=self.best.id, origin="random_few_shot")
+        return None
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "few_shot_learning": self.few_shot_learning}

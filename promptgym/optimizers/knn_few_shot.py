@@ -123,6 +123,7 @@ class KNNFewShot(FewShotOptimizer):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        for key in ("nb_min_examples", "nb_max_examples", "acceptance"):
+        for key in ("nb_min_examples", "nb_max_examples", "acceptance", "sampling", "sampling_temperature",
+                    "population_size", "name", "description"):
             config.pop(key)
         return {**config, "k": self.k, "embedding_model": serialize_object(self.embedding_model)}

@@ -41,10 +41,10 @@ from promptgym.lm.defaults import get_default_embedding_model, get_default_langu
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import lm_phase
-from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.base import Candidate
+from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
 from promptgym.optimizers.dns import (
     ALGORITHMS,
-    SELECTIONS,
     competition_scores,
     cosine_distance_matrix,
     crossover_probability,
@@ -90,7 +90,7 @@ def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_
 
 
 @register_builtin
-class OMEGA(FewShotArguments, Optimizer):
+class OMEGA(FewShotArguments, EvolutionaryOptimizer):
     """Evolve instructions (and demonstrations) with mutation, crossover and Dominated Novelty Search.
 
     Args:
@@ -153,6 +153,8 @@ class OMEGA(FewShotArguments, Optimizer):
         max_metric_calls: int | None = None,
         seed: int | None = None,
         max_instructions_length: int | None = None,
+        name: str | None = None,
+        description: str | None = None,
     ) -> None:
         if max_instructions_length is not None:
             warnings.warn("OMEGA(max_instructions_length=...) is deprecated: use max_instruction_length",
@@ -160,24 +162,17 @@ class OMEGA(FewShotArguments, Optimizer):
             max_instruction_length = max_instructions_length
         if max_metric_calls is not None and max_metric_calls < 1:
             raise ValueError(f"max_metric_calls must be >= 1 or None, got {max_metric_calls}")
-        super().__init__(seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
+        super().__init__(language_model=None, mutation_temperature=mutation_temperature,
+                         crossover_temperature=crossover_temperature, selection=selection,
+                         selection_temperature=selection_temperature, merging_rate=merging_rate,
+                         population_size=population_size, sampling_temperature=sampling_temperature, name=name,
+                         description=description, seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
         self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels)
         self.few_shot_learning = few_shot_learning
-        for name, value in (("mutation_temperature", mutation_temperature), ("crossover_temperature", crossover_temperature),
-                            ("selection_temperature", selection_temperature), ("sampling_temperature", sampling_temperature)):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"OMEGA: {name} must be > 0 (it divides the scores of a softmax), got {value!r}; "
-                                 "use a small value such as 0.1 for near-greedy behaviour")
-        if not isinstance(population_size, int) or population_size < 1:
-            raise ValueError(f"OMEGA: population_size must be an integer >= 1, got {population_size!r}")
         if not isinstance(k_nearest_fitter, int) or k_nearest_fitter < 1:
             raise ValueError(f"OMEGA: k_nearest_fitter must be an integer >= 1, got {k_nearest_fitter!r}")
-        if not 0 <= merging_rate <= 1:
-            raise ValueError(f"OMEGA: merging_rate must be in [0, 1], got {merging_rate!r}")
         if str(algorithm).lower() not in ALGORITHMS:
             raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
-        if str(selection).lower() not in SELECTIONS:
-            raise ValueError(f"OMEGA: unknown selection {selection!r}; expected one of {', '.join(map(repr, SELECTIONS))}")
         if max_instruction_length < 40:
             raise ValueError(f"OMEGA: max_instruction_length must be >= 40 characters, got {max_instruction_length}")
         if max_evidence < 1:
@@ -185,27 +180,13 @@ class OMEGA(FewShotArguments, Optimizer):
         if distance_function is not None and not callable(distance_function):
             raise ValueError("OMEGA: distance_function must be an async function f(c1, c2, embedding_model=None, **kwargs)")
         self.algorithm = str(algorithm).lower()
-        self.selection = str(selection).lower()
-        self.language_model = _resolve_model(language_model, LanguageModel, get_default_language_model,
-                                             "OMEGA (its mutation and crossover steps)")
-        if embedding_model is None and (self.algorithm == "ga" or distance_function is not None):
-            # Only the default cosine distance of DNS needs embeddings; use the default model if one is set.
-            try:
-                embedding_model = get_default_embedding_model("OMEGA")
-            except ValueError:
-                embedding_model = None
-            self.embedding_model = embedding_model
-        else:
-            self.embedding_model = _resolve_model(embedding_model, EmbeddingModel, get_default_embedding_model,
-                                                  "OMEGA (the distances of Dominated Novelty Search)")
+        # Models given by name are built now; missing ones come from the defaults when training starts (build),
+        # so OMEGA() can be made before set_default_language_model().
+        self.language_model = LanguageModel(model=language_model) if isinstance(language_model, str) else language_model
+        self.embedding_model = EmbeddingModel(model=embedding_model) if isinstance(embedding_model, str) \
+            else embedding_model
         self.k_nearest_fitter = k_nearest_fitter
         self.distance_function = distance_function
-        self.mutation_temperature = float(mutation_temperature)
-        self.crossover_temperature = float(crossover_temperature)
-        self.selection_temperature = float(selection_temperature)
-        self.sampling_temperature = float(sampling_temperature)
-        self.merging_rate = float(merging_rate)
-        self.population_size = population_size
         self.instructions = instructions or ""
         self.max_instruction_length = max_instruction_length
         self.max_evidence = max_evidence
@@ -213,7 +194,7 @@ class OMEGA(FewShotArguments, Optimizer):
         self.grounded_start = grounded_start
         self.grounded_attempts: dict[str, int] = {}
         self.population: list[int] = []
-        self.competition: dict[int, float] = {}
+        self.dns_scores: dict[int, float] = {}
         self.variable_rewards: dict[str, list[float]] = {}
         self.stats = {"mutations": 0, "crossovers": 0, "few_shot": 0, "grounded": 0, "rejected": 0,
                       "lm_failures": 0}
@@ -225,7 +206,49 @@ class OMEGA(FewShotArguments, Optimizer):
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def resolve_models(self) -> None:
+        """The default models, for those not given (the error says which call to make)."""
+        if self.language_model is None:
+            self.language_model = _resolve_model(None, LanguageModel, get_default_language_model,
+                                                 "OMEGA (its mutation and crossover steps)")
+        if self.embedding_model is None:
+            if self.algorithm == "ga" or self.distance_function is not None:
+                # Only the default cosine distance of DNS needs embeddings; use the default model if one is set.
+                try:
+                    self.embedding_model = get_default_embedding_model("OMEGA")
+                except ValueError:
+                    self.embedding_model = None
+            else:
+                self.embedding_model = _resolve_model(None, EmbeddingModel, get_default_embedding_model,
+                                                      "OMEGA (the distances of Dominated Novelty Search)")
+
+    async def competition(self, candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Dominated Novelty Search over candidate dicts (each with a ``reward``): the ones that survive.
+
+        Candidates are described by their JSON (without the reward) for the
+        embedding distances; without an embedding model (or when embedding
+        fails) the fittest ``population_size`` survive.
+        """
+        if len(candidates) <= 1:
+            return list(candidates)
+        fitness = [float(candidate.get("reward") or 0.0) for candidate in candidates]
+        protected = [int(np.argmax(fitness))]
+        try:
+            if self.embedding_model is None:
+                raise ValueError("no embedding model")
+            texts = [json.dumps({k: v for k, v in c.items() if k != "reward"}, sort_keys=True) for c in candidates]
+            vectors = await self.embedding_model(texts)
+            vectors = np.asarray(vectors.get("embeddings") if isinstance(vectors, dict) else vectors, dtype=float)
+            if vectors.shape[0] != len(candidates):
+                raise ValueError(f"{vectors.shape[0]} embeddings for {len(candidates)} candidates")
+            keep = dns_survivors(fitness, cosine_distance_matrix(vectors), self.k_nearest_fitter,
+                                 self.population_size, protected)
+        except Exception:  # noqa: BLE001 - no usable distances: keep the fittest
+            keep = ga_survivors(fitness, self.population_size, protected)
+        return [candidates[i] for i in sorted(keep)]
+
     def build(self, program: Any) -> None:
+        self.resolve_models()
         first = not self.built
         super().build(program)
         self._program_description = " ".join(filter(None, [getattr(program, "name", ""), getattr(program, "description", "")]))
@@ -306,7 +329,7 @@ class OMEGA(FewShotArguments, Optimizer):
             keep = ga_survivors(fitness, self.population_size, protected)
         before = [c.id for c in members]
         self.population = [members[i].id for i in keep]
-        self.competition = scores
+        self.dns_scores = scores
         await ctx.emit(PopulationUpdated(algorithm=algorithm, before=before, population=list(self.population),
                                          fitness={c.id: f for c, f in zip(members, fitness)}, competition=scores))
 
@@ -523,7 +546,7 @@ class OMEGA(FewShotArguments, Optimizer):
             "pool": self.demos.pool.get_state(),
             "metric_calls": self.metric_calls,
             "population": list(self.population),
-            "competition": {str(k): v for k, v in self.competition.items()},
+            "competition": {str(k): v for k, v in self.dns_scores.items()},
             "variable_rewards": {k: list(v) for k, v in self.variable_rewards.items()},
             "epoch": self.epochs_done,
             "stats": dict(self.stats),
@@ -537,7 +560,7 @@ class OMEGA(FewShotArguments, Optimizer):
         self.population = [int(i) for i in state.get("population", []) if int(i) in known]
         if not self.population and self.best_id is not None:
             self.population = [self.best_id]
-        self.competition = {int(k): float(v) for k, v in state.get("competition", {}).items()}
+        self.dns_scores = {int(k): float(v) for k, v in state.get("competition", {}).items()}
         self.variable_rewards = {k: [float(x) for x in v] for k, v in state.get("variable_rewards", {}).items()}
         self.stats.update(state.get("stats", {}))
         self.grounded_attempts = {k: int(v) for k, v in state.get("grounded_attempts", {}).items()}
@@ -545,7 +568,8 @@ class OMEGA(FewShotArguments, Optimizer):
 
     def get_config(self) -> dict[str, Any]:
         return {
-            "language_model": serialize_object(self.language_model),
+            **self.naming_config(),
+            "language_model": serialize_object(self.language_model) if self.language_model is not None else None,
             "embedding_model": serialize_object(self.embedding_model) if self.embedding_model is not None else None,
             "k_nearest_fitter": self.k_nearest_fitter,
             "distance_function": serialize_object(self.distance_function) if self.distance_function else None,

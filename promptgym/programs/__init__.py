@@ -3,5 +3,6 @@
 from promptgym.programs.judge import ProgramAsJudge
 from promptgym.programs.program import Program
 from promptgym.programs.sequential import Sequential
+from promptgym.programs.state import program_from_json
 
-__all__ = ["Program", "ProgramAsJudge", "Sequential"]
+__all__ = ["Program", "ProgramAsJudge", "Sequential", "program_from_json"]

@@ -33,13 +33,14 @@ from promptgym.modules.module import Module, unique_name
 from promptgym.modules.symbolic import SymbolicDataModel
 from promptgym.modules.variable import Variable
 from promptgym.programs.graph import FunctionalGraph
+from promptgym.programs.state import ProgramState
 from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
 from promptgym.programs.summary import program_summary
 from promptgym.training.trainer import Trainer
 
 
 @register_builtin
-class Program(Trainer, Module):
+class Program(ProgramState, Trainer, Module):
     """A trainable LM program; see the module docstring for the three styles.
 
     A subclass may also define ``async def build(self, inputs)`` that wires

@@ -50,12 +50,12 @@ class Sequential(Program):
         if not isinstance(module, Module):
             raise ValueError(f"Only instances of `synalinks.Module` (promptgym modules) can be added to a Sequential "
                              f"program; received {module!r}")
-        if isinstance(module, InputModule) and any(isinstance(existing, InputModule) for existing in self._stack):
-            raise ValueError(f"Sequential program {self.name!r} has already been configured to use an input "
-                             f"({self._stack[0].name}); it takes only one")
         if any(existing.name == module.name for existing in self._stack):
             raise ValueError(f"All modules added to a Sequential program should have unique names; "
                              f"{module.name!r} is already taken (pass name=...)")
+        if isinstance(module, InputModule) and any(isinstance(existing, InputModule) for existing in self._stack):
+            raise ValueError(f"Sequential program {self.name!r} has already been configured to use an input "
+                             f"({self._stack[0].name}); it takes only one")
         if isinstance(module, InputModule):
             self._stack.insert(0, module)
         else:

@@ -3,8 +3,22 @@
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
-from promptgym.rewards.base import JsonView, Reward, RewardResult
-from promptgym.rewards.builtin import CosineSimilarity, ExactMatch, LMAsJudge, MeanRewardWrapper
+from promptgym.core.serialization import register_builtin
+from promptgym.rewards.base import JsonView, NoReward, Reward, RewardResult
+from promptgym.rewards.builtin import (
+    BatchReward,
+    BatchRewardFunctionWrapper,
+    CosineSimilarity,
+    ExactMatch,
+    LMAsJudge,
+    MeanRewardWrapper,
+    RewardFunctionWrapper,
+    cosine_similarity,
+    exact_match,
+)
+from promptgym.rewards.judge_program import LMAsJudgeProgram
+
+register_builtin(NoReward)
 
 REWARDS = {
     "exactmatch": ExactMatch,
@@ -20,5 +34,6 @@ def get(identifier: Any) -> Reward:
 
 # ProgramAsJudge lives in promptgym.programs (it saves a program); ``import promptgym`` makes it
 # promptgym.rewards.ProgramAsJudge too.
-__all__ = ["CosineSimilarity", "ExactMatch", "JsonView", "LMAsJudge", "MeanRewardWrapper", "REWARDS", "Reward",
-           "RewardResult", "get"]
+__all__ = ["BatchReward", "BatchRewardFunctionWrapper", "CosineSimilarity", "ExactMatch", "JsonView", "LMAsJudge",
+           "LMAsJudgeProgram", "MeanRewardWrapper", "NoReward", "REWARDS", "Reward", "RewardFunctionWrapper", "RewardResult",
+           "cosine_similarity", "exact_match", "get"]

@@ -48,11 +48,16 @@ def output_fields(program: Any) -> list[str] | None:
 def compile_state(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None
                   ) -> CompiledState:
     """Resolve names, instances and config dicts; check the masks against the program's output fields."""
-    if reward is None:
-        raise ValueError("compile() needs reward= (for example promptgym.rewards.ExactMatch() or 'exactmatch')")
-    resolved_reward = rewards_module.get(reward)
+    # Without a reward the program can still predict and evaluate metrics; fit() asks for one.
+    resolved_reward = rewards_module.get(reward) if reward is not None else rewards_module.NoReward()
     resolved_optimizer = optimizers_module.get(optimizer if optimizer is not None else "randomfewshot")
     resolved_metrics = [metrics_module.get(metric) for metric in metrics or []]
+    resolve_models = getattr(resolved_optimizer, "resolve_models", None)
+    if resolve_models is not None:  # the default models, if set by now; else fit() says which call to make
+        try:
+            resolve_models()
+        except ValueError:
+            pass
     fields = output_fields(program)
     if fields is not None:
         for scorer in [resolved_reward, *resolved_metrics]:
@@ -61,7 +66,15 @@ def compile_state(program: Any, reward: Any = None, optimizer: Any = None, metri
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"two scorers are named {duplicates[0]!r}; pass name=... to tell them apart")
+    bind_operational(program, resolved_metrics)
     return CompiledState(resolved_reward, resolved_optimizer, resolved_metrics)
+
+
+def bind_operational(program: Any, metrics: list[Any]) -> None:
+    """Operational metrics (tokens, calls, cost) measure this program."""
+    for metric in metrics:
+        if getattr(metric, "operational", False):
+            metric.bind_program(program)
 
 
 def restore_state(config: dict[str, Any], optimizer_state: dict[str, Any] | None,

@@ -53,6 +53,9 @@ async def fit_program(
 ) -> History:
     """Train; see the README for every argument. Returns a :class:`History`."""
     compiled = require_compiled(program, "fit")
+    if getattr(compiled.reward, "placeholder", False):
+        raise ValueError("fit() needs a reward to maximise: program.compile(reward=..., optimizer=...); "
+                         "a program compiled without one can predict() and evaluate() its metrics")
     x_all, y_all = as_object_array(x, "x"), as_object_array(y, "y")
     if len(x_all) != len(y_all):
         raise ValueError(f"x and y have different lengths ({len(x_all)} and {len(y_all)})")
@@ -65,6 +68,13 @@ async def fit_program(
         "train": (validate_inputs(program, x_train, "x"), validate_targets(program, y_train, "y")),
         "val": (validate_inputs(program, x_val, "validation x"), validate_targets(program, y_val, "validation y")),
     }
+    for callback in callbacks or []:  # BackupAndRestore: an interrupted run goes on from its backup
+        resume = getattr(callback, "resume_point", None)
+        point = resume(program) if resume is not None else None
+        if point is not None:
+            initial_epoch, initial_step = point
+            compiled = program.training_state
+            logger.info("fit(): resuming from the backup at epoch %d, step %d", initial_epoch, initial_step)
     history = History()
     callback_list = CallbackList([history, *(callbacks or [])], program)
     if verbose not in (0, False, None):

@@ -97,10 +97,13 @@ async def check_starting_candidate(optimizer: Any, ctx: Any, size: int) -> list[
     """In ``fit()``: score the optimizer's incumbent on the first ``size`` validation examples, through its kit.
 
     The runs are memoised and charged to the optimizer's budget like any other
-    (a race later scores the incumbent there for free); the examples are the
-    first ones, so no random draw changes what training does next.
+    (a race later scores the incumbent there for free), at most half of what is
+    left of it, so a candidate can still be raced on the same examples; the
+    examples are the first ones, so no random draw changes what training does next.
     """
     split = ctx.rollouts.validation_split()
+    if optimizer.budget.limit is not None:  # leave the other half for a candidate to race on the same examples
+        size = min(size, int(optimizer.budget.remaining // 2))
     indices = optimizer.affordable(ctx, split, list(range(min(size, ctx.rollouts.size(split)))), optimizer.best)
     results = await optimizer.score(ctx, optimizer.best, split, indices)
     return headroom_warnings([r.reward for r in results], sum(1 for r in results if r.error), optimizer,

@@ -33,14 +33,22 @@ def scored_logs(results: list[ExampleResult], compiled: Any, prefix: str = "") -
     if not results:
         return {f"{prefix}{name}": None for name in names}
     logs = {f"{prefix}{names[0]}": mean([r.reward for r in results])}
-    for name in names[1:]:
-        logs[f"{prefix}{name}"] = mean([r.metrics.get(name, 0.0) for r in results])
+    for metric in compiled.metrics:
+        if getattr(metric, "operational", False):  # tokens, calls, cost: the counters' value now
+            logs[f"{prefix}{metric.name}"] = float(metric.result())
+        else:
+            logs[f"{prefix}{metric.name}"] = mean([r.metrics.get(metric.name, 0.0) for r in results])
     return logs
 
 
 def scored_evaluation(results: list[ExampleResult], compiled: Any, prefix: str = "") -> Evaluation:
     """:func:`scored_logs` as an :class:`Evaluation`: the same means, with the per-example scores behind them."""
-    names = [compiled.reward.name, *(metric.name for metric in compiled.metrics)]
-    return Evaluation({f"{prefix}{names[0]}": [r.reward for r in results],
-                       **{f"{prefix}{name}": [r.metrics.get(name, 0.0) for r in results] for name in names[1:]}},
-                      failures=[position for position, r in enumerate(results) if r.error])
+    scores: dict[str, list[float]] = {}
+    if not getattr(compiled.reward, "placeholder", False):  # compiled without a reward: metrics only
+        scores[f"{prefix}{compiled.reward.name}"] = [r.reward for r in results]
+    for metric in compiled.metrics:
+        if getattr(metric, "operational", False):  # tokens, calls, cost: the counters' value now
+            scores[f"{prefix}{metric.name}"] = [float(metric.result())] * len(results)
+        else:
+            scores[f"{prefix}{metric.name}"] = [r.metrics.get(metric.name, 0.0) for r in results]
+    return Evaluation(scores, failures=[position for position, r in enumerate(results) if r.error])

@@ -43,15 +43,19 @@ class Trainer:
     async def fit(self, x: Any = None, y: Any = None, validation_split: float = 0.1, validation_data: Any = None,
                   epochs: int = 1, batch_size: int = 1, minibatch_size: int = 4, validation_batch_size: int = 32,
                   validation_freq: int = 1, callbacks: list[Any] | None = None, shuffle: bool = False,
-                  seed: int = 0, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
+                  seed: int | None = None, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
                   initial_step: int = 0, executor: Executor | None = None) -> History:
         """Train; see the README for every argument. Returns a :class:`History`.
 
         ``initial_epoch`` / ``initial_step``: where a resumed run starts (a
         program loaded from a checkpoint goes on with the rollouts it had
         already paid for). ``executor``: where rollouts run (default:
-        ``promptgym.rollouts.get_default_executor()``).
+        ``promptgym.rollouts.get_default_executor()``). ``seed``: default ``set_seed()``'s (0).
         """
+        if seed is None:
+            from promptgym.session import get_seed
+
+            seed = get_seed()
         return await fit_program(self, x, y, validation_split=validation_split, validation_data=validation_data,
                                  epochs=epochs, batch_size=batch_size, minibatch_size=minibatch_size,
                                  validation_batch_size=validation_batch_size, validation_freq=validation_freq,
@@ -88,6 +92,15 @@ class Trainer:
         """
         return await export_sft_data(self, x, y, path, min_reward=min_reward, with_demonstrations=with_demonstrations,
                                      batch_size=batch_size, executor=executor)
+
+    async def predict_on_batch(self, x: Any) -> np.ndarray:
+        """Predictions for one batch (all of ``x`` at once, no progress bar)."""
+        return await self.predict(x, batch_size=max(1, len(x)), verbose=0)
+
+    async def test_on_batch(self, x: Any, y: Any, return_dict: bool = True) -> Any:
+        """``evaluate()`` on one batch; ``return_dict=False`` gives the values as a list (reward first)."""
+        result = await self.evaluate(x, y, batch_size=max(1, len(x)), verbose=0)
+        return dict(result) if return_dict else list(result.values())
 
     # -- the compile configuration round trip ---------------------------------------------
 

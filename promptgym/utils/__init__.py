@@ -10,6 +10,11 @@ from typing import Any
 
 __all__ = [
     "plot_history",
+    "plot_history_with_mean_and_std",
+    "plot_history_comparison",
+    "plot_history_comparison_with_mean_and_std",
+    "plot_metrics",
+    "plot_metrics_comparison",
     "plot_metrics_with_mean_and_std",
     "plot_metrics_comparison_with_mean_and_std",
     "plot_program",
@@ -24,7 +29,15 @@ __all__ = [
 _PLOTS = {"plot_history", "plot_metrics_with_mean_and_std", "plot_metrics_comparison_with_mean_and_std", "plot_program"}
 
 
+_RUN_PLOTS = {"plot_history_with_mean_and_std", "plot_history_comparison", "plot_history_comparison_with_mean_and_std",
+              "plot_metrics", "plot_metrics_comparison"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RUN_PLOTS:
+        from promptgym.utils import plot_runs
+
+        return getattr(plot_runs, name)
     if name in _PLOTS:
         from promptgym.utils import plotting
 

@@ -80,15 +80,21 @@ def _fmt(value: float) -> str:
 
 
 def plot_history(history: Any, to_folder: str | os.PathLike[str] | None = None,
-                 to_file: str | os.PathLike[str] = "training_history.png", title: str | None = None) -> Path:
+                 to_file: str | os.PathLike[str] = "training_history.png", title: str | None = None,
+                 metrics_filter: Sequence[str] | None = None, **_: Any) -> Path:
     """Plot a ``fit()`` history: one panel per metric, train and ``val_`` curves together.
 
     ``history`` is a History (``.history`` dict of lists, optional ``.epoch``) or
     a plain dict of lists. Epochs without a value (``None``/NaN, e.g. when
     validation ran every few epochs) are skipped; present points are drawn as
     markers joined by a line. LM usage keys (``lm_calls``, ``*_tokens``) get
-    their own panels. Returns the path written.
+    their own panels; ``metrics_filter`` keeps only the named keys. Returns the path written.
     """
+    if metrics_filter is not None:
+        from promptgym.utils._plot_data import history_dict
+
+        data_dict, epoch_list = history_dict(history)
+        history = {key: values for key, values in data_dict.items() if key in metrics_filter}
     data = history_panels(history)
     _matplotlib()
     from matplotlib.ticker import MaxNLocator
@@ -155,13 +161,13 @@ def _score_ylim(ax: Any, means: Sequence[float], stds: Sequence[float]) -> None:
 
 def plot_metrics_with_mean_and_std(results: Sequence[Mapping[str, Any]], to_folder: str | os.PathLike[str] | None = None,
                                    to_file: str | os.PathLike[str] = "evaluation_metrics.png",
-                                   title: str | None = None) -> Path:
+                                   title: str | None = None, metrics: Sequence[str] | None = None, **_: Any) -> Path:
     """Bar per metric: mean over several ``evaluate()`` results, std as error bars.
 
     Numbers from :func:`metrics_mean_and_std` (LM usage keys left out). Returns the path written.
     """
     stats = metrics_mean_and_std(results)
-    names = list(stats)
+    names = [name for name in stats if metrics is None or name in metrics]
     means = [stats[n][0] for n in names]
     stds = [stats[n][1] for n in names]
     figure = _new_figure(max(5.0, 1.3 * len(names) + 2.0), 4.6)
@@ -192,7 +198,8 @@ def _interval_labels(ax: Any, bars: Any, values: Sequence[tuple[float, float, fl
 def plot_metrics_comparison_with_mean_and_std(conditions: Mapping[str, Sequence[Mapping[str, Any]]],
                                               to_folder: str | os.PathLike[str] | None = None,
                                               to_file: str | os.PathLike[str] = "metrics_comparison.png",
-                                              title: str | None = None) -> Path:
+                                              title: str | None = None, metrics_filter: Sequence[str] | None = None,
+                                              **_: Any) -> Path:
     """Grouped bars: per metric, one bar per condition.
 
     ``conditions`` is e.g. ``{"before_training": [before], "after_training": [after]}``.
@@ -203,6 +210,9 @@ def plot_metrics_comparison_with_mean_and_std(conditions: Mapping[str, Sequence[
     its interval, p-value: :func:`paired_comparison`) is printed under the title.
     Returns the path written.
     """
+    if metrics_filter is not None:
+        conditions = {name: [{key: value for key, value in result.items() if key in metrics_filter}
+                             for result in results] for name, results in conditions.items()}
     bars_data = comparison_error_bars(conditions)
     condition_names = list(bars_data)
     metric_names = list(next(iter(bars_data.values())))

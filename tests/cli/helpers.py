@@ -64,16 +64,24 @@ def write_data(folder: Path, count: int = 12) -> Path:
     return path
 
 
-def write_config(folder: Path, epochs: int = 2, extra: str = "") -> Path:
+FACTORY_PROGRAM = '[program]\nfactory = "tests.cli.helpers:build_program"'
+GENERATOR_PROGRAM = """[program.generator]
+name = "answerer"
+inputs = { question = "A question" }
+outputs = { answer = "The answer" }"""
+
+
+def write_config(folder: Path, epochs: int = 2, extra: str = "", program: str = FACTORY_PROGRAM, model: str = "",
+                 name: str = "test-run", batch_size: int = 3, filename: str = "run.toml") -> Path:
+    """A config training on ``write_data``'s 12 examples (9 train, 3 validation)."""
     data = write_data(folder)
-    config = folder / "run.toml"
+    config = folder / filename
     config.write_text(f"""
 [job]
-name = "test-run"
+name = "{name}"
 seed = 0
-
-[program]
-factory = "tests.cli.helpers:build_program"
+{model}
+{program}
 
 [data]
 train = "{data}"
@@ -90,11 +98,18 @@ params = {{ nb_max_examples = 2 }}
 
 [training]
 epochs = {epochs}
-batch_size = 3
-minibatch_size = 3
+batch_size = {batch_size}
+minibatch_size = {batch_size}
 {extra}
 """)
     return config
+
+
+def served_config(folder: Path, api_base: str, epochs: int = 3) -> Path:
+    """The same training with a declared Generator on ``openai/fake`` at ``api_base``, response cache off."""
+    model = f'[model]\nname = "openai/fake"\napi_base = "{api_base}"\ncache = false'
+    return write_config(folder, epochs, program=GENERATOR_PROGRAM, model=model, name="served", batch_size=2,
+                        filename="served.toml")
 
 
 def not_a_program(language_model=None) -> int:

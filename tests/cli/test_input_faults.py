@@ -12,8 +12,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.main import app
 from promptgym.cli.runs import RunFolder
-from tests.cli.helpers import WORDS, only_run, write_config
-from tests.cli.test_resume_faults import generator_config
+from tests.cli.helpers import WORDS, only_run, served_config, write_config
 from tests.lm.fake_openai_server import FakeOpenAIServer
 
 runner = CliRunner()
@@ -62,7 +61,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("fault", [(401, '{"error": "Incorrect API key"}'), (403, '{"error": "forbidden"}')])
 def test_a_refused_key_stops_the_run_before_it_starts(workdir: Path, fault) -> None:
     with FakeOpenAIServer(lambda body: "{}", fault=lambda body, n: fault) as server:
-        result = train("-c", str(generator_config(workdir, server.url)), "--yes")
+        result = train("-c", str(served_config(workdir, server.url)), "--yes")
         assert server.requests == []  # nothing but the models check
     assert_clear(result, "model openai/fake", f"{server.url}/models answered HTTP {fault[0]}", "API key was refused")
     assert not (workdir / "runs").exists()
@@ -71,14 +70,14 @@ def test_a_refused_key_stops_the_run_before_it_starts(workdir: Path, fault) -> N
 @pytest.mark.parametrize("api_base", ["http://127.0.0.1:{port}/v1", "http://no-such-host.invalid/v1"])
 def test_a_server_that_cannot_be_reached_stops_the_run_before_it_starts(workdir: Path, api_base: str) -> None:
     url = api_base.format(port=free_port())
-    result = train("-c", str(generator_config(workdir, url)), "--yes")
+    result = train("-c", str(served_config(workdir, url)), "--yes")
     assert_clear(result, "model openai/fake", f"can't reach {url}")
     assert not (workdir / "runs").exists()
 
 
 def test_a_run_where_every_call_fails_ends_failed_with_the_count(workdir: Path) -> None:
     with FakeOpenAIServer(lambda body: "{}", fault=lambda body, n: (200, "<html>proxy error</html>")) as server:
-        result = train("-c", str(generator_config(workdir, server.url)), "--yes")
+        result = train("-c", str(served_config(workdir, server.url)), "--yes")
     assert_clear(result, "failed", "every validation example failed in the baseline evaluation (3 of 3)",
                  "not JSON", code=1)
     run = only_run(workdir)
@@ -179,3 +178,17 @@ def test_help_and_runs_list_fit_a_terminal(workdir: Path) -> None:
     listed = runner.invoke(app, ["runs", "list"], terminal_width=80)
     assert run_id in listed.output and "completed" in listed.output
     assert RunFolder(workdir / "runs" / run_id).status()["status"] == "completed"
+
+
+def test_a_broken_response_cache_is_one_warning_on_screen_not_failed_examples(workdir: Path, isolated_cache: Path) -> None:
+    (isolated_cache / "responses.sqlite").write_bytes(b"this is not a database" * 100)
+    with FakeOpenAIServer(lambda body: json.dumps({"answer": "x"})) as server:
+        config = served_config(workdir, server.url)
+        config.write_text(config.read_text().replace("cache = false", "cache = true"))
+        result = train("-c", str(config), "--yes")
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert flat.count(f"warning: response cache {isolated_cache / 'responses.sqlite'} can't be used") == 1
+    run = only_run(workdir)
+    assert run.status()["status"] == "completed"
+    assert not [event for event in run.events() if event["event"] == "example_failed"]

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.main import app
 from promptgym.cli.runs import RunFolder
-from tests.cli.helpers import ROOT, only_run, wait_for, write_config, write_data
+from tests.cli.helpers import ROOT, only_run, served_config, wait_for, write_config
 from tests.lm.fake_openai_server import FakeOpenAIServer
 
 runner = CliRunner()
@@ -94,42 +94,13 @@ def test_sigterm_to_a_foreground_run_exits_130_without_a_traceback(workdir: Path
     assert run.status()["status"] == "interrupted" and (run.path / "checkpoints" / "interrupted.json").is_file()
 
 
-def generator_config(workdir: Path, api_base: str, epochs: int = 3) -> Path:
-    data = write_data(workdir)
-    config = workdir / "served.toml"
-    config.write_text(f"""
-[job]
-name = "served"
-[model]
-name = "openai/fake"
-api_base = "{api_base}"
-cache = false
-[program.generator]
-name = "answerer"
-inputs = {{ question = "A question" }}
-outputs = {{ answer = "The answer" }}
-[data]
-train = "{data}"
-x_fields = {{ question = "prompt" }}
-y_fields = {{ answer = "label" }}
-validation_split = 0.25
-[optimizer]
-name = "randomfewshot"
-[training]
-epochs = {epochs}
-batch_size = 2
-minibatch_size = 2
-""")
-    return config
-
-
 def test_after_kill_9_and_resume_the_totals_count_every_session(workdir: Path) -> None:
     def slow_answer(body: dict) -> str:
         time.sleep(0.03)
         return json.dumps({"answer": "x"})
 
     with FakeOpenAIServer(slow_answer) as server:
-        config = generator_config(workdir, server.url)
+        config = served_config(workdir, server.url)
         process = start(workdir, config)
         wait_for(lambda: events_text(workdir).count('"checkpoint_saved"') >= 1 and '"step"' in events_text(workdir))
         process.kill()

@@ -63,4 +63,4 @@ async def test_omega_on_the_embedded_models():
     # DNS ran on e5 embeddings: one vector per surviving candidate, scores are cosine distances or 1.0.
     assert optimizer.best_id in optimizer.population and 1 <= len(optimizer.population) <= 3
     assert set(optimizer.population) <= set(optimizer._embeddings) or len(optimizer.population) == 1
-    assert all(0.0 <= score <= 1.0 for score in optimizer.competition.values())
+    assert all(0.0 <= score <= 1.0 for score in optimizer.dns_scores.values())

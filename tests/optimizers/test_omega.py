@@ -109,13 +109,16 @@ def test_bad_parameters_are_clear_errors(kwargs, message):
         make(**kwargs)
 
 
-def test_missing_models_say_which_call_to_make():
+def test_missing_models_are_resolved_at_build_and_say_which_call_to_make():
+    assert OMEGA().language_model is None  # made before set_default_language_model(): resolved when training starts
     with pytest.raises(ValueError, match=r"embedding model.*set_default_embedding_model"):
-        OMEGA(language_model=optimizer_lm())
+        OMEGA(language_model=optimizer_lm()).resolve_models()
     with pytest.raises(ValueError, match=r"language model.*set_default_language_model"):
-        OMEGA(embedding_model=HashEmbeddingModel())
+        OMEGA(embedding_model=HashEmbeddingModel()).resolve_models()
     # Plain GA and a custom distance don't need embeddings.
-    assert OMEGA(language_model=optimizer_lm(), algorithm="ga").embedding_model is None
+    ga = OMEGA(language_model=optimizer_lm(), algorithm="ga")
+    ga.resolve_models()
+    assert ga.embedding_model is None
 
 
 async def test_string_form_uses_the_default_models():
@@ -322,7 +325,7 @@ async def test_custom_distance_function_drives_the_competition():
     optimizer = OMEGA(language_model=optimizer_lm(), distance_function=by_length)
     await fitted(optimizer, epochs=1)
     assert calls and calls == [None] * len(calls)
-    assert optimizer.competition and max(optimizer.competition.values()) == 1.0
+    assert optimizer.dns_scores and max(optimizer.dns_scores.values()) == 1.0
 
 
 class FakeContext:

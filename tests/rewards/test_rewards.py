@@ -64,7 +64,7 @@ async def test_mean_reward_wrapper_with_registered_async_function():
 
 
 async def test_token_metrics():
-    y_true, y_pred = Answer(answer="the red fox"), Answer(answer="red fox jumps high")
+    y_true, y_pred = Answer(answer="quick red fox"), Answer(answer="the red fox jumps high")  # "the" is not a word
     assert await metrics.Precision()(y_true, y_pred) == pytest.approx(2 / 4)
     assert await metrics.Recall()(y_true, y_pred) == pytest.approx(2 / 3)
     assert await metrics.F1Score()(y_true, y_pred) == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))

@@ -53,14 +53,15 @@ async def test_check_headroom_scores_one_sample_of_the_starting_program():
 async def test_fit_with_verbose_checks_one_minibatch_through_the_budget(capsys):
     lm = ScriptedLanguageModel(respond=lambda request: {"answer": last_user_json(request)["question"].upper()})
     program = pg.Sequential([pg.Input(data_model=Question), pg.Generator(data_model=Answer, language_model=lm)])
-    optimizer = pg.optimizers.RandomFewShot(max_metric_calls=3)
+    optimizer = pg.optimizers.RandomFewShot(max_metric_calls=6)
     program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]), optimizer=optimizer)
     x = questions(*"abcdefgh")
     y = np.array([Answer(answer=q.upper()) for q in "abcdefgh"], dtype=object)
     await program.fit(x[:4], y[:4], validation_data=(x[4:], y[4:]), epochs=1, batch_size=4, minibatch_size=3,
                       validation_freq=2, verbose=1)
     assert "already scores 3/3 on the validation sample" in capsys.readouterr().err
-    assert optimizer.metric_calls == 3 and optimizer.candidates[0].scores["val"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert optimizer.candidates[0].scores["val"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert 3 < optimizer.metric_calls <= 6 and len(optimizer.candidates) == 2  # the rest of the budget raced one
     quiet = pg.optimizers.RandomFewShot(max_metric_calls=3)
     program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]), optimizer=quiet)
     await program.fit(x[:4], y[:4], validation_data=(x[4:], y[4:]), epochs=1, batch_size=4, minibatch_size=3,

@@ -1,0 +1,136 @@
+"""A program's state as data, with Keras'/synalinks' names: ``to_json``, ``get_state_tree``, ``get_variable``...
+
+    program.get_state_tree()["trainable_variables"]["generator"]["state"]   # the Generator's prompt
+    program.get_variable(index=0)                                          # a Variable
+    text = program.to_json(); twin = promptgym.programs.program_from_json(text)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from promptgym.modules.variable import Variable
+
+
+def _nested(variables: list[Variable]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for variable in variables:
+        node = tree
+        *path, leaf = variable.name.split("/")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = variable.get_json()
+    return tree
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"generator/state": {...}}`` from a nested tree (a variable's value is the first dict without dicts only)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}/{key}" if prefix else key
+        if isinstance(value, dict) and value and all(isinstance(item, dict) for item in value.values()):
+            flat.update(_flat(value, name))
+        else:
+            flat[name] = value
+    return flat
+
+
+class ProgramState:
+    """Mixed into Program (which provides ``variables``, ``training_state``, ``save`` and friends)."""
+
+    variables: list[Variable]
+    trainable_variables: list[Variable]
+    non_trainable_variables: list[Variable]
+    training_state: Any
+
+    def _compiled(self, part: str) -> Any:
+        if f"_own_{part}" in self.__dict__:  # a subclass set an attribute of that name itself
+            return self.__dict__[f"_own_{part}"]
+        if self.training_state is None:
+            return [] if part == "metrics" else None
+        value = getattr(self.training_state, part)
+        return list(value) if part == "metrics" else value
+
+    @property
+    def reward(self) -> Any:
+        """The compiled reward (None before ``compile()``)."""
+        return self._compiled("reward")
+
+    @reward.setter
+    def reward(self, value: Any) -> None:
+        self.__dict__["_own_reward"] = value
+
+    @property
+    def optimizer(self) -> Any:
+        """The compiled optimizer (None before ``compile()``)."""
+        return self._compiled("optimizer")
+
+    @optimizer.setter
+    def optimizer(self, value: Any) -> None:
+        self.__dict__["_own_optimizer"] = value
+
+    @property
+    def metrics(self) -> list[Any]:
+        """The compiled metrics ([] before ``compile()``)."""
+        return self._compiled("metrics")
+
+    @metrics.setter
+    def metrics(self, value: Any) -> None:
+        self.__dict__["_own_metrics"] = value
+
+    def get_variable(self, name: str | None = None, index: int | None = None) -> Variable:
+        """A variable by name (``"generator/state"``) or by position in ``variables``."""
+        if (name is None) == (index is None):
+            raise ValueError(f"give either a variable name or an index, got name={name!r}, index={index!r}")
+        variables = self.variables
+        if index is not None:
+            if not -len(variables) <= index < len(variables):
+                raise ValueError(f"no variable at index {index}: the program has {len(variables)} variables")
+            return variables[index]
+        for variable in variables:
+            if variable.name == name:
+                return variable
+        raise ValueError(f"no variable named {name!r}; variables: {', '.join(v.name for v in variables)}")
+
+    def get_state_tree(self) -> dict[str, Any]:
+        """The variables' values nested by name: trainable, non-trainable, and the optimizer's state."""
+        tree = {"trainable_variables": _nested(self.trainable_variables),
+                "non_trainable_variables": _nested(self.non_trainable_variables)}
+        if self.training_state is not None:
+            tree["optimizer_variables"] = self.training_state.optimizer.get_state()
+        return tree
+
+    def set_state_tree(self, state_tree: dict[str, Any]) -> None:
+        """Assign the values of a :meth:`get_state_tree` tree (names must match)."""
+        by_name = {variable.name: variable for variable in self.variables}
+        for group in ("trainable_variables", "non_trainable_variables"):
+            for name, value in _flat(state_tree.get(group, {})).items():
+                if name not in by_name:
+                    raise ValueError(f"set_state_tree: {group}: no variable named {name!r}")
+                by_name[name].assign(value)
+        if "optimizer_variables" in state_tree and self.training_state is not None:
+            self.training_state.optimizer.set_state(state_tree["optimizer_variables"])
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The program file's content (architecture, variables, compile state) as a JSON string."""
+        from promptgym.programs.saving import program_to_json
+
+        return json.dumps(program_to_json(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
+
+
+def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = None) -> Any:
+    """A program from :meth:`ProgramState.to_json`'s text (or a program file's dict); nothing in it runs.
+
+    synalinks' program JSON (``class_name`` / ``config`` at the top) is read by
+    :mod:`promptgym.programs.synalinks_format`. ``custom_objects`` is accepted
+    for synalinks code: register your classes with ``register_synalinks_serializable``.
+    """
+    from promptgym.programs.saving import program_from_json as load
+
+    data = json.loads(json_string) if isinstance(json_string, (str, bytes)) else json_string
+    if isinstance(data, dict) and "format" not in data and "class_name" in data:
+        from promptgym.programs.synalinks_format import program_from_synalinks_json
+
+        return program_from_synalinks_json(data)
+    return load(data, source="program_from_json")

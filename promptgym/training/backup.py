@@ -1,0 +1,75 @@
+"""``BackupAndRestore``: an interrupted ``fit()`` started again goes on where the last backup left it.
+
+    backup = BackupAndRestore(backup_dir="/tmp/backup")
+    await program.fit(x, y, epochs=10, callbacks=[backup])   # killed during epoch 5
+    await program.fit(x, y, epochs=10, callbacks=[backup])   # restores epoch 5's start, runs epochs 5..9
+
+The backup is a program file (variables, optimizer state, the rollouts
+already paid for, the position), written atomically at each epoch's end (or
+every ``save_freq`` batches) and deleted when ``fit()`` completes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from promptgym.core.atomic import read_json
+from promptgym.training.callback import Callback
+
+
+class BackupAndRestore(Callback):
+    """See the module docstring. ``delete_checkpoint=False`` keeps the backup after a completed run."""
+
+    def __init__(self, backup_dir: str | Path | None = None, save_freq: Any = "epoch", delete_checkpoint: bool = True,
+                 double_checkpoint: bool = False) -> None:
+        super().__init__()
+        if not backup_dir:
+            raise ValueError("Empty `backup_dir` argument passed: give the folder to keep the backup in")
+        if save_freq != "epoch" and save_freq is not False and \
+                not (isinstance(save_freq, int) and not isinstance(save_freq, bool) and save_freq > 0):
+            raise ValueError(f"Invalid value for argument `save_freq`: {save_freq!r} (expected 'epoch', a number of "
+                             "batches, or False)")
+        self.backup_dir = Path(backup_dir)
+        self.save_freq = save_freq
+        self.delete_checkpoint = delete_checkpoint
+        self.double_checkpoint = double_checkpoint
+        self._batches = 0
+
+    @property
+    def backup_path(self) -> Path:
+        return self.backup_dir / "latest.program.json"
+
+    def resume_point(self, program: Any) -> tuple[int, int] | None:
+        """Restore ``program`` from the backup, if there is one: the (epoch, step) ``fit()`` goes on from."""
+        if not self.backup_path.exists():
+            return None
+        data = read_json(self.backup_path)
+        program.set_variables(data["variables"], source=str(self.backup_path))
+        program.compile_from_config(data["compile"], data.get("optimizer_state"), data.get("trainer_state"))
+        position = (data.get("trainer_state") or {}).get("position") or {}
+        return int(position.get("epoch", 0)), int(position.get("step", 0))
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._batches = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if isinstance(self.save_freq, int) and not isinstance(self.save_freq, bool):
+            self._batches += 1
+            if self._batches >= self.save_freq:
+                self._batches = 0
+                self._backup()
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.save_freq == "epoch":
+            self._backup()
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self.delete_checkpoint and self.backup_path.exists():
+            self.backup_path.unlink()
+
+    def _backup(self) -> None:
+        self.backup_dir.mkdir(parents=True, exist_ok=True)
+        if self.double_checkpoint and self.backup_path.exists():
+            self.backup_path.replace(self.backup_dir / "previous.program.json")
+        self.program.save(self.backup_path)
