@@ -120,7 +120,6 @@ class RLJob:
         seed = settings.seed if settings.seed is not None else (seed or 0)
         source = resolve_base_model(settings.base_model)
         model, tokenizer = load_base_model(source)
-        model.config.use_cache = True  # the policy server decodes with a KV cache
         return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, seed, name)
 
     @property
@@ -188,8 +187,7 @@ class _RunLoop:
         model_id = f"local/{settings.model_name or default_model_name(job.name, self.folder)}"
         self.status(status="running", model_id=None, planned_model_id=model_id, iterations=settings.iterations,
                     iterations_done=self.progress.step, checkpoints=self.progress.extra["checkpoints"])
-        self.server = PolicyServer(job.model, job.tokenizer, settings.max_new_tokens, settings.temperature,
-                                   model_name=settings.base_model, seed=job.seed)
+        self.server = PolicyServer(job.model, job.tokenizer, settings.max_new_tokens, settings.temperature, seed=job.seed)
         try:
             await self.server.start()
             self.on_event(RLStarted(
