@@ -30,10 +30,19 @@ def main() -> None:
     job = SFTJob.prepare(settings, name="bench")
     loaded = time.perf_counter() - started
     steps: list[dict] = []
-    result = job.run(Path(args.out), on_event=lambda e: steps.append(dict(e)) if e.kind == "sft_step" else None)
+    cpu_marks: list[float] = []
+
+    def record(event) -> None:  # process CPU time between steps: robust to other load on the machine
+        if event.kind in ("sft_started", "sft_step"):
+            cpu_marks.append(time.process_time())
+        if event.kind == "sft_step":
+            steps.append(dict(event))
+
+    result = job.run(Path(args.out), on_event=record)
     print(json.dumps({
         "framework": "promptgym", "load_s": round(loaded, 2), "steps": len(steps),
-        "step_seconds": [s["seconds"] for s in steps], "losses": [s["loss"] for s in steps],
+        "step_seconds": [s["seconds"] for s in steps],
+        "step_cpu_seconds": [round(b - a, 3) for a, b in zip(cpu_marks, cpu_marks[1:])], "losses": [s["loss"] for s in steps],
         "tokens_per_s": [s["tokens_per_s"] for s in steps], "peak_rss_mb": result.peak_rss_mb,
         "adapter": str(Path(args.out) / result.checkpoints[-1]["path"]),
         "trainable_parameters": job.trainable_parameters, "total_s": round(time.perf_counter() - started, 2)}))

@@ -50,14 +50,16 @@ def main() -> None:
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
             self.seconds: list[float] = []
+            self.cpu_seconds: list[float] = []
             self.losses: list[float] = []
-            self._begin = 0.0
+            self._begin = self._cpu = 0.0
 
         def on_step_begin(self, *_, **__):
-            self._begin = time.perf_counter()
+            self._begin, self._cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, *_, **__):
             self.seconds.append(round(time.perf_counter() - self._begin, 3))
+            self.cpu_seconds.append(round(time.process_time() - self._cpu, 3))
 
         def on_log(self, _args, _state, _control, logs=None, **__):
             if logs and "loss" in logs:
@@ -81,6 +83,7 @@ def main() -> None:
     trainer.model.save_pretrained(adapter)
     print(json.dumps({
         "framework": "trl", "load_s": round(loaded, 2), "steps": len(timer.seconds), "step_seconds": timer.seconds,
+        "step_cpu_seconds": timer.cpu_seconds,
         "losses": timer.losses, "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "adapter": adapter, "trainable_parameters": trainable, "total_s": round(time.perf_counter() - started, 2)}))
 

@@ -64,7 +64,9 @@ def eval_loss(base_dir: Path, adapter: str, validation: list[list[dict]], batch_
 
 def summary(measured: dict) -> dict:
     steady = measured["step_seconds"][1:] or measured["step_seconds"]
+    cpu = measured["step_cpu_seconds"][1:] or measured["step_cpu_seconds"]
     return {"median_step_s": round(statistics.median(steady), 3), "mean_step_s": round(statistics.mean(steady), 3),
+            "median_step_cpu_s": round(statistics.median(cpu), 3),
             "first_step_s": measured["step_seconds"][0], "peak_rss_mb": measured["peak_rss_mb"],
             "final_train_loss": measured["losses"][-1] if measured["losses"] else None,
             "trainable_parameters": measured["trainable_parameters"], "load_s": measured["load_s"],
@@ -79,6 +81,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--trl-gradient-checkpointing", action="store_true")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each trainer, alternating")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
@@ -90,28 +93,43 @@ def main() -> None:
     train = write_jsonl(scratch / "train.jsonl", date_rows(x, y))
     validation = [row["messages"] for row in date_rows(x_val, y_val)]
     common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
-    ours = run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", args.base,
-                       "--out", str(scratch / "promptgym"), *common])
-    theirs = run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
-                         "--out", str(scratch / "trl"), *common,
-                         *(["--gradient-checkpointing"] if args.trl_gradient_checkpointing else [])])
+    runs: dict[str, list[dict]] = {"promptgym": [], "trl": []}
+    load = [round(os.getloadavg()[0], 2)]
+    for repeat in range(args.repeats):  # alternate, so a busier moment of the machine hits both
+        runs["promptgym"].append(run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", args.base,
+                                             "--out", str(scratch / f"promptgym{repeat}"), *common]))
+        runs["trl"].append(run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
+                                       "--out", str(scratch / f"trl{repeat}"), *common,
+                                       *(["--gradient-checkpointing"] if args.trl_gradient_checkpointing else [])]))
+        load.append(round(os.getloadavg()[0], 2))
     report = {"base": args.base, "train_rows": args.train_rows, "validation_rows": args.validation_rows,
               "batch_size": args.batch_size, "max_length": args.max_length, "lora": "r=16 alpha=32 dropout=0.05, 7 projections",
-              "trl_gradient_checkpointing": args.trl_gradient_checkpointing, "machine": f"{os.cpu_count()} cores"}
-    for name, measured in (("promptgym", ours), ("trl", theirs)):
-        report[name] = {**summary(measured), "final_eval_loss": round(eval_loss(base_dir, measured["adapter"], validation,
-                                                                                  args.batch_size), 4),
-                        "step_seconds": measured["step_seconds"]}
+              "trl_gradient_checkpointing": args.trl_gradient_checkpointing, "machine": f"{os.cpu_count()} cores",
+              "repeats": args.repeats, "load_average_1min": load}
+    for name, measured_runs in runs.items():
+        rows = [summary(measured) for measured in measured_runs]
+        report[name] = {
+            "median_step_s": round(statistics.median(row["median_step_s"] for row in rows), 3),
+            "median_step_cpu_s": round(statistics.median(row["median_step_cpu_s"] for row in rows), 3),
+            "peak_rss_mb": max(row["peak_rss_mb"] for row in rows),
+            "final_train_loss": rows[-1]["final_train_loss"], "trainable_parameters": rows[-1]["trainable_parameters"],
+            "final_eval_loss": round(eval_loss(base_dir, measured_runs[-1]["adapter"], validation, args.batch_size), 4),
+            "runs": rows, "step_seconds": [measured["step_seconds"] for measured in measured_runs],
+            "step_cpu_seconds": [measured["step_cpu_seconds"] for measured in measured_runs]}
     report["ratio_step_time"] = round(report["promptgym"]["median_step_s"] / report["trl"]["median_step_s"], 3)
+    report["ratio_step_cpu"] = round(report["promptgym"]["median_step_cpu_s"] / report["trl"]["median_step_cpu_s"], 3)
     report["ratio_peak_rss"] = round(report["promptgym"]["peak_rss_mb"] / report["trl"]["peak_rss_mb"], 3)
     out = Path(args.json) if args.json else RESULTS / f"sft_vs_trl_{args.base.split('/')[-1]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print("| | median s/step | peak RSS MB | final eval loss | final train loss |\n|---|---|---|---|---|")
+    print("| | median s/step | median CPU s/step | peak RSS MB | final eval loss | final train loss |")
+    print("|---|---|---|---|---|---|")
     for name in ("promptgym", "trl"):
         r = report[name]
-        print(f"| {name} | {r['median_step_s']} | {r['peak_rss_mb']:.0f} | {r['final_eval_loss']} | {r['final_train_loss']} |")
-    print(f"ratios promptgym/trl: step time {report['ratio_step_time']}, peak RSS {report['ratio_peak_rss']}; {out}")
+        print(f"| {name} | {r['median_step_s']} | {r['median_step_cpu_s']} | {r['peak_rss_mb']:.0f} | "
+              f"{r['final_eval_loss']} | {r['final_train_loss']} |")
+    print(f"ratios promptgym/trl: step time {report['ratio_step_time']}, CPU per step {report['ratio_step_cpu']}, "
+          f"peak RSS {report['ratio_peak_rss']}; {out}")
 
 
 if __name__ == "__main__":

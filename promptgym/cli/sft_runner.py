@@ -32,7 +32,7 @@ def prepare_sft(config: JobConfig) -> Any:
     from promptgym.finetune.chat_data import ChatDataError
     from promptgym.finetune.encoding import ChatTemplateError
     from promptgym.finetune.lora import LoraTargetError
-    from promptgym.finetune.sft import SFTJob
+    from promptgym.finetune.sft_flow import SFTJob
     from promptgym.lm.errors import EngineMissingError, UnknownModelError
 
     assert config.sft is not None

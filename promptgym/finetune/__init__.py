@@ -14,9 +14,9 @@ from typing import Any
 from promptgym.finetune.settings import ExportSettings, LoraSettings, SFTSettings, WeightTrainingSettings
 
 _LAZY = {
-    "sft": "promptgym.finetune.sft",
-    "SFTJob": "promptgym.finetune.sft",
-    "SFTResult": "promptgym.finetune.sft",
+    "sft": "promptgym.finetune.sft_flow",
+    "SFTJob": "promptgym.finetune.sft_flow",
+    "SFTResult": "promptgym.finetune.sft_flow",
     "StopRequest": "promptgym.finetune.loop",
     "TrainingInterrupted": "promptgym.finetune.loop",
     "ChatDataError": "promptgym.finetune.chat_data",

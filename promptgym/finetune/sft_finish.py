@@ -41,7 +41,7 @@ def export_files(job: Any, folder: Path, adapter_dir: Path, name: str, on_event:
 
 def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSink, status: Any, model_id: str,
                    elapsed_s: float) -> Any:
-    from promptgym.finetune.sft import SFTResult
+    from promptgym.finetune.sft_flow import SFTResult
 
     rows = job.data.validation_rows or job.data.train_rows
     samples = sample_answers(job.model, job.tokenizer, [row.messages for row in rows[:job.settings.summary_samples]])
