@@ -38,7 +38,7 @@ from promptgym.finetune.rl.rollouts import (
 )
 from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.rl.update import TrainingRow, grpo_update
-from promptgym.finetune.sft import default_model_name
+from promptgym.finetune.sft_flow import default_model_name
 
 HISTORY_COLUMNS = ("iteration", "mean_reward", "reward_spread", "zero_signal_groups", "groups", "failed_rollouts",
                    "eval_reward", "loss", "kl", "clip_fraction", "lr", "completion_tokens", "tokens_per_s",
