@@ -1,8 +1,8 @@
-"""Causal-LM cross-entropy and per-token log-probabilities that never hold the logits of a whole batch.
+"""Causal-LM cross-entropy and token log-probabilities that never hold the logits of a whole batch.
 
     loss_sum, count = chunked_causal_lm_loss(model, batch.input_ids, batch.attention_mask, batch.labels)
     (loss_sum / count).backward()
-    logprobs = chunked_token_logprobs(model, batch.input_ids, batch.attention_mask, batch.labels, temperature=1.0)
+    logprobs = chunked_token_logprobs(head, softcap, hidden, targets, temperature=1.0)   # RL: per sampled token
 
 The decoder runs once; the output layer then runs only on positions that have a label, a chunk at a
 time, each chunk under activation checkpointing, so at most one chunk of logits (``chunk_size`` x
@@ -36,22 +36,17 @@ def _chunk_loss_sum(head: Any, softcap: float | None, hidden: Any, targets: Any)
     return F.cross_entropy(logits, targets, reduction="sum")
 
 
-def _labelled_positions(model: Any, input_ids: Any, attention_mask: Any, labels: Any) -> tuple[Any, Any, Any, Any, Any]:
-    """(output layer, soft-cap, hidden states of the positions that predict a label, those labels, all hidden states)."""
-    body, head, softcap = causal_lm_parts(model)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    targets = labels[:, 1:]
-    keep = targets != IGNORE_INDEX
-    return head, softcap, hidden[:, :-1][keep], targets[keep], hidden
-
-
 def chunked_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any,
                            chunk_size: int = 512) -> tuple[Any, int]:
     """``(sum of token losses, number of trained tokens)``; position t predicts label t+1."""
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    head, softcap, selected, wanted, hidden = _labelled_positions(model, input_ids, attention_mask, labels)
+    body, head, softcap = causal_lm_parts(model)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    targets = labels[:, 1:]
+    keep = targets != IGNORE_INDEX
+    selected, wanted = hidden[:, :-1][keep], targets[keep]
     count = int(wanted.numel())
     if count == 0:
         return hidden.sum() * 0.0, 0
@@ -74,24 +69,22 @@ def _chunk_logprobs(head: Any, softcap: float | None, temperature: float, hidden
     return torch.log_softmax(logits / temperature, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
 
 
-def chunked_token_logprobs(model: Any, input_ids: Any, attention_mask: Any, labels: Any, temperature: float = 1.0,
+def chunked_token_logprobs(head: Any, softcap: float | None, hidden: Any, targets: Any, temperature: float = 1.0,
                            chunk_size: int = 512) -> Any:
-    """The log-probability of every labelled token (row-major), under ``softmax(logits / temperature)``.
+    """``log softmax(head(hidden) / temperature)[target]`` per row of ``hidden`` (N x hidden size), in chunks.
 
-    Same chunking as :func:`chunked_causal_lm_loss`: what policy-gradient losses need per token.
+    The same chunking (and activation checkpointing) as :func:`chunked_causal_lm_loss`, for losses that
+    need each token's log-probability (policy gradients); ``head``/``softcap`` from :func:`causal_lm_parts`.
     """
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    head, softcap, selected, wanted, hidden = _labelled_positions(model, input_ids, attention_mask, labels)
-    if wanted.numel() == 0:
-        return hidden.sum()[None][:0] * 0.0
     pieces = []
-    for start in range(0, int(wanted.numel()), chunk_size):
+    for start in range(0, int(targets.numel()), chunk_size):
         piece = slice(start, start + chunk_size)
         if torch.is_grad_enabled():
-            pieces.append(checkpoint(_chunk_logprobs, head, softcap, temperature, selected[piece], wanted[piece],
+            pieces.append(checkpoint(_chunk_logprobs, head, softcap, temperature, hidden[piece], targets[piece],
                                      use_reentrant=False))
         else:
-            pieces.append(_chunk_logprobs(head, softcap, temperature, selected[piece], wanted[piece]))
-    return torch.cat(pieces)
+            pieces.append(_chunk_logprobs(head, softcap, temperature, hidden[piece], targets[piece]))
+    return torch.cat(pieces) if pieces else hidden.sum(-1)[:0]

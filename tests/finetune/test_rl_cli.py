@@ -87,6 +87,10 @@ def test_a_run_starts_the_app_trains_prints_the_final_status_and_stops_the_app(w
     assert 'task_app = "' in (run.path / "config.toml").read_text()  # the file, not the port: a resume starts it again
     assert pids_in(output) and not any(alive(pid) for pid in pids_in(output))
     assert "task app tiny_task_app.py stopped" in output
+    shown = runner.invoke(app, ["runs", "show", run.id])
+    assert shown.exit_code == 0 and "completed" in shown.output
+    watched = runner.invoke(app, ["runs", "watch", run.id])
+    assert watched.exit_code == 0 and "iteration 2/2" in watched.output
 
 
 def test_the_chart_stream_plots_train_and_eval_reward(workdir: Path, tiny_model: Path, fake_export) -> None:

@@ -29,7 +29,7 @@ class Sample:
     finish_reason: str = "length"
 
 
-def _left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
     import torch
 
     width = max(len(prompt) for prompt in prompts)
@@ -70,7 +70,7 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
     for prompt in prompts:
         distinct.setdefault(tuple(prompt), len(distinct))
     rows_prompt = torch.tensor([distinct[tuple(prompt)] for prompt in prompts], dtype=torch.long)
-    input_ids, attention_mask = _left_padded(list(distinct), pad_id)
+    input_ids, attention_mask = left_padded(list(distinct), pad_id)
     samples = [Sample(prompt_ids=list(prompt)) for prompt in prompts]
     limits = [max(0, int(limit)) for limit in max_new_tokens]
     with torch.no_grad():
