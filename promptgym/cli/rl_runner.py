@@ -11,19 +11,16 @@ The run folder has what an SFT run has (``run.json``, ``config.toml``, ``events.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.config import ConfigError, DataSection, JobConfig
-from promptgym.cli.recorder import Listener, RunRecorder
+from promptgym.cli.recorder import Listener
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.core.events import RunFinished, RunStarted
 
 DEFAULT_ROLLOUT_CONCURRENCY = 64
 DEFAULT_ROLLOUT_TIMEOUT_S = 300.0
@@ -122,33 +119,12 @@ def print_rl_preview(job: Any, environment: Any, config: JobConfig, masker: Mask
 async def execute_rl(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
                      resume: bool = False, job: Any = None, environment: Any = None) -> dict[str, Any]:
     """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
-    from promptgym.finetune.loop import TrainingInterrupted, stop_on_signals
+    from promptgym.cli.weight_session import WeightRunSession
 
-    started = time.time()
-    previous = run.status()
-    run.update_status(status="running", pid=os.getpid(), error=None, job_type="rl")
-    recorder = RunRecorder(run, masker, listeners)
-    recorder.emit(RunStarted(run_id=run.id, resume=resume))
-
-    def finish(**changes: Any) -> dict[str, Any]:
-        status = run.update_status(**changes, pid=None, finished=time.time(),
-                                   elapsed_s=round(previous.get("elapsed_s", 0.0) + time.time() - started, 2))
-        recorder.emit(RunFinished(status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"]))
-        return status
-
-    try:
-        with stop_on_signals() as stop:
-            environment = environment or await connect_environment(config)
-            job = job or prepare_rl(config)
-            result = await job.run(environment, run.path, on_event=recorder.emit, status=run.update_status,
-                                   resume=resume, stop=stop, splits=seed_splits(config, environment))
-    except TrainingInterrupted:
-        finish(status="interrupted")
-        raise
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        finish(status="interrupted", error="stopped at once (second Ctrl-C): iterations after the last checkpoint are lost")
-        raise KeyboardInterrupt from None
-    except BaseException as error:
-        finish(status="failed", error=masker.mask(f"{type(error).__name__}: {error}"))
-        raise
-    return finish(status="completed", final_status=result.final_status())
+    session = WeightRunSession(run, masker, listeners, job_type="rl", resume=resume)
+    with session.training(lost="iterations") as stop:
+        environment = environment or await connect_environment(config)
+        job = job or prepare_rl(config)
+        result = await job.run(environment, run.path, on_event=session.recorder.emit, status=run.update_status,
+                               resume=resume, stop=stop, splits=seed_splits(config, environment))
+    return session.finish(status="completed", final_status=result.final_status())
