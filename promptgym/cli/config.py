@@ -17,6 +17,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.settings import SFTSettings
 
 JobType = Literal["prompt_learning", "sft", "rl"]
@@ -110,6 +111,7 @@ class DataSection(Section):
     x_fields: dict[str, str] | None = None
     y_fields: dict[str, str] | None = None
     task_url: str | None = None
+    task_app: str | None = Field(None, description="a task app's Python file: started on a free 127.0.0.1 port for the run")
     task_api_key_env: str = "TASK_APP_API_KEY"
     task_concurrency: int = Field(4, ge=1)
     task_timeout: float = Field(60.0, gt=0)
@@ -123,14 +125,19 @@ class DataSection(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSection":
-        given = [name for name in ("dataset", "train", "task_url") if getattr(self, name) is not None]
+        given = [name for name in ("dataset", "train", "task_url", "task_app") if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError(f"set exactly one of dataset, train (a JSONL/CSV file) or task_url; got {given or 'none'}")
+            raise ValueError("set exactly one of dataset, train (a JSONL/CSV file), task_url or task_app (a task app's "
+                             f"Python file); got {given or 'none'}")
         return self
 
     @property
     def source(self) -> str:
-        return "dataset" if self.dataset else "task_app" if self.task_url else "files"
+        return "dataset" if self.dataset else "task_app" if self.task_url or self.task_app else "files"
+
+    @property
+    def uses_task_app(self) -> bool:
+        return self.task_url is not None or self.task_app is not None
 
 
 class ScorerSpec(Section):
@@ -161,16 +168,6 @@ class TrainingSection(Section):
     early_stopping: EarlyStoppingSpec | None = None
 
 
-class RLSection(Section):
-    """Reinforcement learning against a task app (validated now, run in a later version)."""
-
-    base_model: str = ""
-    algorithm: Literal["grpo", "ppo"] = "grpo"
-    group_size: int = Field(4, ge=1)
-    learning_rate: float = Field(1e-6, gt=0)
-    iterations: int = Field(10, ge=1)
-
-
 class JobConfig(Section):
     job: JobSection = Field(default_factory=JobSection)
     model: ModelSection = Field(default_factory=ModelSection)
@@ -181,21 +178,22 @@ class JobConfig(Section):
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     training: TrainingSection = Field(default_factory=TrainingSection)
     sft: SFTSettings | None = None
-    rl: RLSection | None = None
+    rl: RLSettings | None = None
 
     @model_validator(mode="after")
     def _sections_for_job(self) -> "JobConfig":
         kind = self.job.type
         if kind == "prompt_learning":
             missing = [name for name in ("data", "program") if getattr(self, name) is None]
-            if missing == ["program"] and self.data is not None and self.data.task_url:
+            if missing == ["program"] and self.data is not None and self.data.uses_task_app:
                 missing = []  # the task app runs the policy
             if missing:
                 raise ValueError(f"a prompt_learning job needs the [{missing[0]}] section")
         elif kind == "sft" and self.sft is None:
             raise ValueError("an sft job needs the [sft] section (base_model, train_file, ...)")
-        elif kind == "rl" and (self.rl is None or self.data is None or self.data.task_url is None):
-            raise ValueError("an rl job needs the [rl] section and data.task_url")
+        elif kind == "rl" and (self.rl is None or self.data is None or not self.data.uses_task_app):
+            raise ValueError("an rl job needs the [rl] section (base_model, ...) and a task app: data.task_url "
+                             "(a running app) or data.task_app (its Python file)")
         return self
 
 
@@ -239,7 +237,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
 
 
-PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("program", "path"),
+PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("data", "task_app"), ("program", "path"),
              ("sft", "train_file"), ("sft", "validation_file"))
 
 
@@ -255,7 +253,8 @@ def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``) win over the files.
 
-    In an sft job ``--model`` names the base model and ``--examples`` keeps the first N training rows.
+    In an sft job ``--model`` names the base model and ``--examples`` keeps the first N training rows; in an
+    rl job ``--model`` names the base model (``--examples`` keeps the first N training seeds, as in prompt learning).
     """
     raw = _deep_merge(raw, {})
     if isinstance(raw.get("job"), dict) and raw["job"].get("type") == "sft" and isinstance(raw.get("sft"), dict):
@@ -263,6 +262,10 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
             if overrides.get(flag):
                 raw["sft"][key] = overrides[flag]
         overrides = {key: value for key, value in overrides.items() if key not in ("model", "examples")}
+    if isinstance(raw.get("job"), dict) and raw["job"].get("type") == "rl" and isinstance(raw.get("rl"), dict):
+        if overrides.get("model"):
+            raw["rl"]["base_model"] = overrides["model"]
+        overrides = {key: value for key, value in overrides.items() if key != "model"}
     if overrides.get("model"):
         raw.setdefault("model", {})["name"] = overrides["model"]
     if overrides.get("seed") is not None:
@@ -270,9 +273,9 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     data = raw.setdefault("data", {}) if any(overrides.get(k) for k in ("dataset", "task_url", "examples")) else None
     if data is not None:
         if overrides.get("dataset"):
-            data.update(dataset=overrides["dataset"], train=None, task_url=None)
+            data.update(dataset=overrides["dataset"], train=None, task_url=None, task_app=None)
         if overrides.get("task_url"):
-            data.update(task_url=overrides["task_url"], dataset=None, train=None)
+            data.update(task_url=overrides["task_url"], dataset=None, train=None, task_app=None)
         if overrides.get("examples"):
             data["examples"] = overrides["examples"]
         for key in [key for key, value in data.items() if value is None]:

@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
@@ -151,26 +152,40 @@ def train(
         from promptgym.cli.sft_command import train_sft
 
         return train_sft(job_config, config, env_file, masker, folder, yes, dry_run, poll, stream_format, spec)
-    if job_config.job.type != "prompt_learning":
-        console.print(f"config is valid: {job_config.job.type} job '{job_config.job.name}'")
-        fail(f"job.type {job_config.job.type!r}: not implemented yet in this version (prompt_learning is)", EXIT_FAILED)
-    job = prepare_job(job_config, masker, spec)
-    if dry_run:
-        console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
-        return
-    print_headroom(job, masker, console)
-    if not yes and not typer.confirm("Start this run?", default=True):
-        raise typer.Exit(0)
+    if job_config.job.type == "rl":
+        from promptgym.cli.rl_command import train_rl
+
+        return train_rl(job_config, config, env_file, masker, folder, yes, dry_run, poll, stream_format, spec)
+    with task_app_for(job_config, masker, folder) as effective:
+        job = prepare_job(effective, masker, spec)
+        if dry_run:
+            console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
+            return
+        print_headroom(job, masker, console)
+        if not yes and not typer.confirm("Start this run?", default=True):
+            raise typer.Exit(0)
+        try:
+            run = RunFolder.create(folder, job_config.job.name, run_id=run_id)
+        except FileExistsError:
+            fail(f"--run-id {run_id}: a run with that id already exists in {folder}")
+        save_resolved_config(run, job_config, masker)
+        run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config)
+        if poll:
+            run_in_process(run, effective, masker, stream_format, resume=False, job=job, backend=spec)
+        else:
+            start_detached(run, folder, spec)
+
+
+@contextlib.contextmanager
+def task_app_for(config: JobConfig, masker: Masker, runs_dir: Path) -> Iterator[JobConfig]:
+    """The config with its ``data.task_app`` started for the block (exit 2 when it won't start)."""
+    from promptgym.cli.task_app_process import running_task_app
+
     try:
-        run = RunFolder.create(folder, job_config.job.name, run_id=run_id)
-    except FileExistsError:
-        fail(f"--run-id {run_id}: a run with that id already exists in {folder}")
-    save_resolved_config(run, job_config, masker)
-    run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config)
-    if poll:
-        run_in_process(run, job_config, masker, stream_format, resume=False, job=job, backend=spec)
-    else:
-        start_detached(run, folder, spec)
+        with running_task_app(config, masker, runs_dir) as effective:
+            yield effective
+    except ConfigError as error:
+        fail(masker.mask(str(error)))
 
 
 def prepare_job(job_config: JobConfig, masker: Masker, backend: BackendSpec | None = None) -> Any:
@@ -207,31 +222,37 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     if status.get("status") == "completed":
         fail(f"run {run.id} already completed")
     masker = secret_masker(env_file or status.get("env_file"), job_config)
-    if job_config.job.type == "sft":
-        from promptgym.cli.sft_command import announce_sft_resume, run_sft
+    if job_config.job.type == "rl":
+        from promptgym.cli.rl_command import resume_rl
 
-        resume_from_checkpoint = announce_sft_resume(run, backend)
+        return resume_rl(run, job_config, masker, folder, yes, dry_run, poll, stream_format, backend)
+    with contextlib.ExitStack() as apps:
+        if job_config.job.type == "sft":
+            from promptgym.cli.sft_command import announce_sft_resume, run_sft
 
-        def run_here() -> None:
-            run_sft(run, job_config, masker, stream_format, resume=resume_from_checkpoint)
-    else:
-        checkpoint, note = run.usable_checkpoint()
-        console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
-                      f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
-                      soft_wrap=True)
-        job = prepare_job(job_config, masker, backend)
+            resume_from_checkpoint = announce_sft_resume(run, backend)
 
-        def run_here() -> None:
-            run_in_process(run, job_config, masker, stream_format, resume=True, job=job, backend=backend)
-    if dry_run:
-        console.print("dry run: nothing resumed")
-        return
-    if not yes and not typer.confirm("Resume this run?", default=True):
-        raise typer.Exit(0)
-    if poll:
-        run_here()
-    else:
-        start_detached(run, folder, backend)
+            def run_here() -> None:
+                run_sft(run, job_config, masker, stream_format, resume=resume_from_checkpoint)
+        else:
+            checkpoint, note = run.usable_checkpoint()
+            console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
+                          f"{checkpoint.relative_to(run.path) if checkpoint else 'the start'}" + (f": {note}" if note else ""),
+                          soft_wrap=True)
+            effective = apps.enter_context(task_app_for(job_config, masker, folder))
+            job = prepare_job(effective, masker, backend)
+
+            def run_here() -> None:
+                run_in_process(run, effective, masker, stream_format, resume=True, job=job, backend=backend)
+        if dry_run:
+            console.print("dry run: nothing resumed")
+            return
+        if not yes and not typer.confirm("Resume this run?", default=True):
+            raise typer.Exit(0)
+        if poll:
+            run_here()
+        else:
+            start_detached(run, folder, backend)
 
 
 @app.command("worker", hidden=True)
@@ -248,9 +269,14 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
         from promptgym.cli.sft_command import sft_worker
 
         return sft_worker(run, config, masker)
+    if config.job.type == "rl":
+        from promptgym.cli.rl_command import rl_worker
+
+        return rl_worker(run, config, masker, runs_dir)
     try:
-        asyncio.run(execute(run, config, masker, resume=run.events_path.is_file(),  # an earlier session ran
-                            backend=parse_backend(backend, workers)))
+        with task_app_for(config, masker, runs_dir) as effective:
+            asyncio.run(execute(run, effective, masker, resume=run.events_path.is_file(),  # an earlier session ran
+                                backend=parse_backend(backend, workers)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise typer.Exit(EXIT_INTERRUPTED)
     except Exception:  # noqa: BLE001 - already recorded in run.json / events.jsonl

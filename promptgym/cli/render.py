@@ -17,6 +17,10 @@ from promptgym.core.events import (
     ModelExported,
     ModelRegistered,
     Resumed,
+    RLEvaluation,
+    RLIteration,
+    RLStarted,
+    RolloutFailedEvent,
     RunFinished,
     RunStarted,
     SFTEval,
@@ -27,7 +31,7 @@ from promptgym.core.events import (
     from_record,
 )
 
-WHEN = {"before": "before training", "final": "after training"}
+WHEN = {"before": "before training", "final": "after training", "after": "after training"}
 
 
 def _fmt(value: Any) -> str:
@@ -65,6 +69,19 @@ def describe(record: dict[str, Any]) -> str | None:
             return f"step {event.step}/{event.total_steps}  loss {event.loss:.4f}  lr {event.lr:.2e}{speed}{evaluated}"
         case SFTEval(label=label, eval_loss=loss, step=step) if label != "step":
             return f"eval loss {loss:.4f} ({WHEN.get(label, label)}, step {step})"
+        case RLStarted() as event:
+            resumed = f", resuming after iteration {event.resume_from_iteration}" if event.resume_from_iteration else ""
+            return (f"RL (GRPO) on task {event.environment!r}: {event.base_model}, {event.iterations} iterations x "
+                    f"{event.batch_size} seeds x {event.group_size} rollouts, {event.trainable_parameters:,} trainable "
+                    f"parameters; policy served at {event.policy_url}{resumed}")
+        case RLIteration() as event:
+            return describe_iteration(event)
+        case RLEvaluation() as event:
+            where = (f"iteration {event.iteration}" if event.label == "during" else WHEN.get(event.label, event.label))
+            failed = f", {event.failures} failed" if event.failures else ""
+            return (f"eval reward {_fmt(event.reward)} ({where}; greedy on {event.size} {event.split} seeds{failed})")
+        case RolloutFailedEvent() as event:
+            return f"  ! rollout of seed {event.seed} ({event.split}, iteration {event.iteration}) failed: {event.error}"
         case ModelExported() as event:
             return f"exported {event.part} GGUF ({event.format}, {event.size}): {event.path}"
         case ModelRegistered(model_id=model_id):
@@ -80,6 +97,21 @@ def describe(record: dict[str, Any]) -> str | None:
             calls = f", {event.lm_calls} LM calls" if event.lm_calls else ""
             return f"run {event.status} in {event.elapsed_s:.1f} s{calls}{tail}"
     return None
+
+
+def describe_iteration(event: RLIteration) -> str:
+    """``iteration 3/20  reward 0.412 +- 0.180  zero-signal 1/4 groups  412 tok/s  loss 0.0123  6.2 s``."""
+    reward = "n/a" if event.mean_reward is None else f"{event.mean_reward:.3f} +- {event.reward_spread:.3f}"
+    parts = [f"iteration {event.iteration}/{event.iterations}", f"reward {reward}",
+             f"zero-signal {event.zero_signal_groups}/{event.groups} groups"]
+    if event.failed_rollouts:
+        parts.append(f"{event.failed_rollouts} rollouts failed")
+    if event.tokens_per_s is not None:
+        parts.append(f"{event.tokens_per_s:.0f} tok/s")
+    parts.append(f"loss {event.loss:.4f}" if event.updated and event.loss is not None
+                 else "no update (no group had signal)")
+    parts.append(f"{event.seconds:.1f} s")
+    return "  ".join(parts)
 
 
 class CliRenderer:
@@ -101,7 +133,7 @@ REWARD_LEGEND = "* train reward per step   V validation reward per epoch"
 
 def text_chart(train: list[tuple[int, float]], val: list[tuple[int, float]], width: int = 72, height: int = 14,
                title: str = "reward", y_range: tuple[float, float] | None = None, legend: str = REWARD_LEGEND,
-               val_mark: str = "V") -> str:
+               val_mark: str = "V", x_label: str = "step") -> str:
     """A plain-text chart per step: ``*`` train, ``val_mark`` validation; y in ``y_range`` (rewards: [0, 1])."""
     steps = [x for x, _ in train + val] or [1]
     low, high = min(steps), max(max(steps), min(steps) + 1)
@@ -127,7 +159,7 @@ def text_chart(train: list[tuple[int, float]], val: list[tuple[int, float]], wid
         shown = f"{value:{margin}.{digits}f} |" if number % max(1, (height - 1) // 4) == 0 else " " * margin + " |"
         lines.append(shown + "".join(row))
     lines.append(" " * (margin + 1) + "+" + "-" * width)
-    lines.append(f"{pad}step {low}".ljust(width) + f"step {high}")
+    lines.append(f"{pad}{x_label} {low}".ljust(width) + f"{x_label} {high}")
     return "\n".join(lines)
 
 
@@ -204,8 +236,35 @@ class LossChartRenderer(ChartRenderer):
         self._refresh()
 
 
+class RewardChartRenderer(ChartRenderer):
+    """An RL run: mean training reward per iteration and greedy evaluation rewards."""
+
+    def chart(self) -> str:
+        values = [y for _, y in self.train + self.val]
+        inside = all(0.0 <= value <= 1.0 for value in values)
+        y_range = None if inside or not values else (min(values), max(values))
+        return text_chart(self.train, self.val, self.width, self.height, self.status or "reward", y_range=y_range,
+                          legend="* train reward per iteration   E eval reward (greedy)", val_mark="E",
+                          x_label="iteration")
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        match from_record(record):
+            case RLIteration(iteration=iteration, mean_reward=reward) if reward is not None:
+                self.train.append((iteration, float(reward)))
+            case RLEvaluation(iteration=iteration, reward=reward) if reward is not None:
+                self.val.append((iteration, float(reward)))
+            case RunFinished() | ModelRegistered():
+                pass
+            case _:
+                return
+        self.status = describe(record) or self.status
+        self._refresh()
+
+
 def make_renderer(stream_format: str, console: Console | None = None, job_type: str | None = None) -> CliRenderer | ChartRenderer:
-    """``cli`` lines, or a chart: rewards for prompt learning, losses for weight training (``job_type`` sft or rl)."""
+    """``cli`` lines, or a chart: rewards for prompt learning and RL, losses for SFT."""
     if stream_format != "chart":
         return CliRenderer(console)
-    return LossChartRenderer(console) if job_type in ("sft", "rl") else ChartRenderer(console)
+    if job_type == "rl":
+        return RewardChartRenderer(console)
+    return LossChartRenderer(console) if job_type == "sft" else ChartRenderer(console)

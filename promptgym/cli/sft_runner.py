@@ -10,18 +10,15 @@ The run folder has what a prompt-learning run has (``run.json``, ``config.toml``
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.config import ConfigError, JobConfig
-from promptgym.cli.recorder import Listener, RunRecorder
+from promptgym.cli.recorder import Listener
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.core.events import RunFinished, RunStarted
 
 EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 
@@ -97,35 +94,13 @@ def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: 
 def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
                 resume: bool = False, job: Any = None) -> dict[str, Any]:
     """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
-    from promptgym.finetune.loop import TrainingInterrupted, stop_on_signals
+    from promptgym.cli.weight_session import WeightRunSession
 
-    started = time.time()
-    previous = run.status()
-    run.update_status(status="running", pid=os.getpid(), error=None, job_type="sft")
-    recorder = RunRecorder(run, masker, listeners)
-    recorder.emit(RunStarted(run_id=run.id, resume=resume))
-
-    def finish(**changes: Any) -> dict[str, Any]:
-        status = run.update_status(**changes, pid=None, finished=time.time(),
-                                   elapsed_s=round(previous.get("elapsed_s", 0.0) + time.time() - started, 2))
-        recorder.emit(RunFinished(status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"]))
-        return status
-
-    try:
-        with stop_on_signals() as stop:
-            job = job or prepare_sft(config)
-            result = job.run(run.path, on_event=recorder.emit,
-                             status=run.update_status, resume=resume, stop=stop)
-    except TrainingInterrupted:
-        finish(status="interrupted")
-        raise
-    except KeyboardInterrupt:
-        finish(status="interrupted", error="stopped at once (second Ctrl-C): steps after the last checkpoint are lost")
-        raise
-    except BaseException as error:
-        finish(status="failed", error=masker.mask(f"{type(error).__name__}: {error}"))
-        raise
-    return finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
+    session = WeightRunSession(run, masker, listeners, job_type="sft", resume=resume)
+    with session.training(lost="steps") as stop:
+        job = job or prepare_sft(config)
+        result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop)
+    return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
 
 
 def has_checkpoint(run: RunFolder) -> bool:

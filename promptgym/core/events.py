@@ -375,6 +375,82 @@ class ModelRegistered(Event):
     files: dict[str, str] = field(default_factory=dict)
 
 
+# -- reinforcement learning (GRPO against a task app) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class RLStarted(Event):
+    """An RL run began (or resumed after ``resume_from_iteration``); ``policy_url`` is the policy server."""
+
+    kind: ClassVar[str] = "rl_started"
+    base_model: str
+    environment: str
+    iterations: int
+    group_size: int
+    batch_size: int
+    train_seeds: int
+    validation_seeds: int
+    test_seeds: int
+    trainable_parameters: int
+    policy_url: str = ""
+    resume_from_iteration: int | None = None
+
+
+@dataclass(frozen=True)
+class RLIteration(Event):
+    """One iteration: rollouts of ``batch_size`` seeds x ``group_size``, then the update (when any group had signal).
+
+    ``mean_reward`` over the rollouts that finished; ``reward_spread`` is the mean of the groups' standard
+    deviations; ``zero_signal_groups`` of ``groups`` had all-equal rewards and were left out; ``tokens_per_s``
+    counts sampled tokens over the rollout phase's wall time.
+    """
+
+    kind: ClassVar[str] = "rl_iteration"
+    iteration: int
+    iterations: int
+    mean_reward: float | None
+    reward_spread: float
+    groups: int
+    zero_signal_groups: int
+    failed_rollouts: int
+    completion_tokens: int
+    tokens_per_s: float | None
+    rollout_s: float
+    update_s: float
+    seconds: float
+    updated: bool
+    loss: float | None = None
+    kl: float | None = None
+    clip_fraction: float | None = None
+    lr: float | None = None
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RLEvaluation(Event):
+    """Greedy rollouts of a split's seeds, one each (``label``: before, during or after training); a failed
+    rollout scores 0 here."""
+
+    kind: ClassVar[str] = "rl_evaluation"
+    iteration: int
+    label: str
+    split: str
+    size: int
+    reward: float | None
+    failures: int = 0
+
+
+@dataclass(frozen=True)
+class RolloutFailedEvent(Event):
+    """A rollout that failed after its retries (task app error, timeout, bad answer); it is left out."""
+
+    kind: ClassVar[str] = "rollout_failed"
+    iteration: int
+    seed: int
+    split: str
+    error: str
+
+
 # -- a run (the CLI's flows) ------------------------------------------------------------------
 
 

@@ -21,9 +21,10 @@ COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_nor
 
 
 class StepHistory:
-    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
+    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS, key: str = "step") -> None:
         self.path = path
         self.columns = columns
+        self.key = key  # the column that counts progress (an RL run's is "iteration")
 
     def rows(self) -> list[dict[str, float | None]]:
         if not self.path.is_file():
@@ -43,7 +44,7 @@ class StepHistory:
 
     def truncate_after(self, step: int) -> None:
         """Drop rows of steps after ``step`` (done before a kill, after the last checkpoint)."""
-        rows = [row for row in self.rows() if (row.get("step") or 0) <= step]
+        rows = [row for row in self.rows() if (row.get(self.key) or 0) <= step]
         with atomic_writer(self.path) as handle:
             writer = csv.DictWriter(handle, fieldnames=self.columns)
             writer.writeheader()

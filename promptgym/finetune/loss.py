@@ -1,7 +1,8 @@
-"""Causal-LM cross-entropy that never holds the logits of a whole batch.
+"""Causal-LM cross-entropy and token log-probabilities that never hold the logits of a whole batch.
 
     loss_sum, count = chunked_causal_lm_loss(model, batch.input_ids, batch.attention_mask, batch.labels)
     (loss_sum / count).backward()
+    logprobs = chunked_token_logprobs(head, softcap, hidden, targets, temperature=1.0)   # RL: per sampled token
 
 The decoder runs once; the output layer then runs only on positions that have a label, a chunk at a
 time, each chunk under activation checkpointing, so at most one chunk of logits (``chunk_size`` x
@@ -57,3 +58,33 @@ def chunked_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labe
         else:
             total = total + _chunk_loss_sum(head, softcap, selected[piece], wanted[piece])
     return total, count
+
+
+def _chunk_logprobs(head: Any, softcap: float | None, temperature: float, hidden: Any, targets: Any) -> Any:
+    import torch
+
+    logits = head(hidden).float()
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    return torch.log_softmax(logits / temperature, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
+
+
+def chunked_token_logprobs(head: Any, softcap: float | None, hidden: Any, targets: Any, temperature: float = 1.0,
+                           chunk_size: int = 512) -> Any:
+    """``log softmax(head(hidden) / temperature)[target]`` per row of ``hidden`` (N x hidden size), in chunks.
+
+    The same chunking (and activation checkpointing) as :func:`chunked_causal_lm_loss`, for losses that
+    need each token's log-probability (policy gradients); ``head``/``softcap`` from :func:`causal_lm_parts`.
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    pieces = []
+    for start in range(0, int(targets.numel()), chunk_size):
+        piece = slice(start, start + chunk_size)
+        if torch.is_grad_enabled():
+            pieces.append(checkpoint(_chunk_logprobs, head, softcap, temperature, hidden[piece], targets[piece],
+                                     use_reentrant=False))
+        else:
+            pieces.append(_chunk_logprobs(head, softcap, temperature, hidden[piece], targets[piece]))
+    return torch.cat(pieces) if pieces else hidden.sum(-1)[:0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import httpx
 import pydantic
@@ -26,7 +26,11 @@ logger = logging.getLogger("promptgym.taskapp")
 
 
 class TaskAppError(RuntimeError):
-    """The task app can't be reached or answered with an error."""
+    """The task app can't be reached or answered with an error (``status``: its HTTP status, if it answered)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class RolloutFailed(TaskAppError):
@@ -51,14 +55,16 @@ class TaskAppClient:
     def _headers(self) -> dict[str, str]:
         return {API_KEY_HEADER: self.api_key} if self.api_key else {}
 
-    async def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
+    async def _request(self, method: str, path: str, payload: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
                        slot: asyncio.Semaphore | None = None) -> Any:
+        """``payload`` may be a function: it is called for each attempt (a retry sends what it returns then)."""
         url = f"{self.base_url}{path}"
 
         async def attempt() -> httpx.Response:
             try:
                 http = await self._clients.get()
-                response = await http.request(method, url, json=payload, headers=self._headers())
+                body = payload() if callable(payload) else payload
+                response = await http.request(method, url, json=body, headers=self._headers())
             except httpx.HTTPError as error:
                 raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
             if response.status_code >= 500 or response.status_code == 429:
@@ -70,14 +76,15 @@ class TaskAppClient:
         except RetriesExhausted as exhausted:
             raise TaskAppError(f"{method} {url}: failed after {exhausted.attempts} attempts ({exhausted.last.reason})") from None
         if response.status_code >= 400:
-            raise TaskAppError(f"{method} {url}: HTTP {response.status_code}: {response.text[:200]}")
+            raise TaskAppError(f"{method} {url}: HTTP {response.status_code}: {response.text[:200]}", response.status_code)
         try:
             return response.json()
         except ValueError:
             raise TaskAppError(f"{method} {url}: the answer is not JSON (HTTP {response.status_code}): "
                                f"{response.text[:200]!r}") from None
 
-    async def _validated(self, model: type[T], method: str, path: str, payload: dict[str, Any] | None = None,
+    async def _validated(self, model: type[T], method: str, path: str,
+                         payload: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
                          slot: asyncio.Semaphore | None = None) -> T:
         data = await self._request(method, path, payload, slot)
         try:
@@ -100,13 +107,30 @@ class TaskAppClient:
             await self.health()
         except TaskAppError as error:
             raise TaskAppError(f"task app at {self.base_url} is not reachable; is it running? ({error})") from None
-        return await self.task_info()
-
-    async def rollout(self, request: RolloutRequest) -> RolloutResponse:
-        """One rollout; at most ``concurrency`` in flight, none of them held while waiting to retry."""
         try:
-            return await self._validated(RolloutResponse, "POST", "/rollout", request.model_dump(mode="json"),
-                                         slot=await self._slots.get())
+            return await self.task_info()
         except TaskAppError as error:
-            logger.warning("rollout seed=%d failed: %s", request.seed, error)
-            raise RolloutFailed(f"rollout seed={request.seed}: {error}") from None
+            if error.status in (401, 403):
+                given = "no API key was sent" if not self.api_key else "the API key sent is not the app's"
+                raise TaskAppError(f"task app at {self.base_url} refused the API key (HTTP {error.status}): {given}",
+                                   error.status) from None
+            raise
+
+    async def rollout(self, request: RolloutRequest | Callable[[], RolloutRequest]) -> RolloutResponse:
+        """One rollout; at most ``concurrency`` in flight, none of them held while waiting to retry.
+
+        ``request`` may be a function called for each attempt, so that a retry can carry a fresh
+        ``policy.inference_url`` (RL records each attempt's policy calls apart).
+        """
+        first = request() if callable(request) else request
+        attempts = iter([first])
+
+        def payload() -> dict[str, Any]:
+            current = next(attempts, None) or (request() if callable(request) else first)
+            return current.model_dump(mode="json")
+
+        try:
+            return await self._validated(RolloutResponse, "POST", "/rollout", payload, slot=await self._slots.get())
+        except TaskAppError as error:
+            logger.warning("rollout seed=%d failed: %s", first.seed, error)
+            raise RolloutFailed(f"rollout seed={first.seed}: {error}") from None

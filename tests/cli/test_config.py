@@ -58,10 +58,18 @@ def test_files_merge_overrides_win_and_paths_are_absolute(tmp_path: Path) -> Non
 
 def test_sft_and_rl_validate() -> None:
     assert validate_config({"job": {"type": "sft"}, "sft": {"base_model": "m", "train_file": "t.jsonl"}}).job.type == "sft"
-    with pytest.raises(ConfigError, match="rl job needs"):
-        validate_config({"job": {"type": "rl"}, "rl": {}})
-    with pytest.raises(ConfigError, match=r"rl\.algorithm: expected 'grpo' or 'ppo'"):
-        validate_config({"job": {"type": "rl"}, "rl": {"algorithm": "x"}, "data": {"task_url": "http://x"}})
+    with pytest.raises(ConfigError, match="rl job needs the \\[rl\\] section .* data.task_url .* data.task_app"):
+        validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m"}})
+    with pytest.raises(ConfigError, match="rl.base_model: Field required"):
+        validate_config({"job": {"type": "rl"}, "rl": {}, "data": {"task_url": "http://x"}})
+    with pytest.raises(ConfigError, match=r"rl\.algorithm: expected 'grpo'"):
+        validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m", "algorithm": "ppo"}, "data": {"task_url": "http://x"}})
+    with pytest.raises(ConfigError, match=r"rl\.group_size: Input should be greater than or equal to 2"):
+        validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m", "group_size": 1}, "data": {"task_app": "a.py"}})
+    rl = validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m"}, "data": {"task_app": "app.py"}})
+    assert rl.rl.lora.dropout == 0.0 and rl.rl.group_size == 4 and rl.data.task_app == "app.py"
+    with pytest.raises(ConfigError, match="exactly one of dataset, train .*, task_url or task_app"):
+        validate_config({"data": {"task_url": "http://x", "task_app": "a.py"}, "program": {"path": "p.json"}})
 
 
 def test_env_file_values_are_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

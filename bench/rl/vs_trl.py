@@ -1,0 +1,102 @@
+"""promptgym's GRPO vs TRL's GRPOTrainer, side by side in one run: seconds per iteration and peak RSS.
+
+Same base weights (SmolLM2-135M-Instruct from our GGUF package, dequantised once), same prompts in the same
+order (the acronym task's training seeds as promptgym's iterations take them), same group size, prompts per
+iteration, completion length, temperature, learning rate and LoRA (r=16, alpha=32, no dropout, 7 projections),
+beta 0, one update per batch, token-level loss. TRL's reward function calls the task's own logic in-process;
+promptgym's rollouts go through the task app over HTTP, as in a real run. Each trainer runs in its own
+process, one after the other, so each peak RSS is its own. The first iteration (warm-up) is left out of the
+median.
+
+    bench/peers/setup.sh        # once: the `trl` venv
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/rl/vs_trl.py --iterations 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+RESULTS = ROOT / "bench" / "results"
+TRL_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache/promptgym-bench")) / "venvs/trl/bin/python"
+
+
+def run_worker(command: list[str]) -> dict:
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{command[1]} failed:\n{result.stderr[-3000:]}")
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    measured["wall_s"] = round(time.perf_counter() - started, 2)
+    return measured
+
+
+def summary(measured: dict) -> dict:
+    steady = measured["step_seconds"][1:] or measured["step_seconds"]
+    rewards = [r for r in measured["rewards"] if r is not None]
+    return {"median_step_s": round(statistics.median(steady), 3), "mean_step_s": round(statistics.mean(steady), 3),
+            "first_step_s": measured["step_seconds"][0], "peak_rss_mb": measured["peak_rss_mb"],
+            "load_s": measured["load_s"], "wall_s": measured["wall_s"],
+            "mean_completion_tokens": round(statistics.mean(measured["completion_tokens"]), 1),
+            "mean_reward_first_half": round(statistics.mean(rewards[: len(rewards) // 2]), 4),
+            "mean_reward_second_half": round(statistics.mean(rewards[len(rewards) // 2:]), 4)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", default="local/smollm2-135m-instruct")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--learning-rate", type=float, default=3e-4)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "examples"))
+    from rl_acronyms import SPLITS
+
+    from promptgym.finetune.base_model import ensure_hf_weights, resolve_base_model
+    from promptgym.finetune.rl.rollouts import iteration_tasks
+
+    base_dir = ensure_hf_weights(resolve_base_model(args.base))  # derived once, before any timing
+    order = [seed for i in range(args.iterations)
+             for seed, _ in iteration_tasks(SPLITS["train"], args.batch_size, 1, 0, i)]
+    scratch = Path(tempfile.mkdtemp(prefix="rl-vs-trl-"))
+    (scratch / "seeds.json").write_text(json.dumps(order))
+    common = ["--iterations", str(args.iterations), "--group-size", str(args.group_size), "--batch-size",
+              str(args.batch_size), "--max-new-tokens", str(args.max_new_tokens), "--temperature", str(args.temperature),
+              "--learning-rate", str(args.learning_rate)]
+    ours = run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", args.base, *common])
+    theirs = run_worker([str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
+                         "--seeds", str(scratch / "seeds.json"), "--out", str(scratch / "trl"), *common])
+    report = {"base": args.base, "settings": vars(args), "machine": f"{os.cpu_count()} cores",
+              "lora": "r=16 alpha=32 dropout=0, 7 projections",
+              "promptgym": {**summary(ours), "step_seconds": ours["step_seconds"], "rollout_seconds": ours["rollout_seconds"],
+                            "update_seconds": ours["update_seconds"]},
+              "trl": {**summary(theirs), "step_seconds": theirs["step_seconds"]}}
+    report["ratio_step_time"] = round(report["promptgym"]["median_step_s"] / report["trl"]["median_step_s"], 3)
+    report["ratio_peak_rss"] = round(report["promptgym"]["peak_rss_mb"] / report["trl"]["peak_rss_mb"], 3)
+    out = Path(args.json) if args.json else RESULTS / f"rl_vs_trl_{args.base.split('/')[-1]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print("| | median s/iteration | peak RSS MB | completion tokens/iteration | reward 1st half | 2nd half |")
+    print("|---|---|---|---|---|---|")
+    for name in ("promptgym", "trl"):
+        r = report[name]
+        print(f"| {name} | {r['median_step_s']} | {r['peak_rss_mb']:.0f} | {r['mean_completion_tokens']} | "
+              f"{r['mean_reward_first_half']} | {r['mean_reward_second_half']} |")
+    print(f"ratios promptgym/trl: step time {report['ratio_step_time']}, peak RSS {report['ratio_peak_rss']}; {out}")
+
+
+if __name__ == "__main__":
+    main()

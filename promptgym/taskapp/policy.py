@@ -1,0 +1,37 @@
+"""Inside a task app: ask the policy a rollout names, in plain text.
+
+    reply = await ask_policy(request.policy, [{"role": "user", "content": question}], max_tokens=16)
+
+With ``policy.inference_url`` (an RL run's policy server, or any OpenAI-compatible ``.../v1`` URL) the
+question goes there as a chat completion; without one, to the model string ``policy.model`` (a prompt-
+learning run's model, e.g. ``local/qwen2.5-coder-0.5b-instruct``). One HTTP connection pool per event loop
+serves every rollout, however many policy URLs a run hands out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from promptgym.core.loop_scoped import LoopScoped
+from promptgym.taskapp.protocol import Policy
+
+_clients: LoopScoped[httpx.AsyncClient] = LoopScoped(lambda: httpx.AsyncClient(timeout=600.0), lambda c: c.aclose())
+_models: dict[tuple[str, int], Any] = {}
+
+
+async def ask_policy(policy: Policy, messages: list[dict[str, str]], max_tokens: int = 64) -> str:
+    """The policy's reply to ``messages``; an HTTP error (a closed rollout's 404, say) raises."""
+    if policy.inference_url:
+        client = await _clients.get()
+        response = await client.post(f"{policy.inference_url.rstrip('/')}/chat/completions",
+                                     json={"model": policy.model, "messages": messages, "max_tokens": max_tokens})
+        response.raise_for_status()
+        return response.json()["choices"][0]["message"].get("content") or ""
+    from promptgym.lm.language_model import LanguageModel
+
+    key = (policy.model, max_tokens)
+    if key not in _models:
+        _models[key] = LanguageModel(model=policy.model, max_tokens=max_tokens)
+    return await _models[key](messages)
