@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from promptgym.core.call_scope import current_call_names
+
 _state: dict[str, Any] = {"dir": None}
 _lock = threading.Lock()
 
@@ -61,8 +63,6 @@ def record_call(model: str, request: Any, response: Any, latency_s: float, cache
     base = _state["dir"]
     if base is None:
         return
-    from promptgym.modules.module import current_call_names
-
     root, module = current_call_names() or ("", "")
     record = {
         "time": time.time(), "model": model, "program": root or None, "module": module or None,

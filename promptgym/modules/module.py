@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from promptgym.core.call_scope import module_call
 from promptgym.core.data_model import DataModel
 from promptgym.core.tree import flatten, map_structure
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel, any_symbolic
@@ -72,16 +73,6 @@ class CallContext:
     call_id: int
     parent_call_id: int | None
     training: bool
-    module: str = ""
-    """The name of the module being called."""
-    root: str = ""
-    """The name of the outermost module of the call (the program, when a program was called)."""
-
-
-def current_call_names() -> tuple[str, str] | None:
-    """``(outermost module, innermost module)`` of the module call running here, or None outside one."""
-    context = _current_call.get()
-    return (context.root, context.module) if context is not None else None
 
 
 _call_ids = itertools.count(1)
@@ -91,11 +82,11 @@ _current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextV
 @contextlib.contextmanager
 def _call_context(training: bool, module: str = "") -> Iterator[CallContext]:
     parent = _current_call.get()
-    context = CallContext(next(_call_ids), parent.call_id if parent else None, training, module,
-                          parent.root if parent else module)
+    context = CallContext(next(_call_ids), parent.call_id if parent else None, training)
     token = _current_call.set(context)
     try:
-        yield context
+        with module_call(module):
+            yield context
     finally:
         _current_call.reset(token)
 
