@@ -139,3 +139,35 @@ def test_custom_object_scope_and_registry_lookups():
     assert pg.saving.get_registered_object("Mine") is None
     assert pg.utils.unpack_x_y(pg.utils.pack_x_y([1], [2])) == ([1], [2])
     assert pg.utils.unpack_x_y(([1],)) == ([1], None)
+
+
+# -- streaming counters and cost ------------------------------------------------------------
+
+
+class _StreamingBackend:
+    concurrency = 1
+
+    async def complete(self, request):
+        from promptgym.lm.backend import LMResponse
+
+        return LMResponse(content="whole", cost=0.002)
+
+    async def stream(self, request):
+        from promptgym.lm.backend import LMChunk
+
+        for piece in ("Hel", "lo"):
+            yield LMChunk(content=piece)
+
+
+async def test_streamed_answers_are_counted_when_read_to_the_end():
+    lm = ScriptedLanguageModel(responses=["x"])
+    lm._backend = _StreamingBackend()
+    messages = [{"role": "user", "content": "hi"}]
+    assert [chunk.get("content") async for chunk in await lm(messages, streaming=True)] == ["Hel", "lo"]
+    assert lm.cumulated_streaming_calls == 1
+    assert 0 <= lm.cumulated_streaming_ttft_s <= lm.cumulated_streaming_ttlt_s
+    abandoned = await lm(messages, streaming=True)
+    await abandoned.__anext__()
+    assert lm.cumulated_streaming_calls == 1  # stopped half-way: no end time to count
+    assert await lm(messages) == "whole"
+    assert lm.last_call_cost == 0.002 and lm.cumulated_cost == 0.002
