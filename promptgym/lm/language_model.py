@@ -20,6 +20,7 @@ from promptgym.lm.cache import request_key, shared_cache
 from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
+from promptgym.lm.traces import record_call
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
 
 DEFAULT_MAX_TOKENS = 512
@@ -310,6 +311,7 @@ class LanguageModel(UsageCounters):
                 # Tokens are counted as if the call were made, so a rerun reports the same usage.
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens))
+                record_call(self.model, request, response, 0.0, cached=True)
                 return response
         started = time.perf_counter()
         try:
@@ -327,6 +329,7 @@ class LanguageModel(UsageCounters):
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                   latency_s=latency, cost=response.cost)
         )
+        record_call(self.model, request, response, latency, cached=False)
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
