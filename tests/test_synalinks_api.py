@@ -139,3 +139,79 @@ def test_custom_object_scope_and_registry_lookups():
     assert pg.saving.get_registered_object("Mine") is None
     assert pg.utils.unpack_x_y(pg.utils.pack_x_y([1], [2])) == ([1], [2])
     assert pg.utils.unpack_x_y(([1],)) == ([1], None)
+
+
+# -- streaming counters and cost ------------------------------------------------------------
+
+
+class _StreamingBackend:
+    concurrency = 1
+
+    async def complete(self, request):
+        from promptgym.lm.backend import LMResponse
+
+        return LMResponse(content="whole", cost=0.002)
+
+    async def stream(self, request):
+        from promptgym.lm.backend import LMChunk
+
+        for piece in ("Hel", "lo"):
+            yield LMChunk(content=piece)
+
+
+async def test_streamed_answers_are_counted_when_read_to_the_end():
+    lm = ScriptedLanguageModel(responses=["x"])
+    lm._backend = _StreamingBackend()
+    messages = [{"role": "user", "content": "hi"}]
+    assert [chunk.get("content") async for chunk in await lm(messages, streaming=True)] == ["Hel", "lo"]
+    assert lm.cumulated_streaming_calls == 1
+    assert 0 <= lm.cumulated_streaming_ttft_s <= lm.cumulated_streaming_ttlt_s
+    abandoned = await lm(messages, streaming=True)
+    await abandoned.__anext__()
+    assert lm.cumulated_streaming_calls == 1  # stopped half-way: no end time to count
+    assert await lm(messages) == "whole"
+    assert lm.last_call_cost == 0.002 and lm.cumulated_cost == 0.002
+
+
+@pytest.mark.parametrize(("model", "effort", "sent"), [
+    ("ollama/qwen3", "disable", {"think": False}), ("ollama_chat/qwen3", "none", {}),
+    ("openai/gpt-4o-mini", "disable", {}), ("ollama/qwen3", "low", {"reasoning_effort": "low"})])
+async def test_reasoning_effort_disable_turns_ollama_thinking_off(model, effort, sent):
+    lm = ScriptedLanguageModel(responses=["ok"], model=model)
+    await lm([{"role": "user", "content": "hi"}], reasoning_effort=effort)
+    assert lm.requests[-1].extra == sent
+
+
+async def test_an_embedding_served_from_memory_counts_as_a_cache_hit():
+    from promptgym.testing import HashEmbeddingModel
+
+    model = HashEmbeddingModel()
+    await model(["capital of France"])
+    await model(["capital of France"])
+    assert model.calls == 1
+    assert (model.cumulated_calls, model.cumulated_cache_hits) == (1, 1)
+
+
+# -- program files written by synalinks -----------------------------------------------------
+
+
+def _synalinks_file(tmp_path, trainable_variables):
+    path = tmp_path / "program.json"
+    path.write_text(json.dumps({"synalinks_version": "0.5.0", "class_name": "Functional", "config": {},
+                                "variables": {"trainable_variables": trainable_variables}}))
+    return path
+
+
+async def test_a_synalinks_file_gives_its_trained_instructions_and_examples(tmp_path):
+    program = await functional_program(echo_lm(), name="qa")
+    generator = program.modules[-1].name
+    example = {"inputs": {"question": "2+2?"}, "outputs": {"answer": "4"}, "reward": 1.0}
+    path = _synalinks_file(tmp_path, {generator: {"state_" + generator: {
+        "instructions": "Answer with a number.", "examples": [example], "predictions": [example]}}})
+    with pytest.raises(ValueError, match="a synalinks program file .*load_variables"):
+        pg.Program.load(str(path))
+    program.load_variables(str(path))
+    assert program.get_variables()[f"{generator}/state"] == {
+        "instructions": "Answer with a number.", "examples": [{"inputs": {"question": "2+2?"}, "outputs": {"answer": "4"}}]}
+    with pytest.raises(ValueError, match=f"no entry for module.*{generator}.*the file has: other"):
+        program.load_variables(str(_synalinks_file(tmp_path, {"other": {"state": {"examples": []}}})))

@@ -71,19 +71,22 @@ class OperationalMetric(Metric):
         self._baseline: tuple[Usage, int, float] = (Usage(), 0, 0.0)
 
     source = "program"
-    """Whose models are counted: the program's, its optimizer's or its reward's (``compile``)."""
+    """What is counted: every call of the program's models (``"program"``), or only the calls made while
+    computing rewards (``"reward"``) or by the optimizer (``"optimizer"``), by any model reachable from the
+    program, its compiled reward and its optimizer."""
 
     def _counters(self) -> tuple[Usage, int, float]:
         usage = Usage()
         if self.program is None:
             return usage, 0, 0.0
-        if self.source == "program":
-            models = language_models(self.program, self.model_attribute)
-        else:
-            holder = getattr(self.program, self.source, None)
-            models = held_models(holder, self.model_attribute) if holder is not None else []
+        models = language_models(self.program, self.model_attribute)
+        if self.source != "program":  # the calls made in that phase, by any model the program reaches
+            for holder_name in ("reward", "optimizer"):
+                holder = getattr(self.program, holder_name, None)
+                models += [m for m in held_models(holder, self.model_attribute) if m not in models] if holder else []
         for model in models:
-            usage.add(model.usage.total())
+            usage.add(model.usage.total() if self.source == "program" else
+                      model.usage.by_phase.get(self.source, Usage()))
         return usage, getattr(self.program, "call_count", 0), getattr(self.program, "call_seconds", 0.0)
 
     def bind_program(self, program: Any) -> None:
@@ -164,10 +167,15 @@ OPERATIONAL_METRICS = [TotalTokens, InputTokens, OutputTokens, LMCalls, CacheHit
 AvgCostPerCall = _define("AvgCostPerCall", "Billed cost per language-model call.", lambda u, c, s: _ratio(u.cost, u.calls))
 TokensPerSecond = _define("TokensPerSecond", "Tokens (prompt and completion) per second of program running.",
                           lambda u, c, s: _ratio(u.prompt_tokens + u.completion_tokens, s), direction="up")
-OPERATIONAL_METRICS += [AvgCostPerCall, TokensPerSecond]
+AvgTimeToFirstToken = _define("AvgTimeToFirstToken", "Seconds to the first chunk of a streamed answer.",
+                              lambda u, c, s: _ratio(u.ttft_s, u.streaming_calls))
+AvgTimeToLastToken = _define("AvgTimeToLastToken", "Seconds to the last chunk of a streamed answer.",
+                             lambda u, c, s: _ratio(u.ttlt_s, u.streaming_calls))
+OPERATIONAL_METRICS += [AvgCostPerCall, TokensPerSecond, AvgTimeToFirstToken, AvgTimeToLastToken]
 
-# The same counters for the models the optimizer and the reward hold (synalinks' Optimizer*/Reward* metrics).
-# A model the program shares with its judge or optimizer is counted in both.
+# The same counters for the calls made while computing rewards (an LM judge) and by the optimizer (OMEGA's,
+# GEPA's, MIPRO's proposals): synalinks' Reward*/Optimizer* metrics. The phase of a call, not the model,
+# decides, so a model the program shares with its judge is split correctly.
 _PER_SOURCE = {
     "Cost": ("{} cost (billed).", lambda u, c, s: float(u.cost), "down"),
     "InputTokens": ("{} prompt tokens.", lambda u, c, s: u.prompt_tokens, "down"),
@@ -189,8 +197,8 @@ _PER_SOURCE = {
     "Avg{}TotalTokensPerCall": ("{} tokens per call.",
                                 lambda u, c, s: _ratio(u.prompt_tokens + u.completion_tokens, u.calls), "down"),
 }
-for _source, _prefix, _who in (("optimizer", "Optimizer", "The optimizer's models':"),
-                               ("reward", "Reward", "The reward's models' (an LM judge's):")):
+for _source, _prefix, _who in (("optimizer", "Optimizer", "Optimizer calls:"),
+                               ("reward", "Reward", "Reward calls (an LM judge):")):
     for _pattern, (_doc, _value, _direction) in _PER_SOURCE.items():
         _name = _pattern.format(_prefix) if "{}" in _pattern else _prefix + _pattern
         globals()[_name] = _define(_name, _doc.format(_who), _value, direction=_direction, source=_source)

@@ -122,6 +122,10 @@ class Variable:
     def get_json(self) -> dict[str, Any]:
         return copy.deepcopy(self.value)
 
+    def update(self, values: Mapping[str, Any]) -> None:
+        """Assign some fields, keeping the others (checked like :meth:`assign`)."""
+        self.assign({**self._value, **dict(values)})
+
     def __getitem__(self, key: str) -> Any:
         return self.value[key]
 
