@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from promptgym.finetune.settings import LoraSettings, WeightTrainingSettings
 
@@ -55,3 +55,10 @@ class RLSettings(WeightTrainingSettings):
             raise ValueError("gradient_checkpointing is not available in RL (the update shares each prompt's "
                              "key/value cache among its group's rows); lower micro_batch_size to save memory instead")
         return value
+
+    @model_validator(mode="after")
+    def _no_dropout_unless_asked(self) -> "RLSettings":
+        # An [rl.lora] table that sets r or alpha only must not bring back LoraSettings' SFT default (0.05).
+        if "dropout" not in self.lora.model_fields_set:
+            self.lora = self.lora.model_copy(update={"dropout": 0.0})
+        return self
