@@ -58,6 +58,16 @@ def test_dry_run_previews_the_job_with_a_measured_step(workdir: Path, tiny_model
     assert list_runs(workdir / "runs") == []
 
 
+def test_the_preview_says_the_job_trains_on_ray_train(workdir: Path, tiny_model: Path) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(20))
+    here = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert here.exit_code == 0 and "this process (--backend local)" in here.output
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--backend", "ray", "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "Ray Train: 2 CPU worker(s)" in result.output and "DDP over gloo" in result.output
+    assert "a local Ray instance on 127.0.0.1" in result.output and "plus starting Ray Train" in result.output
+
+
 def test_bad_rows_stop_the_job_before_training(workdir: Path, tiny_model: Path) -> None:
     rows = capital_rows(6) + [{"messages": [{"role": "robot", "content": "x"}]}, {"prompt": "p"}]
     config = write_config(workdir, tiny_model, rows)
@@ -153,3 +163,79 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_mode
     assert "resuming after step 1" in resumed.output and "step 1/3" not in resumed.output
     steps = [event["step"] for event in run.events() if event["event"] == "sft_step"]
     assert steps == [1, 2, 3] and run.status()["status"] == "completed"
+
+
+def test_progress_lines_show_loss_lr_speed_and_eval_loss(workdir: Path, tiny_model: Path, fake_export) -> None:
+    import re
+
+    config = write_config(workdir, tiny_model, capital_rows(16), extra="eval_steps = 1\n")
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    # eval_steps = 1 evaluates after every step but the last (the final evaluation is its own line)
+    line = re.compile(r"step (\d)/3  loss \d+\.\d{4}  lr \d\.\d\de-\d\d  \d+ tokens/s  eval loss \d+\.\d{4}")
+    assert [match.group(1) for match in line.finditer(result.output)] == ["1", "2"]
+    assert re.search(r"eval loss \d+\.\d{4} \(before training, step 0\)", result.output)
+    assert re.search(r"eval loss \d+\.\d{4} \(after training, step 3\)", result.output)
+
+
+def test_train_with_the_chart_stream_format_draws_the_losses(workdir: Path, tiny_model: Path, fake_export) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(16), extra="eval_steps = 1\n")
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes", "--stream-format", "chart"])
+    assert result.exit_code == 0, result.output
+    assert "* train loss per step   E eval loss" in result.output
+    grid = result.output.split("E eval loss", 1)[1].split("+---", 1)[0]
+    assert grid.count("*") >= 2 and grid.count("E") >= 2  # both curves have points on the chart
+    assert "model: local/ft-tiny-sft-" in result.output
+
+
+def test_models_list_shows_base_size_and_files_of_a_tuned_model(workdir: Path, tiny_model: Path, fake_export) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(8))
+    assert runner.invoke(app, ["train", "-c", str(config), "--yes"]).exit_code == 0
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    merged = run.status()["files"]["merged"]
+    listed = runner.invoke(app, ["models", "list"]).output
+    row = next(line for line in listed.splitlines() if run.status()["model_id"] in line)
+    assert "sft " in row and str(tiny_model) in row and "0 MB" in row and "merged:" in row  # fake export: 4 bytes
+    folded = "".join(line.split("│")[-2].strip() for line in listed.splitlines() if line.count("│") >= 6)
+    assert merged in folded  # the file's path, folded over lines of the table
+    assert "local/smollm2-135m-instruct" in listed and "embedded" in listed
+
+
+def test_sigterm_saves_a_checkpoint_and_the_run_can_resume_from_it(workdir: Path, tiny_model: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    # many one-row steps, so the signal lands mid-run
+    config = write_config(workdir, tiny_model, capital_rows(160))
+    config.write_text(config.read_text().replace("batch_size = 4", "batch_size = 1").replace("n_epochs = 1", "n_epochs = 3")
+                      .replace("save_steps = 2", "save_steps = 100000"))
+    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
+                               cwd=workdir, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        deadline = time.time() + 120
+        while '"sft_step"' not in "".join(p.read_text() for p in (workdir / "runs").glob("*/events.jsonl")):
+            assert process.poll() is None and time.time() < deadline, process.stdout.read() if process.poll() else ""
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output
+    assert "Traceback" not in output and "promptgym train --resume" in output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    status = run.status()
+    done = status["steps_done"]
+    assert status["status"] == "interrupted" and 1 <= done < 360
+    # save_steps is far away: the checkpoint is the one the signal made
+    assert [c["step"] for c in status["checkpoints"]] == [done]
+    assert json.loads((run.path / "checkpoints" / "last.json").read_text())["step"] == done
+    assert (run.path / "checkpoints" / f"step_{done:06d}" / "optimizer.safetensors").is_file()
+    kinds = [(event["event"], event.get("step")) for event in run.events()]
+    assert ("checkpoint_saved", done) in kinds and ("sft_step", done + 1) not in kinds
+    dry = runner.invoke(app, ["train", "--resume", run.id, "--dry-run"])
+    assert dry.exit_code == 0 and f"after step {done}" in dry.output
