@@ -171,3 +171,47 @@ async def test_streamed_answers_are_counted_when_read_to_the_end():
     assert lm.cumulated_streaming_calls == 1  # stopped half-way: no end time to count
     assert await lm(messages) == "whole"
     assert lm.last_call_cost == 0.002 and lm.cumulated_cost == 0.002
+
+
+@pytest.mark.parametrize(("model", "effort", "sent"), [
+    ("ollama/qwen3", "disable", {"think": False}), ("ollama_chat/qwen3", "none", {}),
+    ("openai/gpt-4o-mini", "disable", {}), ("ollama/qwen3", "low", {"reasoning_effort": "low"})])
+async def test_reasoning_effort_disable_turns_ollama_thinking_off(model, effort, sent):
+    lm = ScriptedLanguageModel(responses=["ok"], model=model)
+    await lm([{"role": "user", "content": "hi"}], reasoning_effort=effort)
+    assert lm.requests[-1].extra == sent
+
+
+async def test_an_embedding_served_from_memory_counts_as_a_cache_hit():
+    from promptgym.testing import HashEmbeddingModel
+
+    model = HashEmbeddingModel()
+    await model(["capital of France"])
+    await model(["capital of France"])
+    assert model.calls == 1
+    assert (model.cumulated_calls, model.cumulated_cache_hits) == (1, 1)
+
+
+# -- program files written by synalinks -----------------------------------------------------
+
+
+def _synalinks_file(tmp_path, trainable_variables):
+    path = tmp_path / "program.json"
+    path.write_text(json.dumps({"synalinks_version": "0.5.0", "class_name": "Functional", "config": {},
+                                "variables": {"trainable_variables": trainable_variables}}))
+    return path
+
+
+async def test_a_synalinks_file_gives_its_trained_instructions_and_examples(tmp_path):
+    program = await functional_program(echo_lm(), name="qa")
+    generator = program.modules[-1].name
+    example = {"inputs": {"question": "2+2?"}, "outputs": {"answer": "4"}, "reward": 1.0}
+    path = _synalinks_file(tmp_path, {generator: {"state_" + generator: {
+        "instructions": "Answer with a number.", "examples": [example], "predictions": [example]}}})
+    with pytest.raises(ValueError, match="a synalinks program file .*load_variables"):
+        pg.Program.load(str(path))
+    program.load_variables(str(path))
+    assert program.get_variables()[f"{generator}/state"] == {
+        "instructions": "Answer with a number.", "examples": [{"inputs": {"question": "2+2?"}, "outputs": {"answer": "4"}}]}
+    with pytest.raises(ValueError, match=f"no entry for module.*{generator}.*the file has: other"):
+        program.load_variables(str(_synalinks_file(tmp_path, {"other": {"state": {"examples": []}}})))

@@ -221,6 +221,11 @@ class LanguageModel(UsageCounters):
     def _request(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, temperature: float | None,
                  max_tokens: int | None, sampling: dict[str, Any]) -> LMRequest:
         extra = {**self.sampling, **{key: value for key, value in sampling.items() if value is not None}}
+        if extra.get("reasoning_effort") in ("disable", "none"):
+            # "none": the model's own default, so nothing is sent; "disable": ollama reasons unless told not to
+            # (think=False); other servers reason only when asked, so nothing is sent to them either.
+            if extra.pop("reasoning_effort") == "disable" and self.model_string.provider == "ollama":
+                extra["think"] = False
         return LMRequest(messages=list(messages), schema=schema,
                          temperature=self.temperature if temperature is None else temperature,
                          max_tokens=max_tokens or self.max_tokens, seed=self.seed, extra=extra)
