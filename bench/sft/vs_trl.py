@@ -99,7 +99,7 @@ def summary(measured: dict) -> dict:
     steady = measured["step_seconds"][1:] or measured["step_seconds"]
     cpu = measured["step_cpu_seconds"][1:] or measured["step_cpu_seconds"]
     return {"median_step_s": round(statistics.median(steady), 3), "mean_step_s": round(statistics.mean(steady), 3),
-            "median_step_cpu_s": round(statistics.median(cpu), 3),
+            "median_step_cpu_s": round(statistics.median(cpu), 3), "mean_step_cpu_s": round(statistics.mean(cpu), 3),
             "first_step_s": measured["step_seconds"][0], "peak_rss_mb": measured["peak_rss_mb"],
             "final_train_loss": measured["losses"][-1] if measured["losses"] else None,
             "trainable_parameters": measured["trainable_parameters"], "load_s": measured["load_s"],
@@ -154,6 +154,8 @@ def main() -> None:
         report[name] = {
             "median_step_s": round(statistics.median(row["median_step_s"] for row in rows), 3),
             "median_step_cpu_s": round(statistics.median(row["median_step_cpu_s"] for row in rows), 3),
+            "mean_step_s": round(statistics.mean(row["mean_step_s"] for row in rows), 3),
+            "mean_step_cpu_s": round(statistics.mean(row["mean_step_cpu_s"] for row in rows), 3),
             "peak_rss_mb": max(row["peak_rss_mb"] for row in rows),
             "final_train_loss": rows[-1]["final_train_loss"], "trainable_parameters": rows[-1]["trainable_parameters"],
             "final_eval_loss": round(eval_loss(base_dir, measured_runs[-1]["adapter"], validation, args.batch_size), 4),
@@ -161,18 +163,20 @@ def main() -> None:
             "step_cpu_seconds": [measured["step_cpu_seconds"] for measured in measured_runs]}
     report["ratio_step_time"] = round(report["promptgym"]["median_step_s"] / report["trl"]["median_step_s"], 3)
     report["ratio_step_cpu"] = round(report["promptgym"]["median_step_cpu_s"] / report["trl"]["median_step_cpu_s"], 3)
+    report["ratio_mean_step_time"] = round(report["promptgym"]["mean_step_s"] / report["trl"]["mean_step_s"], 3)
+    report["ratio_mean_step_cpu"] = round(report["promptgym"]["mean_step_cpu_s"] / report["trl"]["mean_step_cpu_s"], 3)
     report["ratio_peak_rss"] = round(report["promptgym"]["peak_rss_mb"] / report["trl"]["peak_rss_mb"], 3)
     out = Path(args.json) if args.json else RESULTS / f"sft_vs_trl_{args.base.split('/')[-1]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print("| | median s/step | median CPU s/step | peak RSS MB | final eval loss | final train loss |")
-    print("|---|---|---|---|---|---|")
+    print("| | median s/step | median CPU s/step | mean s/step | mean CPU s/step | peak RSS MB | final eval loss |")
+    print("|---|---|---|---|---|---|---|")
     for name in ("promptgym", "trl"):
         r = report[name]
-        print(f"| {name} | {r['median_step_s']} | {r['median_step_cpu_s']} | {r['peak_rss_mb']:.0f} | "
-              f"{r['final_eval_loss']} | {r['final_train_loss']} |")
-    print(f"ratios promptgym/trl: step time {report['ratio_step_time']}, CPU per step {report['ratio_step_cpu']}, "
-          f"peak RSS {report['ratio_peak_rss']}; {out}")
+        print(f"| {name} | {r['median_step_s']} | {r['median_step_cpu_s']} | {r['mean_step_s']} | {r['mean_step_cpu_s']} | "
+              f"{r['peak_rss_mb']:.0f} | {r['final_eval_loss']} |")
+    print(f"ratios promptgym/trl: median step time {report['ratio_step_time']}, CPU per step {report['ratio_step_cpu']}; "
+          f"mean {report['ratio_mean_step_time']}, {report['ratio_mean_step_cpu']}; peak RSS {report['ratio_peak_rss']}; {out}")
 
 
 if __name__ == "__main__":
