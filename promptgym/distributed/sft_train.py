@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import threading
 import uuid
 from dataclasses import dataclass
@@ -235,10 +236,15 @@ class RayTrainBackend:
         head = LocalRayHead(num_cpus=cpus, dashboard=False).start() if self.address is None else None
         try:
             address = head.gcs_address if head else self.address
+            # ray.init makes SIGTERM exit at once; the run's handler (checkpoint, then stop) must stay
+            previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
             try:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             except Exception as error:  # noqa: BLE001 - connection errors come in many types; say where
                 raise RayTrainError(f"can't connect to Ray at {address}: {type(error).__name__}: {error}") from None
+            finally:
+                if previous is not None:
+                    signal.signal(signal.SIGTERM, previous)
             try:
                 yield ray
             finally:
