@@ -9,13 +9,15 @@ candidates that beat it::
     distances = [[0, .1, .8], [.1, 0, .7], [.8, .7, 0]]
     competition_scores(fitness, distances, k=1)   # -> [1.0, 0.1, 0.8]
 
-Everything here works on plain lists and numpy arrays, so it is easy to test
+Everything here but `compete_candidate_dicts` (which embeds first) works on plain
+lists and numpy arrays, so it is easy to test
 and to reuse (GEPA's Pareto front or a MAP-Elites ablation can share it).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -149,3 +151,29 @@ def variable_probabilities(average_rewards: Sequence[float]) -> np.ndarray:
 def crossover_probability(merging_rate: float, epoch: int) -> float:
     """``merging_rate * epoch`` (epoch counted from 0), capped at 1."""
     return float(min(max(merging_rate * epoch, 0.0), 1.0))
+
+
+async def compete_candidate_dicts(candidates: list[dict[str, Any]], embedding_model: Any, k: int,
+                                  population_size: int) -> list[dict[str, Any]]:
+    """The candidate dicts (each with a ``reward``) that survive Dominated Novelty Search, in their order.
+
+    Candidates are described by their JSON without the reward for the
+    embedding distances; without an embedding model, or when embedding
+    fails, the fittest ``population_size`` survive. The fittest always does.
+    """
+    if len(candidates) <= 1:
+        return list(candidates)
+    fitness = [float(candidate.get("reward") or 0.0) for candidate in candidates]
+    protected = [int(np.argmax(fitness))]
+    try:
+        if embedding_model is None:
+            raise ValueError("no embedding model")
+        texts = [json.dumps({key: v for key, v in c.items() if key != "reward"}, sort_keys=True) for c in candidates]
+        vectors = await embedding_model(texts)
+        vectors = np.asarray(vectors.get("embeddings") if isinstance(vectors, dict) else vectors, dtype=float)
+        if vectors.shape[0] != len(candidates):
+            raise ValueError(f"{vectors.shape[0]} embeddings for {len(candidates)} candidates")
+        keep = dns_survivors(fitness, cosine_distance_matrix(vectors), k, population_size, protected)
+    except Exception:  # noqa: BLE001 - no usable distances: keep the fittest
+        keep = ga_survivors(fitness, population_size, protected)
+    return [candidates[i] for i in sorted(keep)]

@@ -46,6 +46,7 @@ from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
 from promptgym.optimizers.dns import (
     ALGORITHMS,
     competition_scores,
+    compete_candidate_dicts,
     cosine_distance_matrix,
     crossover_probability,
     dns_survivors,
@@ -225,27 +226,10 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
     async def competition(self, candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Dominated Novelty Search over candidate dicts (each with a ``reward``): the ones that survive.
 
-        Candidates are described by their JSON (without the reward) for the
-        embedding distances; without an embedding model (or when embedding
-        fails) the fittest ``population_size`` survive.
+        Without an embedding model (or when embedding fails) the fittest ``population_size`` survive.
         """
-        if len(candidates) <= 1:
-            return list(candidates)
-        fitness = [float(candidate.get("reward") or 0.0) for candidate in candidates]
-        protected = [int(np.argmax(fitness))]
-        try:
-            if self.embedding_model is None:
-                raise ValueError("no embedding model")
-            texts = [json.dumps({k: v for k, v in c.items() if k != "reward"}, sort_keys=True) for c in candidates]
-            vectors = await self.embedding_model(texts)
-            vectors = np.asarray(vectors.get("embeddings") if isinstance(vectors, dict) else vectors, dtype=float)
-            if vectors.shape[0] != len(candidates):
-                raise ValueError(f"{vectors.shape[0]} embeddings for {len(candidates)} candidates")
-            keep = dns_survivors(fitness, cosine_distance_matrix(vectors), self.k_nearest_fitter,
-                                 self.population_size, protected)
-        except Exception:  # noqa: BLE001 - no usable distances: keep the fittest
-            keep = ga_survivors(fitness, self.population_size, protected)
-        return [candidates[i] for i in sorted(keep)]
+        return await compete_candidate_dicts(candidates, self.embedding_model, self.k_nearest_fitter,
+                                             self.population_size)
 
     def build(self, program: Any) -> None:
         self.resolve_models()

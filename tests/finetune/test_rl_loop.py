@@ -22,7 +22,7 @@ from promptgym.taskapp import TaskAppEnvironment, TaskAppError
 from tests.finetune import tiny_task_app
 
 KEY = "tiny-app-key"
-FAULTS = ("TINY_FAIL_SEEDS", "TINY_SLOW_SEEDS", "TINY_BAD_JSON_SEEDS", "TINY_CONSTANT")
+FAULTS = ("TINY_FAIL_SEEDS", "TINY_SLOW_SEEDS", "TINY_BAD_JSON_SEEDS", "TINY_CONSTANT", "TINY_DELAY_S")
 
 
 @pytest.fixture

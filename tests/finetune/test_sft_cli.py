@@ -153,3 +153,39 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_mode
     assert "resuming after step 1" in resumed.output and "step 1/3" not in resumed.output
     steps = [event["step"] for event in run.events() if event["event"] == "sft_step"]
     assert steps == [1, 2, 3] and run.status()["status"] == "completed"
+
+
+def test_progress_lines_show_loss_lr_speed_and_eval_loss(workdir: Path, tiny_model: Path, fake_export) -> None:
+    import re
+
+    config = write_config(workdir, tiny_model, capital_rows(16), extra="eval_steps = 1\n")
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    # eval_steps = 1 evaluates after every step but the last (the final evaluation is its own line)
+    line = re.compile(r"step (\d)/3  loss \d+\.\d{4}  lr \d\.\d\de-\d\d  \d+ tokens/s  eval loss \d+\.\d{4}")
+    assert [match.group(1) for match in line.finditer(result.output)] == ["1", "2"]
+    assert re.search(r"eval loss \d+\.\d{4} \(before training, step 0\)", result.output)
+    assert re.search(r"eval loss \d+\.\d{4} \(after training, step 3\)", result.output)
+
+
+def test_train_with_the_chart_stream_format_draws_the_losses(workdir: Path, tiny_model: Path, fake_export) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(16), extra="eval_steps = 1\n")
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes", "--stream-format", "chart"])
+    assert result.exit_code == 0, result.output
+    assert "* train loss per step   E eval loss" in result.output
+    grid = result.output.split("E eval loss", 1)[1].split("+---", 1)[0]
+    assert grid.count("*") >= 2 and grid.count("E") >= 2  # both curves have points on the chart
+    assert "model: local/ft-tiny-sft-" in result.output
+
+
+def test_models_list_shows_base_size_and_files_of_a_tuned_model(workdir: Path, tiny_model: Path, fake_export) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(8))
+    assert runner.invoke(app, ["train", "-c", str(config), "--yes"]).exit_code == 0
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    merged = run.status()["files"]["merged"]
+    listed = runner.invoke(app, ["models", "list"]).output
+    row = next(line for line in listed.splitlines() if run.status()["model_id"] in line)
+    assert "sft " in row and str(tiny_model) in row and "0 MB" in row and "merged:" in row  # fake export: 4 bytes
+    folded = "".join(line.split("│")[-2].strip() for line in listed.splitlines() if line.count("│") >= 6)
+    assert merged in folded  # the file's path, folded over lines of the table
+    assert "local/smollm2-135m-instruct" in listed and "embedded" in listed
