@@ -49,9 +49,24 @@ from promptgym.core.chat import (
     ToolCallFunction,
     is_chat_message,
     is_chat_messages,
+    is_strictly_chat_message,
+    is_strictly_chat_messages,
     is_tool_call,
 )
 from promptgym.core.chat_completions import (
+    ChatCompletionChoice,
+    ChatCompletionCompletionTokensDetails,
+    ChatCompletionFunctionCall,
+    ChatCompletionJsonSchema,
+    ChatCompletionMessage,
+    ChatCompletionPromptTokensDetails,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    ChatCompletionResponseFormat,
+    ChatCompletionTool,
+    ChatCompletionToolCall,
+    ChatCompletionToolFunction,
+    ChatCompletionUsage,
     from_chat_completion_message,
     from_chat_completion_messages,
     to_chat_completion_message,
@@ -87,7 +102,21 @@ from promptgym.modules import (
     Variable,
     Xor,
 )
+from promptgym.config import (
+    default_embedding_model,
+    default_language_model,
+    is_observability_enabled,
+    is_trace_recording_enabled,
+    record_traces,
+    synalinks_home,
+    trace_recording_dir,
+)
+from promptgym.initializers import Initializer
+from promptgym.metrics import BatchMetric, GapK, Metric, PassAtK, PassHatK
+from promptgym.modules.generator import default_prompt_template
+from promptgym.optimizers import OMEGA
 from promptgym.programs import Program, ProgramAsJudge, Sequential
+from promptgym.rewards import BatchReward, CosineSimilarity, ExactMatch, LMAsJudge, Reward
 from promptgym.rollouts.executor import get_default_executor, set_default_executor
 from promptgym.session import clear_session, enable_logging, enable_observability, get_seed, set_seed
 
@@ -97,7 +126,10 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("backend", "callbacks", "datasets", "ops", "testing", "training", "utils")
+_LAZY_SUBMODULES = ("backend", "callbacks", "config", "datasets", "embedding_models", "initializers", "language_models",
+                    "ops", "testing", "training", "utils")
+
+ToolCalling = ToolCall  # synalinks exports ToolCall under both names
 
 
 def __getattr__(name: str) -> Any:
@@ -120,4 +152,17 @@ __all__ = [
     "to_chat_completion_request",
     "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
     "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
+    "ChatCompletionChoice", "ChatCompletionCompletionTokensDetails", "ChatCompletionFunctionCall",
+    "ChatCompletionJsonSchema", "ChatCompletionMessage", "ChatCompletionPromptTokensDetails", "ChatCompletionRequest",
+    "ChatCompletionResponse", "ChatCompletionResponseFormat", "ChatCompletionTool", "ChatCompletionToolCall",
+    "ChatCompletionToolFunction", "ChatCompletionUsage", "ToolCalling", "is_strictly_chat_message",
+    "is_strictly_chat_messages", "default_embedding_model", "default_language_model", "is_observability_enabled",
+    "is_trace_recording_enabled", "record_traces", "synalinks_home", "trace_recording_dir", "Initializer",
+    "BatchMetric", "GapK", "Metric", "PassAtK", "PassHatK", "default_prompt_template", "OMEGA", "BatchReward",
+    "CosineSimilarity", "ExactMatch", "LMAsJudge", "Reward", "version",
 ]
+
+
+def version() -> str:
+    """promptgym's version (``synalinks.version()``)."""
+    return __version__

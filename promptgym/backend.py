@@ -28,6 +28,7 @@ from promptgym.core.chat import (  # noqa: F401
     ChatMessages,
     ChatRole,
     ToolCall,
+    ToolCall as ToolCalling,
     ToolCallFunction,
     is_chat_message,
     is_chat_messages,
@@ -77,6 +78,7 @@ from promptgym.core.json_ops import (  # noqa: F401
 from promptgym.core.name_scope import current_path, name_scope  # noqa: F401
 from promptgym.core.scores import FineScore, Rating, Rating10, Rating20, Score, get_score_type, normalize_score  # noqa: F401
 from promptgym.modules.symbolic import SymbolicDataModel, any_symbolic, is_symbolic_data_model  # noqa: F401
+from promptgym.lm.traces import is_trace_recording_enabled, record_traces, trace_recording_dir  # noqa: F401
 from promptgym.session import clear_session, enable_logging, enable_observability, get_seed, set_seed  # noqa: F401
 
 _settings = {"epsilon": 1e-7, "floatx": "float32"}
@@ -106,3 +108,14 @@ def floatx() -> str:
 
 def set_floatx(value: str) -> None:
     _settings["floatx"] = str(value)
+
+
+def set_backend(name: str) -> None:
+    """promptgym has one data-model backend, ``"pydantic"``; any other name is an error."""
+    if name != "pydantic":
+        raise ValueError(f"set_backend({name!r}): promptgym's only backend is 'pydantic'")
+
+
+def is_observability_enabled() -> bool:
+    """Always False: promptgym has no MLflow tracing."""
+    return False

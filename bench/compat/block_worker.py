@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,12 +34,19 @@ def run_block(code: str) -> None:
     if hasattr(promptgym, "clear_session"):
         promptgym.clear_session()
     clear_defaults()
-    # the guides assume `import synalinks` was run before a block
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "synalinks": importlib.import_module("synalinks")}
-    compiled = compile(code, "<doc block>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    result = eval(compiled, namespace)  # noqa: S307 - the block is the thing measured
-    if inspect.iscoroutine(result):
-        asyncio.run(result)
+    # The block runs as `python block.py` would: its globals are the __main__ module's (pydantic resolves a
+    # DataModel's annotations there), and the guides assume `import synalinks` was run before it.
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__builtins__": __builtins__, "synalinks": importlib.import_module("synalinks")})
+    previous = sys.modules["__main__"]
+    sys.modules["__main__"] = main
+    try:
+        compiled = compile(code, "<doc block>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(compiled, main.__dict__)  # noqa: S307 - the block is the thing measured
+        if inspect.iscoroutine(result):
+            asyncio.run(result)
+    finally:
+        sys.modules["__main__"] = previous
 
 
 def main() -> None:

@@ -19,7 +19,12 @@ import sys
 import types
 from typing import Any
 
-from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
+from promptgym.lm.backend import LMRequest, LMResponse
+
+try:
+    from promptgym.lm.backend import LMChunk
+except ImportError:  # a promptgym from before streaming (measuring the "before" numbers of issue 19)
+    LMChunk = None  # type: ignore[assignment,misc]
 
 
 def placeholder(schema: dict[str, Any] | None, defs: dict[str, Any] | None = None, name: str = "value") -> Any:

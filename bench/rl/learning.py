@@ -4,6 +4,10 @@ Starts examples/rl_acronyms.py on a free port (as `task_app` does), trains with 
 bench/results/rl_learning_<tag>.json (settings, history rows, evaluations, timings) and a reward plot.
 
     flock /tmp/promptgym-llm.lock .venv/bin/python bench/rl/learning.py --iterations 30 --tag example
+
+or summarises a finished CLI run (e.g. of examples/configs/rl_acronyms.toml) the same way, without training:
+
+    .venv/bin/python bench/rl/learning.py --from-run runs/<run id> --tag example
 """
 
 from __future__ import annotations
@@ -22,8 +26,51 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 
 
+def summarise(events: list[dict], settings: dict, extra: dict) -> dict:
+    """The numbers of a run from its events: before/after, evaluations, seconds per phase, zero-signal groups."""
+    iterations = [e for e in events if e["event"] == "rl_iteration"]
+    evaluations = [e for e in events if e["event"] == "rl_evaluation"]
+    return {
+        "settings": settings, **extra,
+        "eval_before": next(e for e in evaluations if e["label"] == "before"),
+        "eval_after": next(e for e in evaluations if e["label"] == "after"), "evaluations": evaluations,
+        "mean_iteration_s": round(sum(e["seconds"] for e in iterations) / len(iterations), 2),
+        "median_iteration_s": round(sorted(e["seconds"] for e in iterations)[len(iterations) // 2], 2),
+        "mean_rollout_s": round(sum(e["rollout_s"] for e in iterations) / len(iterations), 2),
+        "mean_update_s": round(sum(e["update_s"] for e in iterations) / len(iterations), 2),
+        "zero_signal_groups": sum(e["zero_signal_groups"] for e in iterations),
+        "groups": sum(e["groups"] for e in iterations), "iterations": iterations,
+    }
+
+
+def write(summary: dict, tag: str, plot: Path) -> None:
+    import shutil
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"rl_learning_{tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if plot.is_file():
+        shutil.copy(plot, RESULTS / f"rl_learning_{tag}.png")
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("iterations", "evaluations")}, indent=1))
+
+
+def from_run(folder: Path, tag: str) -> None:
+    """Summarise a CLI run folder (its events, run.json and config) instead of training."""
+    import tomllib
+
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines() if line.strip()]
+    status = json.loads((folder / "run.json").read_text())
+    config = tomllib.loads((folder / "config.toml").read_text())
+    phases = [e for e in events if e["event"] in ("run_started", "model_registered", "run_finished")]
+    extra = {"source": f"promptgym train run {status['id']} ({', '.join(status.get('config_files') or [])})",
+             "elapsed_s": status.get("elapsed_s"), "peak_rss_mb": status.get("peak_rss_mb"),
+             "phase_times": {e["event"]: round(e["time"] - phases[0]["time"], 1) for e in phases},
+             "final_status": status.get("final_status")}
+    write(summarise(events, config.get("rl", {}), extra), tag, folder / "plots" / "reward.png")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--from-run", default=None, help="summarise this CLI run folder instead of training")
     parser.add_argument("--base", default="local/smollm2-135m-instruct")
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--group-size", type=int, default=4)
@@ -37,6 +84,8 @@ async def main() -> None:
     parser.add_argument("--tag", default="run")
     parser.add_argument("--export", action="store_true", help="also export GGUF files (timed)")
     args = parser.parse_args()
+    if args.from_run:
+        return from_run(Path(args.from_run), args.tag)
 
     import torch
 
@@ -80,27 +129,9 @@ async def main() -> None:
     finally:
         app.stop()
     wall = time.time() - started
-    iterations = [e for e in events if e["event"] == "rl_iteration"]
-    summary = {
-        "settings": vars(args), "torch_threads": torch.get_num_threads(), "wall_s": round(wall, 1), "load_s": round(load_s, 1),
-        "eval_before": next(e for e in events if e["event"] == "rl_evaluation" and e["label"] == "before"),
-        "eval_after": next(e for e in events if e["event"] == "rl_evaluation" and e["label"] == "after"),
-        "evaluations": [e for e in events if e["event"] == "rl_evaluation"],
-        "mean_iteration_s": round(sum(e["seconds"] for e in iterations) / len(iterations), 2),
-        "mean_rollout_s": round(sum(e["rollout_s"] for e in iterations) / len(iterations), 2),
-        "mean_update_s": round(sum(e["update_s"] for e in iterations) / len(iterations), 2),
-        "zero_signal_groups": sum(e["zero_signal_groups"] for e in iterations),
-        "groups": sum(e["groups"] for e in iterations), "peak_rss_mb": result.peak_rss_mb,
-        "final_status": result.final_status(), "iterations": iterations,
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"rl_learning_{args.tag}.json").write_text(json.dumps(summary, indent=1))
-    import shutil
-
-    plot = work / "run" / "plots" / "reward.png"
-    if plot.is_file():
-        shutil.copy(plot, RESULTS / f"rl_learning_{args.tag}.png")
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("iterations", "evaluations")}, indent=1))
+    extra = {"torch_threads": torch.get_num_threads(), "wall_s": round(wall, 1), "load_s": round(load_s, 1),
+             "peak_rss_mb": result.peak_rss_mb, "final_status": result.final_status()}
+    write(summarise(events, vars(args), extra), args.tag, work / "run" / "plots" / "reward.png")
 
 
 if __name__ == "__main__":

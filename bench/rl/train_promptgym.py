@@ -57,18 +57,22 @@ async def main() -> None:
                               lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r, dropout=0.0))
         job = RLJob.prepare(settings)
         loaded = time.perf_counter() - started
-        iterations = []
+        iterations, cpu_seconds, last_cpu = [], [], [time.process_time()]
 
-        def record(event) -> None:
+        def record(event) -> None:  # CPU of this process between events: iteration i's is since the event before it
+            now = time.process_time()
             if event.kind == "rl_iteration":
                 iterations.append(event)
+                cpu_seconds.append(round(now - last_cpu[0], 3))
+            last_cpu[0] = now
 
         splits = SeedSplits(environment.splits["train"], [], environment.splits["test"][:4])
         await job.run(environment, work / "run", on_event=record, splits=splits)
     finally:
         app.stop()
     print(json.dumps({
-        "step_seconds": [round(e.seconds, 3) for e in iterations], "load_s": round(loaded, 2),
+        "step_seconds": [round(e.seconds, 3) for e in iterations], "step_cpu_seconds": cpu_seconds,
+        "load_s": round(loaded, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rewards": [e.mean_reward for e in iterations], "completion_tokens": [e.completion_tokens for e in iterations],
         "rollout_seconds": [e.rollout_s for e in iterations], "update_seconds": [e.update_s for e in iterations],

@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--learning-rate", type=float, default=3e-4)
     parser.add_argument("--lora-r", type=int, default=16)
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="TRL's GRPOConfig default; off to match promptgym")
     args = parser.parse_args()
     started = time.perf_counter()
 
@@ -60,20 +61,23 @@ def main() -> None:
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
             self.seconds: list[float] = []
-            self._begin = 0.0
+            self.cpu_seconds: list[float] = []
+            self._begin = self._cpu = 0.0
 
         def on_step_begin(self, *_, **__):
-            self._begin = time.perf_counter()
+            self._begin, self._cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, *_, **__):
             self.seconds.append(round(time.perf_counter() - self._begin, 3))
+            self.cpu_seconds.append(round(time.process_time() - self._cpu, 3))
 
     config = GRPOConfig(
         output_dir=args.out, use_cpu=True, bf16=False, report_to=[], save_strategy="no", logging_steps=1, seed=0,
         per_device_train_batch_size=args.batch_size * args.group_size, gradient_accumulation_steps=1,
         num_generations=args.group_size, max_completion_length=args.max_new_tokens, temperature=args.temperature,
         learning_rate=args.learning_rate, max_steps=args.iterations, beta=0.0, loss_type="dapo", num_iterations=1,
-        shuffle_dataset=False, disable_dropout=True, dataloader_num_workers=0)
+        shuffle_dataset=False, disable_dropout=True, dataloader_num_workers=0,
+        gradient_checkpointing=args.gradient_checkpointing)
     peft_config = LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
                              target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     timer = StepTimer()
@@ -82,7 +86,7 @@ def main() -> None:
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
     print(json.dumps({
-        "step_seconds": timer.seconds, "load_s": round(loaded, 2),
+        "step_seconds": timer.seconds, "step_cpu_seconds": timer.cpu_seconds, "load_s": round(loaded, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rewards": [round(entry["reward"], 4) for entry in logs],
         "completion_tokens": [round(entry.get("completions/mean_length", 0) * args.batch_size * args.group_size)

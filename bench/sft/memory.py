@@ -58,13 +58,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3, help="optimiser steps per trainer (peak RSS is reached in the first)")
     parser.add_argument("--trl-models", default=MODELS[0], help="models TRL also trains (comma list, or none)")
+    parser.add_argument("--checkpointing", default="off,on",
+                        help="activation checkpointing settings to measure (comma list of off, on)")
     parser.add_argument("--json", default=str(RESULTS / "sft_memory.json"))
     args = parser.parse_args()
 
     from promptgym.finetune.base_model import ensure_hf_weights, load_tokenizer, resolve_base_model
 
+    previous = Path(args.json)  # a run for one model keeps the other models' numbers
+    report = json.loads(previous.read_text()) if previous.is_file() else {}
     report = {"max_length": args.max_length, "batch_size": args.batch_size, "steps": args.steps, "train_on": "all",
-              "machine": f"{os.cpu_count()} cores", "models": {}}
+              "machine": f"{os.cpu_count()} cores", "models": report.get("models", {})}
     for model in args.models.split(","):
         source = resolve_base_model(model)
         base_dir = ensure_hf_weights(source)
@@ -72,8 +76,10 @@ def main() -> None:
         scratch = Path(tempfile.mkdtemp(prefix="sft-memory-"))
         train = write_jsonl(scratch / "train.jsonl", rows)
         common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
-        entry = {}
-        for checkpointing in ([], ["--gradient-checkpointing"]):  # "_gc": activation checkpointing on
+        entry = report["models"].get(model, {})
+        wanted = args.checkpointing.split(",")
+        variants = [flag for setting, flag in (("off", []), ("on", ["--gradient-checkpointing"])) if setting in wanted]
+        for checkpointing in variants:  # "_gc": activation checkpointing on
             name = "promptgym" + ("_gc" if checkpointing else "")
             entry[name] = measured(run_worker([sys.executable, str(HERE / "train_promptgym.py"), "--base", model,
                                                "--train-on", "all", "--out", str(scratch / name), *common, *checkpointing]))

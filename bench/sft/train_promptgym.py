@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +24,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--train-on", default="assistant", choices=["assistant", "all"])
     parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--turns", action="store_true", help="wait for a line on stdin before each step, print "
+                        "TURN-DONE after it (vs_trl.py alternates the two trainers step by step)")
     args = parser.parse_args()
     started = time.perf_counter()
     settings = SFTSettings(base_model=args.base, train_file=args.train, validation_split=0, n_epochs=args.epochs,
@@ -35,16 +38,21 @@ def main() -> None:
     cpu_marks: list[float] = []
 
     def record(event) -> None:  # process CPU time between steps: robust to other load on the machine
-        if event.kind in ("sft_started", "sft_step"):
-            cpu_marks.append(time.process_time())
         if event.kind == "sft_step":
+            cpu_marks.append(time.process_time())
             steps.append(dict(event))
+            if args.turns:
+                print("TURN-DONE", flush=True)
+        if event.kind in ("sft_started", "sft_step") and len(steps) < job.total_steps:
+            if args.turns:
+                sys.stdin.readline()  # the other trainer's step runs meanwhile
+            cpu_marks.append(time.process_time())
 
     result = job.run(Path(args.out), on_event=record)
     print(json.dumps({
         "framework": "promptgym", "load_s": round(loaded, 2), "steps": len(steps),
         "step_seconds": [s["seconds"] for s in steps],
-        "step_cpu_seconds": [round(b - a, 3) for a, b in zip(cpu_marks, cpu_marks[1:])], "losses": [s["loss"] for s in steps],
+        "step_cpu_seconds": [round(b - a, 3) for a, b in zip(cpu_marks[::2], cpu_marks[1::2])], "losses": [s["loss"] for s in steps],
         "tokens_per_s": [s["tokens_per_s"] for s in steps], "peak_rss_mb": result.peak_rss_mb,
         "adapter": str(Path(args.out) / result.checkpoints[-1]["path"]),
         "trainable_parameters": job.trainable_parameters, "total_s": round(time.perf_counter() - started, 2)}))

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import resource
+import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -29,6 +30,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--all-tokens", action="store_true", help="loss on every token (a messages dataset)")
+    parser.add_argument("--turns", action="store_true", help="wait for a line on stdin before each step, print "
+                        "TURN-DONE after it (vs_trl.py alternates the two trainers step by step)")
     args = parser.parse_args()
     started = time.perf_counter()
 
@@ -55,11 +58,15 @@ def main() -> None:
             self._begin = self._cpu = 0.0
 
         def on_step_begin(self, *_, **__):
+            if args.turns:
+                sys.stdin.readline()  # the other trainer's step runs meanwhile
             self._begin, self._cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, *_, **__):
             self.seconds.append(round(time.perf_counter() - self._begin, 3))
             self.cpu_seconds.append(round(time.process_time() - self._cpu, 3))
+            if args.turns:
+                print("TURN-DONE", flush=True)
 
         def on_log(self, _args, _state, _control, logs=None, **__):
             if logs and "loss" in logs:

@@ -3,6 +3,7 @@
     spec = parse_backend("ray", workers=2)    # BackendSpec(kind="ray", address=None, workers=2)
     spec.describe()                            # for the preview
     executor = spec.executor()                 # None (in-process) or a RayExecutor owned by the run
+    spec.train_backend()                       # for an sft job: None (this process) or a RayTrainBackend
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class BackendSpec:
 
         threads = max(1, (os.cpu_count() or 1) // self.workers) if self.address is None else 1
         return RayExecutor(address=self.address, num_workers=self.workers, threads=threads)
+
+
+    def train_backend(self) -> Any:
+        """Where an sft job trains: None (this process) or Ray Train's CPU workers, one per ``--workers``."""
+        if self.kind == "local":
+            return None
+        from promptgym.distributed.sft_train import RayTrainBackend
+
+        return RayTrainBackend(address=self.address, num_workers=self.workers)
 
 
 def parse_backend(value: str, workers: int | None = None) -> BackendSpec:

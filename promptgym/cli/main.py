@@ -233,7 +233,7 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
             resume_from_checkpoint = announce_sft_resume(run, backend)
 
             def run_here() -> None:
-                run_sft(run, job_config, masker, stream_format, resume=resume_from_checkpoint)
+                run_sft(run, job_config, masker, stream_format, resume=resume_from_checkpoint, backend=backend)
         else:
             checkpoint, note = run.usable_checkpoint()
             console.print(f"resuming run {run.id} ({status.get('epochs_done', 0)} epoch(s) done) from "
@@ -268,7 +268,7 @@ def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
     if config.job.type == "sft":
         from promptgym.cli.sft_command import sft_worker
 
-        return sft_worker(run, config, masker)
+        return sft_worker(run, config, masker, parse_backend(backend, workers))
     if config.job.type == "rl":
         from promptgym.cli.rl_command import rl_worker
 

@@ -16,9 +16,10 @@ from promptgym.cli.secrets import Masker
 from promptgym.cli.sft_runner import has_checkpoint, prepare_sft, print_sft_preview, run_sft_in_process
 
 
-def run_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool, job: object = None) -> None:
+def run_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool, job: object = None,
+            backend: BackendSpec | None = None) -> None:
     try:
-        status = run_sft_in_process(run, config, masker, stream_format, resume, console, job=job)
+        status = run_sft_in_process(run, config, masker, stream_format, resume, console, job=job, backend=backend)
     except ConfigError as error:
         fail(masker.mask(str(error)))
     except Exception as error:  # noqa: BLE001 - the run folder has the details; say it plainly
@@ -30,22 +31,16 @@ def run_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: st
     console.print(f"model: {run.status().get('model_id')}  (list them with: promptgym models list)")
 
 
-def _local_only(backend: BackendSpec) -> None:
-    if backend.kind != "local":
-        fail(f"--backend {backend.kind}: an sft job trains in this process (use --backend local)")
-
-
 def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str], masker: Masker, runs_dir: Path,
               yes: bool, dry_run: bool, poll: bool, stream_format: str, backend: BackendSpec) -> None:
-    """Prepare (load, check rows, measure a step), preview, confirm, run."""
-    _local_only(backend)
+    """Prepare (load, check rows, measure a step), preview, confirm, run (here, or on Ray Train with --backend ray)."""
     console.print(f"preparing: loading {config.sft.base_model} and checking every row ...")  # type: ignore[union-attr]
     try:
         job = prepare_sft(config)
     except ConfigError as error:
         fail(masker.mask(str(error)))
     step_seconds = job.measure_step_seconds()
-    print_sft_preview(job, config, step_seconds, masker, console)
+    print_sft_preview(job, config, step_seconds, masker, console, backend)
     if dry_run:
         console.print("dry run: nothing started")
         return
@@ -56,7 +51,7 @@ def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str
     run.update_status(env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config_files,
                       job_type="sft")
     if poll:
-        run_sft(run, config, masker, stream_format, resume=False, job=job)
+        run_sft(run, config, masker, stream_format, resume=False, job=job, backend=backend)
     else:
         job.release()
         start_detached(run, runs_dir, backend)
@@ -65,19 +60,18 @@ def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str
 def announce_sft_resume(run: RunFolder, backend: BackendSpec) -> bool:
     """Say where the run continues: after its last checkpoint (optimizer, schedule and RNG included), or from the
     start when it has none; returns whether a checkpoint is resumed."""
-    _local_only(backend)
     resume = has_checkpoint(run)
     console.print(f"resuming run {run.id} after step {run.status().get('steps_done', 0)}" if resume
                   else f"run {run.id} has no checkpoint yet: starting it over")
     return resume
 
 
-def sft_worker(run: RunFolder, config: JobConfig, masker: Masker) -> None:
+def sft_worker(run: RunFolder, config: JobConfig, masker: Masker, backend: BackendSpec | None = None) -> None:
     """The detached process of ``--no-poll``: no live display, everything in the run folder."""
     from promptgym.cli.sft_runner import execute_sft
 
     try:
-        execute_sft(run, config, masker, resume=has_checkpoint(run))
+        execute_sft(run, config, masker, resume=has_checkpoint(run), backend=backend)
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED)
     except Exception:  # noqa: BLE001 - already recorded in run.json / events.jsonl

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from promptgym.cli.backend import BackendSpec
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.recorder import Listener
 from promptgym.cli.runs import RunFolder
@@ -41,25 +42,38 @@ def prepare_sft(config: JobConfig) -> Any:
         raise ConfigError(str(error)) from None
 
 
-def estimated_seconds(job: Any, step_seconds: float) -> float:
-    """Steps x measured step, plus evaluations (a forward pass is about a third of a step) and the export."""
+def estimated_seconds(job: Any, step_seconds: float, backend: BackendSpec | None = None) -> float:
+    """Steps x measured step, plus evaluations (a forward pass is about a third of a step) and the export.
+
+    On Ray, plus starting the trainer; the step is the one measured here (on 2 shared cores, more workers
+    don't make it shorter: docs/scaling.md).
+    """
     settings = job.settings
     evals = 2 + (job.total_steps // settings.eval_steps if settings.eval_steps else 0)
     eval_batches = -(-len(job.data.validation) // settings.batch_size)
     per_batch = step_seconds / settings.gradient_accumulation_steps
-    return job.total_steps * step_seconds + evals * eval_batches * per_batch / 3 + EXPORT_SECONDS[settings.export.merged]
+    startup = 0.0
+    if backend is not None and backend.kind != "local":
+        from promptgym.distributed.sft_train import STARTUP_SECONDS
+
+        startup = STARTUP_SECONDS
+    return (job.total_steps * step_seconds + evals * eval_batches * per_batch / 3 + EXPORT_SECONDS[settings.export.merged]
+            + startup)
 
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float) -> list[tuple[str, str]]:
+def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float,
+                     backend: BackendSpec | None = None) -> list[tuple[str, str]]:
     settings, data = job.settings, job.data
     lora = settings.lora
     skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
+    trainer = backend.train_backend() if backend is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
+        ("runs on", trainer.describe() if trainer else "this process (--backend local)"),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
                     f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
@@ -73,15 +87,17 @@ def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float) -> list[t
         ("checkpoints", f"every {settings.save_steps} steps and at the end"
                         + (f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after")),
         ("export", f"merged {settings.export.merged}" + (", LoRA adapter GGUF" if settings.export.adapter else "")),
-        ("est. time", f"{_duration(estimated_seconds(job, step_seconds))} ({step_seconds:.2f} s per step, measured)"),
+        ("est. time", f"{_duration(estimated_seconds(job, step_seconds, backend))} ({step_seconds:.2f} s per step, "
+                      "measured" + (", plus starting Ray Train)" if trainer else ")")),
     ]
 
 
-def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: Masker, console: Console) -> None:
+def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: Masker, console: Console,
+                      backend: BackendSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in sft_preview_rows(job, config, step_seconds):
+    for key, value in sft_preview_rows(job, config, step_seconds, backend):
         table.add_row(key, masker.mask(value))
     console.print(table)
     if job.data.skipped:
@@ -92,14 +108,18 @@ def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: 
 
 
 def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                resume: bool = False, job: Any = None) -> dict[str, Any]:
-    """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
+                resume: bool = False, job: Any = None, backend: BackendSpec | None = None) -> dict[str, Any]:
+    """Train into the run folder (here, or on Ray Train for a Ray ``backend``); Ctrl-C/SIGTERM checkpoint and
+    raise KeyboardInterrupt; returns the final status."""
     from promptgym.cli.weight_session import WeightRunSession
 
+    trainer = backend.train_backend() if backend is not None else None
     session = WeightRunSession(run, masker, listeners, job_type="sft", resume=resume)
+    run.update_status(runs_on=trainer.describe() if trainer else None)
     with session.training(lost="steps") as stop:
         job = job or prepare_sft(config)
-        result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop)
+        result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop,
+                         backend=trainer)
     return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
 
 
@@ -111,13 +131,13 @@ def has_checkpoint(run: RunFolder) -> bool:
 
 
 def run_sft_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
-                       console: Console, job: Any = None) -> dict[str, Any] | None:
+                       console: Console, job: Any = None, backend: BackendSpec | None = None) -> dict[str, Any] | None:
     """Run with a live renderer; returns the final status, or None when interrupted (the checkpoint is saved)."""
     from promptgym.cli.render import make_renderer
 
     renderer = make_renderer(stream_format, console, job_type="sft")
     try:
-        return execute_sft(run, config, masker, [renderer], resume=resume, job=job)
+        return execute_sft(run, config, masker, [renderer], resume=resume, job=job, backend=backend)
     except KeyboardInterrupt:
         return None
     finally:

@@ -152,3 +152,52 @@ def json_path(root: Any, target: Any) -> str | None:
         elif isinstance(value, list):
             stack.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
     return None
+
+
+def get_registered_name(obj: Any) -> str:
+    """The name ``obj`` (a class or function) is saved under."""
+    return registered_name(obj)
+
+
+def get_registered_object(name: str, custom_objects: dict[str, Any] | None = None,
+                          module_objects: dict[str, Any] | None = None) -> Any:
+    """The object registered (or given in ``custom_objects``/``module_objects``) as ``name``, else None."""
+    for table in (custom_objects, module_objects):
+        if table and name in table:
+            return table[name]
+    if name not in _REGISTRY:
+        _load_builtins()
+    return _REGISTRY.get(name)
+
+
+def get_custom_objects() -> dict[str, Any]:
+    """Your registered objects (``register_synalinks_serializable``), by their ``"package>name"`` keys."""
+    return {key: value for key, value in _REGISTRY.items() if ">" in key}
+
+
+class CustomObjectScope:
+    """Inside ``with custom_object_scope({"MyReward": MyReward}):`` those names load too; they are forgotten after.
+
+    A name registered before the scope keeps its object once the scope ends.
+    """
+
+    def __init__(self, *custom_objects: dict[str, Any]) -> None:
+        self.custom_objects = {key: value for table in custom_objects for key, value in (table or {}).items()}
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> "CustomObjectScope":
+        _MISSING_ENTRY = object()
+        self._saved = {key: _REGISTRY.get(key, _MISSING_ENTRY) for key in self.custom_objects}
+        self._missing = _MISSING_ENTRY
+        _REGISTRY.update(self.custom_objects)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for key, previous in self._saved.items():
+            if previous is self._missing:
+                _REGISTRY.pop(key, None)
+            else:
+                _REGISTRY[key] = previous
+
+
+custom_object_scope = CustomObjectScope

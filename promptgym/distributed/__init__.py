@@ -2,6 +2,7 @@
 
     from promptgym.distributed import RayExecutor
     await program.evaluate(x, y, executor=RayExecutor(num_workers=2))
+    sft(settings, "runs/my-sft", backend=RayTrainBackend(num_workers=2))   # SFT on Ray Train
 
 See docs/scaling.md.
 """
@@ -14,6 +15,10 @@ def __getattr__(name: str) -> Any:
         from promptgym.distributed import ray_executor
 
         return getattr(ray_executor, name)
+    if name in ("RayTrainBackend", "RayTrainError"):
+        from promptgym.distributed import sft_train
+
+        return getattr(sft_train, name)
     if name == "LocalRayHead":
         from promptgym.distributed.local_head import LocalRayHead
 
@@ -21,4 +26,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'promptgym.distributed' has no attribute {name!r}")
 
 
-__all__ = ["LocalRayHead", "RayExecutor", "RayExecutorError"]
+__all__ = ["LocalRayHead", "RayExecutor", "RayExecutorError", "RayTrainBackend", "RayTrainError"]

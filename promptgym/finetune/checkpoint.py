@@ -150,6 +150,15 @@ def load_checkpoint(directory: Path, training: TrainingState) -> Progress:
     torch.set_rng_state(load_file(str(checkpoint / RNG_FILE))["torch"])
     version, internal, gauss = state["python_rng"]
     random.setstate((version, tuple(internal), gauss))
+    return _progress(state)
+
+
+def read_progress(checkpoint: Path) -> Progress:
+    """Where training stood at ``checkpoint`` (a ``step_NNNNNN`` folder), without loading any tensor."""
+    return _progress(read_json(checkpoint / STATE_FILE))
+
+
+def _progress(state: dict[str, Any]) -> Progress:
     return Progress(step=state["step"], epoch=state["epoch"], batch_in_epoch=state["batch_in_epoch"],
                     loss=state.get("loss"), extra=state.get("extra", {}))
 

@@ -7,6 +7,9 @@
 In two phases when you want a preview first (the CLI does): ``job = SFTJob.prepare(settings)`` loads the
 base model, checks and encodes every row and adds the adapters; ``job.measure_step_seconds()`` times one
 step; ``job.run(output_dir)`` trains, checkpoints, exports GGUF files and registers the model.
+
+``backend=RayTrainBackend(num_workers=2)`` (``promptgym.distributed``) runs the training part on Ray
+Train's workers (the same loop, data parallel); the preparation and the finish stay in this process.
 """
 
 from __future__ import annotations
@@ -22,9 +25,18 @@ from typing import Any
 from promptgym.core.events import CheckpointSaved, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.batches import batches_of, collate, epoch_order
-from promptgym.finetune.checkpoint import Progress, TrainingState, checkpoint_name, load_checkpoint, save_checkpoint
+from promptgym.finetune.checkpoint import (
+    Progress,
+    TrainingState,
+    checkpoint_name,
+    last_checkpoint,
+    load_checkpoint,
+    read_adapter,
+    read_progress,
+    save_checkpoint,
+)
 from promptgym.finetune.history import StepHistory
-from promptgym.finetune.lora import add_lora, parameter_counts
+from promptgym.finetune.lora import add_lora, load_adapter_state, parameter_counts
 from promptgym.finetune.loop import (
     EventSink,
     JsonStatus,
@@ -34,6 +46,7 @@ from promptgym.finetune.loop import (
     make_optimizer,
 )
 from promptgym.finetune.loss import chunked_causal_lm_loss
+from promptgym.finetune.replicas import SingleProcess
 from promptgym.finetune.settings import SFTSettings
 from promptgym.finetune.sft_data import SFTData, prepare_sft_data
 
@@ -79,6 +92,7 @@ class SFTJob:
         self.settings, self.source, self.model, self.tokenizer, self.data = settings, source, model, tokenizer, data
         self.seed, self.name = seed, name
         self.trainable_parameters, self.total_parameters = parameter_counts(model)
+        self.replicas: Any = SingleProcess()  # a Ray Train worker sets its data-parallel copy here
 
     @classmethod
     def prepare(cls, settings: SFTSettings, seed: int | None = None, name: str = "sft") -> "SFTJob":
@@ -134,29 +148,38 @@ class SFTJob:
             return None
         self.model.eval()
         total, count = 0.0, 0
+        batches = batches_of(list(range(len(self.data.validation))), self.settings.batch_size)
         with torch.no_grad():
-            for indices in batches_of(list(range(len(self.data.validation))), self.settings.batch_size):
+            for indices in batches[self.replicas.rank::self.replicas.world_size]:
                 batch = collate([self.data.validation[i] for i in indices], self.tokenizer.pad_token_id)
                 loss_sum, tokens = chunked_causal_lm_loss(self.model, batch.input_ids, batch.attention_mask, batch.labels,
                                                           self.settings.loss_chunk_size)
                 total, count = total + float(loss_sum), count + tokens
         self.model.train()
+        total, count = self.replicas.sum([total, count])
         return total / count if count else None
 
     # -- training -------------------------------------------------------------------------
 
-    def _train_step(self, groups: list[list[int]], training: TrainingState) -> dict[str, Any]:
+    def _train_step(self, groups: list[list[int]], training: TrainingState, forward: Any) -> dict[str, Any]:
         import torch
 
         started = time.perf_counter()
-        batches = [collate([self.data.train[i] for i in indices], self.tokenizer.pad_token_id) for indices in groups]
-        trained = sum(batch.trained_tokens for batch in batches)
+        replicas, pad = self.replicas, self.tokenizer.pad_token_id
+        batches = [collate([self.data.train[i] for i in indices], pad) for indices in groups]
+        trained = sum(batch.trained_tokens for batch in batches)  # of the whole step, over every copy
         total = 0.0
-        for batch in batches:
-            loss_sum, _ = chunked_causal_lm_loss(self.model, batch.input_ids, batch.attention_mask, batch.labels,
-                                                 self.settings.loss_chunk_size)
-            (loss_sum / max(trained, 1)).backward()
-            total += float(loss_sum.detach())
+        for position, indices in enumerate(groups):
+            mine = replicas.shard(indices)
+            # a copy without rows in this micro-batch still joins the gradient all-reduce, with weight 0
+            batch = batches[position] if len(mine) == len(indices) else collate([self.data.train[i] for i in mine or indices[:1]], pad)
+            with replicas.accumulating(forward, last=position == len(groups) - 1):
+                loss_sum = forward(batch.input_ids, batch.attention_mask, batch.labels)
+                # DDP averages the copies' gradients: scaled by their number, the average is the gradient of the
+                # step's mean token loss, exactly as one process computes it
+                ((loss_sum * replicas.world_size if mine else loss_sum * 0.0) / max(trained, 1)).backward()
+            total += float(loss_sum.detach()) if mine else 0.0
+        total = replicas.sum([total])[0]
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         clip = self.settings.max_grad_norm or float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, clip))
@@ -169,35 +192,57 @@ class SFTJob:
                 "tokens_per_s": sum(batch.tokens for batch in batches) / seconds if seconds > 0 else None}
 
     def run(self, output_dir: str | Path, on_event: EventSink = ignore_event, status: Any = None, resume: bool = False,
-            stop: StopRequest | None = None) -> SFTResult:
+            stop: StopRequest | None = None, backend: Any = None) -> SFTResult:
         """Train (continuing from the last checkpoint when ``resume``), then export and register the model.
 
         ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
+        ``backend`` (e.g. ``promptgym.distributed.RayTrainBackend``) trains elsewhere; None trains here.
         Raises TrainingInterrupted, after a checkpoint, when ``stop`` is requested.
         """
-        import torch
-
         from promptgym.finetune.sft_finish import finish_sft_run
 
         folder = Path(output_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        checkpoints_dir, history = folder / "checkpoints", StepHistory(folder / "history.csv")
         status = status or JsonStatus(folder / "run.json")
         stop = stop or StopRequest()
         started = time.time()
+        if backend is None:
+            progress = self.train(folder, on_event, status, resume, stop, started)
+        else:
+            backend.train(self, folder, on_event=on_event, status=status, resume=resume, stop=stop, started=started)
+            checkpoint = last_checkpoint(folder / "checkpoints")
+            progress = read_progress(checkpoint)
+            load_adapter_state(self.model, read_adapter(checkpoint))  # what the workers trained, for samples and export
+        return finish_sft_run(self, folder, progress, on_event, status, self.model_id(folder),
+                              float(progress.extra.get("elapsed_s", 0.0)))
+
+    def model_id(self, folder: Path) -> str:
+        return f"local/{self.settings.model_name or default_model_name(self.name, folder)}"
+
+    def train(self, folder: Path, on_event: EventSink, status: Any, resume: bool, stop: StopRequest,
+              started: float) -> Progress:
+        """The training loop, on this copy of the model (``self.replicas``); returns where it ended.
+
+        Every copy runs it; only the main one writes history and checkpoints and sends events and status.
+        ``started`` is the session's start (wall clock), for the elapsed time kept in checkpoints.
+        """
+        replicas = self.replicas
+        main = replicas.is_main
+        checkpoints_dir, history = folder / "checkpoints", StepHistory(folder / "history.csv")
         optimizer, scheduler = make_optimizer(self.model, self.settings, self.total_steps)
         training = TrainingState(self.model, optimizer, scheduler)
         if resume:
             progress = load_checkpoint(checkpoints_dir, training)
-            history.truncate_after(progress.step)
+            if main:
+                history.truncate_after(progress.step)
         else:
-            torch.manual_seed(self.seed)
             progress = Progress(extra={"checkpoints": [], "elapsed_s": 0.0})
-            if history.path.is_file():  # a fresh run in a used folder starts a fresh history
+            if main and history.path.is_file():  # a fresh run in a used folder starts a fresh history
                 history.truncate_after(-1)
+        replicas.seed_rng(self.seed, progress.step, resumed=resume)
+        forward = replicas.loss_function(self.model, self.settings.loss_chunk_size)
         elapsed_before = float(progress.extra.get("elapsed_s", 0.0))
-        model_id = f"local/{self.settings.model_name or default_model_name(self.name, folder)}"
-        status(status="running", model_id=None, planned_model_id=model_id, total_steps=self.total_steps,
+        status(status="running", model_id=None, planned_model_id=self.model_id(folder), total_steps=self.total_steps,
                steps_done=progress.step, checkpoints=progress.extra.get("checkpoints", []))
         on_event(SFTStarted(
             base_model=self.settings.base_model, train_rows=len(self.data.train), validation_rows=len(self.data.validation),
@@ -209,11 +254,12 @@ class SFTJob:
             self._emit_eval(on_event, history, progress, progress.extra["initial_eval_loss"], "before")
         self.model.train()
 
-        def checkpoint(reason: str) -> Path:
+        def checkpoint(reason: str) -> Path | None:
             progress.extra["elapsed_s"] = elapsed_before + time.time() - started
             entry = {"step": progress.step, "loss": _round(progress.loss), "path": f"checkpoints/{checkpoint_name(progress.step)}"}
             progress.extra["checkpoints"] = [e for e in progress.extra["checkpoints"] if e["step"] != progress.step] + [entry]
-            path = save_checkpoint(checkpoints_dir, training, progress)
+            path = save_checkpoint(checkpoints_dir, training, progress) if main else None
+            replicas.report(path, {"step": progress.step, "loss": _round(progress.loss), "reason": reason})
             status(steps_done=progress.step, checkpoints=progress.extra["checkpoints"])
             on_event(CheckpointSaved(path=entry["path"], step=progress.step, reason=reason))
             return path
@@ -222,7 +268,7 @@ class SFTJob:
             groups = self.step_groups(epoch)
             first = progress.batch_in_epoch if epoch == progress.epoch else 0
             for position in range(first, len(groups)):
-                measured = self._train_step(groups[position], training)
+                measured = self._train_step(groups[position], training, forward)
                 progress.step, progress.epoch, progress.batch_in_epoch = progress.step + 1, epoch, position + 1
                 progress.loss = measured["loss"]
                 row = {"step": progress.step, "epoch": epoch + (position + 1) / len(groups), "loss": _round(measured["loss"]),
@@ -232,12 +278,13 @@ class SFTJob:
                 eval_due = self.settings.eval_steps and progress.step % self.settings.eval_steps == 0
                 if eval_due and progress.step < self.total_steps:
                     row["eval_loss"] = _round(self.evaluate())
-                history.append(row)
+                if main:
+                    history.append(row)
                 on_event(SFTStep(total_steps=self.total_steps, **row))
                 if row.get("eval_loss") is not None:
                     on_event(SFTEval(step=progress.step, eval_loss=row["eval_loss"], label="step"))
-                if stop.requested:
-                    path = checkpoint(f"stop ({stop.reason})")
+                if replicas.any(stop.requested):
+                    path = checkpoint(f"stop ({stop.reason or 'requested'})")
                     status(status="interrupted", elapsed_s=round(progress.extra["elapsed_s"], 2))
                     raise TrainingInterrupted(progress.step, path)
                 if progress.step % self.settings.save_steps == 0 and progress.step < self.total_steps:
@@ -247,14 +294,14 @@ class SFTJob:
             progress.extra["final_eval_loss"] = _round(self.evaluate())
             self._emit_eval(on_event, history, progress, progress.extra["final_eval_loss"], "final")
         checkpoint("end")
-        return finish_sft_run(self, folder, progress, on_event, status,
-                              model_id, elapsed_before + time.time() - started)
+        return progress
 
     def _emit_eval(self, on_event: EventSink, history: StepHistory, progress: Progress, loss: float | None,
                    label: str) -> None:
         if loss is None:
             return
-        history.append({"step": progress.step, "eval_loss": loss})
+        if self.replicas.is_main:
+            history.append({"step": progress.step, "eval_loss": loss})
         on_event(SFTEval(step=progress.step, eval_loss=loss, label=label))
 
     def release(self) -> None:
@@ -264,11 +311,17 @@ class SFTJob:
 
 
 def sft(settings: SFTSettings, output_dir: str | Path, name: str = "sft", seed: int | None = None,
-        on_event: EventSink = ignore_event, resume: bool = False, stop: StopRequest | None = None) -> SFTResult:
+        on_event: EventSink = ignore_event, resume: bool = False, stop: StopRequest | None = None,
+        backend: Any = None) -> SFTResult:
     """Fine-tune ``settings.base_model`` on ``settings.train_file``; the result's ``model_id`` is a model string.
+
+    ``backend``: None trains in this process; ``RayTrainBackend(num_workers=2)`` on Ray Train's CPU workers.
 
     >>> result = sft(SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl"), "out")  # doctest: +SKIP
     >>> LanguageModel(model=result.model_id)  # doctest: +SKIP
+    >>> from promptgym.distributed import RayTrainBackend
+    >>> result = sft(settings, "out-ray", backend=RayTrainBackend(num_workers=2))  # doctest: +SKIP
     """
-    return SFTJob.prepare(settings, seed=seed, name=name).run(output_dir, on_event=on_event, resume=resume, stop=stop)
+    job = SFTJob.prepare(settings, seed=seed, name=name)
+    return job.run(output_dir, on_event=on_event, resume=resume, stop=stop, backend=backend)
 

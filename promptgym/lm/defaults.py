@@ -40,3 +40,13 @@ def get_default_embedding_model(needed_by: str = "this object") -> EmbeddingMode
 
 def clear_defaults() -> None:
     _defaults.clear()
+
+
+def default_language_model() -> LanguageModel | None:
+    """The default language model, or None when none was set."""
+    return _defaults.get("language_model")  # type: ignore[return-value]
+
+
+def default_embedding_model() -> EmbeddingModel | None:
+    """The default embedding model, or None when none was set."""
+    return _defaults.get("embedding_model")  # type: ignore[return-value]

@@ -96,6 +96,9 @@ class EmbeddingModel(UsageCounters):
     async def _ensure(self, texts: list[str]) -> None:
         """Embed the texts not seen yet (from the disk cache when it has them)."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        if texts and not missing:  # answered from memory: a call the cache served
+            self._record(Usage(calls=1, cache_hits=1))
+            return
         if self._file_cache is not None:
             for text in list(missing):
                 hit = self._file_cache.get(self._key(text))

@@ -20,6 +20,7 @@ from promptgym.lm.cache import request_key, shared_cache
 from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
+from promptgym.lm.traces import record_call
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
 
 DEFAULT_MAX_TOKENS = 512
@@ -134,6 +135,8 @@ class LanguageModel(UsageCounters):
         self.description = description
         self.sampling = {key: value for key, value in sampling.items() if value is not None}
         self.last_call_finish_reason: str | None = None
+        self.last_call_cost = 0.0
+        """What the server billed for the last call (0 when it doesn't say, or the cache answered)."""
         self.usage = UsageLedger()
         self._backend: Backend | None = None
         self._slots = loop_semaphore(lambda: self.concurrency or self.backend.concurrency)
@@ -218,6 +221,11 @@ class LanguageModel(UsageCounters):
     def _request(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, temperature: float | None,
                  max_tokens: int | None, sampling: dict[str, Any]) -> LMRequest:
         extra = {**self.sampling, **{key: value for key, value in sampling.items() if value is not None}}
+        if extra.get("reasoning_effort") in ("disable", "none"):
+            # "none": the model's own default, so nothing is sent; "disable": ollama reasons unless told not to
+            # (think=False); other servers reason only when asked, so nothing is sent to them either.
+            if extra.pop("reasoning_effort") == "disable" and self.model_string.provider == "ollama":
+                extra["think"] = False
         return LMRequest(messages=list(messages), schema=schema,
                          temperature=self.temperature if temperature is None else temperature,
                          max_tokens=max_tokens or self.max_tokens, seed=self.seed, extra=extra)
@@ -286,9 +294,13 @@ class LanguageModel(UsageCounters):
                 yield LMChunk(response.content, response.reasoning or "")
                 return
             started = time.perf_counter()
+            first = None
             async for chunk in backend_stream(request):
+                first = time.perf_counter() - started if first is None else first
                 yield chunk
-            self._record(Usage(calls=1, latency_s=time.perf_counter() - started))
+            last = time.perf_counter() - started
+            self._record(Usage(calls=1, latency_s=last, streaming_calls=1, ttft_s=last if first is None else first,
+                               ttlt_s=last))
 
         return StreamingIterator(chunks())
 
@@ -296,6 +308,7 @@ class LanguageModel(UsageCounters):
         use_cache = self.cache and request.temperature == 0
         key = ""
         self.last_call_finish_reason = None
+        self.last_call_cost = 0.0
         cache = self._response_cache() if use_cache else None
         if cache is not None:
             payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
@@ -310,6 +323,7 @@ class LanguageModel(UsageCounters):
                 # Tokens are counted as if the call were made, so a rerun reports the same usage.
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens))
+                record_call(self.model, request, response, 0.0, cached=True)
                 return response
         started = time.perf_counter()
         try:
@@ -323,10 +337,12 @@ class LanguageModel(UsageCounters):
             raise
         latency = time.perf_counter() - started
         self.last_call_finish_reason = response.finish_reason
+        self.last_call_cost = float(response.cost or 0.0)
         self._record(
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                   latency_s=latency, cost=response.cost)
         )
+        record_call(self.model, request, response, latency, cached=False)
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,

@@ -30,6 +30,9 @@ class Usage:
     cache_hits: int = 0
     failures: int = 0
     cost: float = 0.0  # what the server billed, when it says (usage.cost); 0 for the embedded engine
+    streaming_calls: int = 0  # streamed answers read to the end
+    ttft_s: float = 0.0  # their summed seconds to the first chunk
+    ttlt_s: float = 0.0  # and to the last
 
     def add(self, other: "Usage") -> None:
         for name, value in asdict(other).items():
@@ -94,6 +97,24 @@ class UsageCounters:
     @property
     def cumulated_failures(self) -> int:
         return self.usage.total().failures
+
+    @property
+    def cumulated_cost(self) -> float:
+        """What the servers billed, when they say (0 for the embedded engine)."""
+        return float(self.usage.total().cost)
+
+    @property
+    def cumulated_streaming_calls(self) -> int:
+        """Streamed answers read to the end (one abandoned half-way is not counted)."""
+        return self.usage.total().streaming_calls
+
+    @property
+    def cumulated_streaming_ttft_s(self) -> float:
+        return self.usage.total().ttft_s
+
+    @property
+    def cumulated_streaming_ttlt_s(self) -> float:
+        return self.usage.total().ttlt_s
 
 
 LEDGER = UsageLedger()

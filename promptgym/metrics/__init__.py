@@ -53,4 +53,19 @@ def get(identifier: Any) -> Metric:
 
 
 __all__ = ["METRICS", "BatchMetric", "ListF1Score", "ListFBetaScore", "MeanMetricWrapper", "Metric",
-           "OperationalMetric", "get", "tokens", *(cls.__name__ for cls in _ALL)]
+           "OperationalMetric", "get", "tokens", *(cls.__name__ for cls in _ALL), "deserialize", "serialize"]
+
+
+def serialize(metric: Any) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` of a metric."""
+    from promptgym.core.serialization import serialize_object
+
+    return serialize_object(metric)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
+    """Rebuild a metric from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
+    from promptgym.core.serialization import custom_object_scope, deserialize_object
+
+    with custom_object_scope(custom_objects or {}):
+        return deserialize_object(config, expected="metric")

@@ -39,6 +39,25 @@ def language_models(program: Any, attribute: str = "language_model") -> list[Any
     return list(models.values())
 
 
+def held_models(holder: Any, attribute: str = "language_model") -> list[Any]:
+    """The models an optimizer or a reward holds (in its attributes, and in the modules it holds)."""
+    from promptgym.lm.embedding_model import EmbeddingModel
+    from promptgym.lm.language_model import LanguageModel
+
+    kind = EmbeddingModel if attribute == "embedding_model" else LanguageModel
+    models: dict[int, Any] = {}
+    for value in vars(holder).values() if hasattr(holder, "__dict__") else []:
+        found = [value] if isinstance(value, kind) else []
+        if hasattr(value, "submodules") or hasattr(value, "modules"):
+            found += [*language_models(value, attribute), *([getattr(value, attribute)] if isinstance(
+                getattr(value, attribute, None), kind) else [])]
+        for model in found:
+            while model is not None and id(model) not in models:
+                models[id(model)] = model
+                model = getattr(model, "fallback", None)
+    return list(models.values())
+
+
 class OperationalMetric(Metric):
     """Reads counters of a bound program; ``value(usage, program)`` says which."""
 
@@ -51,12 +70,23 @@ class OperationalMetric(Metric):
         self.program: Any = None
         self._baseline: tuple[Usage, int, float] = (Usage(), 0, 0.0)
 
+    source = "program"
+    """What is counted: every call of the program's models (``"program"``), or only the calls made while
+    computing rewards (``"reward"``) or by the optimizer (``"optimizer"``), by any model reachable from the
+    program, its compiled reward and its optimizer."""
+
     def _counters(self) -> tuple[Usage, int, float]:
         usage = Usage()
         if self.program is None:
             return usage, 0, 0.0
-        for model in language_models(self.program, self.model_attribute):
-            usage.add(model.usage.total())
+        models = language_models(self.program, self.model_attribute)
+        if self.source != "program":  # the calls made in that phase, by any model the program reaches
+            for holder_name in ("reward", "optimizer"):
+                holder = getattr(self.program, holder_name, None)
+                models += [m for m in held_models(holder, self.model_attribute) if m not in models] if holder else []
+        for model in models:
+            usage.add(model.usage.total() if self.source == "program" else
+                      model.usage.by_phase.get(self.source, Usage()))
         return usage, getattr(self.program, "call_count", 0), getattr(self.program, "call_seconds", 0.0)
 
     def bind_program(self, program: Any) -> None:
@@ -90,9 +120,10 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _define(name: str, doc: str, value: Any, model_attribute: str = "language_model",
-            direction: str = "down") -> type[OperationalMetric]:
+            direction: str = "down", source: str = "program") -> type[OperationalMetric]:
     cls = type(name, (OperationalMetric,), {"__doc__": doc, "value": lambda self, u, c, s: value(u, c, s),
                                             "model_attribute": model_attribute, "direction": direction,
+                                            "source": source,
                                             "default_name": "".join(f"_{ch.lower()}" if ch.isupper() and i else ch.lower()
                                                                     for i, ch in enumerate(name))})
     cls.__module__ = __name__
@@ -132,3 +163,43 @@ OPERATIONAL_METRICS = [TotalTokens, InputTokens, OutputTokens, LMCalls, CacheHit
                        AvgInputTokensPerCall, AvgOutputTokensPerCall, AvgTotalTokensPerCall, Throughput, Cost,
                        EmbeddingCalls, ProgramCalls, ProgramElapsedTime, ProgramCallsPerSecond, ProgramCost,
                        ProgramAvgCostPerInvocation]
+
+AvgCostPerCall = _define("AvgCostPerCall", "Billed cost per language-model call.", lambda u, c, s: _ratio(u.cost, u.calls))
+TokensPerSecond = _define("TokensPerSecond", "Tokens (prompt and completion) per second of program running.",
+                          lambda u, c, s: _ratio(u.prompt_tokens + u.completion_tokens, s), direction="up")
+AvgTimeToFirstToken = _define("AvgTimeToFirstToken", "Seconds to the first chunk of a streamed answer.",
+                              lambda u, c, s: _ratio(u.ttft_s, u.streaming_calls))
+AvgTimeToLastToken = _define("AvgTimeToLastToken", "Seconds to the last chunk of a streamed answer.",
+                             lambda u, c, s: _ratio(u.ttlt_s, u.streaming_calls))
+OPERATIONAL_METRICS += [AvgCostPerCall, TokensPerSecond, AvgTimeToFirstToken, AvgTimeToLastToken]
+
+# The same counters for the calls made while computing rewards (an LM judge) and by the optimizer (OMEGA's,
+# GEPA's, MIPRO's proposals): synalinks' Reward*/Optimizer* metrics. The phase of a call, not the model,
+# decides, so a model the program shares with its judge is split correctly.
+_PER_SOURCE = {
+    "Cost": ("{} cost (billed).", lambda u, c, s: float(u.cost), "down"),
+    "InputTokens": ("{} prompt tokens.", lambda u, c, s: u.prompt_tokens, "down"),
+    "OutputTokens": ("{} completion tokens.", lambda u, c, s: u.completion_tokens, "down"),
+    "TotalTokens": ("{} tokens.", lambda u, c, s: u.prompt_tokens + u.completion_tokens, "down"),
+    "FailedCalls": ("{} failed calls.", lambda u, c, s: u.failures, "down"),
+    "ErrorRate": ("{} share of failed calls.", lambda u, c, s: _ratio(u.failures, u.calls), "down"),
+    "CacheHitRate": ("{} share of calls the cache answered.", lambda u, c, s: _ratio(u.cache_hits, u.calls), "up"),
+    "Throughput": ("{} completion tokens per second of model time.",
+                   lambda u, c, s: _ratio(u.completion_tokens, u.latency_s), "up"),
+    "TokensPerSecond": ("{} tokens per second of model time.",
+                        lambda u, c, s: _ratio(u.prompt_tokens + u.completion_tokens, u.latency_s), "up"),
+    "Avg{}Latency": ("{} seconds per call that reached the model.",
+                     lambda u, c, s: _ratio(u.latency_s, u.calls - u.cache_hits), "down"),
+    "Avg{}CostPerCall": ("{} billed cost per call.", lambda u, c, s: _ratio(u.cost, u.calls), "down"),
+    "Avg{}InputTokensPerCall": ("{} prompt tokens per call.", lambda u, c, s: _ratio(u.prompt_tokens, u.calls), "down"),
+    "Avg{}OutputTokensPerCall": ("{} completion tokens per call.",
+                                 lambda u, c, s: _ratio(u.completion_tokens, u.calls), "down"),
+    "Avg{}TotalTokensPerCall": ("{} tokens per call.",
+                                lambda u, c, s: _ratio(u.prompt_tokens + u.completion_tokens, u.calls), "down"),
+}
+for _source, _prefix, _who in (("optimizer", "Optimizer", "Optimizer calls:"),
+                               ("reward", "Reward", "Reward calls (an LM judge):")):
+    for _pattern, (_doc, _value, _direction) in _PER_SOURCE.items():
+        _name = _pattern.format(_prefix) if "{}" in _pattern else _prefix + _pattern
+        globals()[_name] = _define(_name, _doc.format(_who), _value, direction=_direction, source=_source)
+        OPERATIONAL_METRICS.append(globals()[_name])

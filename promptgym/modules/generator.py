@@ -47,6 +47,31 @@ from promptgym.modules.variable import Variable, prompt_state_problem
 
 DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
 
+_PROMPT_SECTIONS = (
+    ("instructions", "{instructions}"),
+    ("inputs_schema", "The input is a JSON object with these fields:\n{inputs_schema}"),
+    ("outputs_schema", "Answer with a JSON object with these fields:\n{outputs_schema}"),
+)
+
+
+def default_prompt_template() -> str:
+    """The system prompt a Generator sends, with its ``{placeholders}``.
+
+    A section whose placeholder is empty is left out (``inputs_schema`` is
+    there with ``use_inputs_schema=True``; ``outputs_schema`` unless the
+    Generator chats). Examples follow as user/assistant turns, then the input.
+
+    >>> print(default_prompt_template())
+    {instructions}
+    <BLANKLINE>
+    The input is a JSON object with these fields:
+    {inputs_schema}
+    <BLANKLINE>
+    Answer with a JSON object with these fields:
+    {outputs_schema}
+    """
+    return "\n\n".join(section for _, section in _PROMPT_SECTIONS)
+
 
 def as_json(value: Any) -> dict[str, Any]:
     """The JSON dict of a DataModel, a JsonDataModel or a plain dict."""
@@ -190,12 +215,11 @@ class Generator(Module):
         return self.state.get("examples", [])
 
     def system_prompt(self, input_fields: str = "") -> str:
-        prompt = self.instructions
-        if input_fields:
-            prompt += f"\n\nThe input is a JSON object with these fields:\n{input_fields}"
-        if self.data_model is not None:
-            prompt += f"\n\nAnswer with a JSON object with these fields:\n{describe_fields(self.data_model)}"
-        return prompt
+        """:func:`default_prompt_template` filled in (sections with nothing to show left out)."""
+        values = {"instructions": self.instructions, "inputs_schema": input_fields,
+                  "outputs_schema": describe_fields(self.data_model) if self.data_model is not None else ""}
+        return "\n\n".join(section.format(**values) for key, section in _PROMPT_SECTIONS if values[key] or
+                             key == "instructions")
 
     async def demonstrations(self, inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """What the prompt shows for ``inputs``: the fixed examples, then the retrieved ones (if any)."""

@@ -24,15 +24,18 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from promptgym.core.call_scope import module_call
 from promptgym.core.data_model import DataModel
 from promptgym.core.tree import flatten, map_structure
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel, any_symbolic
-from promptgym.modules.variable import Variable
+from promptgym.modules.variable import Variable, initial_value
 
+logger = logging.getLogger(__name__)
 _name_counts: collections.Counter[str] = collections.Counter()
 
 
@@ -77,12 +80,13 @@ _current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextV
 
 
 @contextlib.contextmanager
-def _call_context(training: bool) -> Iterator[CallContext]:
+def _call_context(training: bool, module: str = "") -> Iterator[CallContext]:
     parent = _current_call.get()
     context = CallContext(next(_call_ids), parent.call_id if parent else None, training)
     token = _current_call.set(context)
     try:
-        yield context
+        with module_call(module):
+            yield context
     finally:
         _current_call.reset(token)
 
@@ -233,9 +237,26 @@ class Module:
 
     # -- building -----------------------------------------------------------------------------
 
-    def build(self, inputs: Any) -> Any:
-        """Set up what depends on the inputs' schema (may be ``async``); called once, on symbolic inputs."""
-        return None
+    async def build(self, inputs: Any) -> None:
+        """Set up what depends on the inputs' schema; called once, on symbolic inputs.
+
+        A subclass may override it (sync or ``async``). Awaited directly on a
+        module that doesn't, it builds the module for ``inputs`` (a DataModel
+        class or instance, or a symbolic data model) by tracing ``call`` on
+        symbolic stand-ins, without calling a model:
+
+            program = MyProgram(language_model=lm)
+            await program.build(Query)
+        """
+        if self.built:
+            return
+        symbolic = map_structure(_as_symbolic, inputs)
+        await self._build(symbolic)
+        try:
+            await self._output_spec(symbolic, training=False)  # builds the modules call() uses
+        except Exception as error:  # noqa: BLE001 - a call() that only runs on values builds on its first call
+            logger.warning("%s: build() could not trace call() on symbolic inputs (%s: %s); its modules build "
+                           "on the first call", self.name, type(error).__name__, error)
 
     async def _build(self, inputs: Any) -> None:
         symbolic = map_structure(_as_symbolic, inputs)
@@ -273,7 +294,7 @@ class Module:
                 pass
 
     async def _run_call(self, inputs: Any, training: bool) -> Any:
-        with _call_context(training):
+        with _call_context(training, self.name):
             if _signature_accepts(self.call, "training"):
                 return await _maybe_await(self.call(inputs, training=training))
             return await _maybe_await(self.call(inputs))
@@ -298,14 +319,6 @@ class Module:
 
 
 def _initial_value(initializer: Any, data_model: Any) -> dict[str, Any]:
-    if isinstance(initializer, dict):
-        return initializer
-    if initializer is not None and hasattr(initializer, "get_json"):
-        return initializer.get_json()
-    if initializer is not None and callable(initializer):
-        return dict(initializer())
-    if data_model is not None:
-        from promptgym.core.schema import default_value
-
-        return default_value(data_model)
-    return {}
+    if initializer is None and data_model is None:
+        return {}
+    return initial_value(initializer, data_model)

@@ -84,6 +84,12 @@ class SymbolicDataModel(DataModelOperators, JsonOperations):
     def get_schema(self) -> dict[str, Any]:
         return json_ops.standardize_schema(self._schema)
 
+    def prettify_schema(self) -> str:
+        """The JSON schema, indented (for printing)."""
+        import json
+
+        return json.dumps(self.get_schema(), indent=2, ensure_ascii=False)
+
     def keys(self) -> list[str]:
         return list(self._schema.get("properties", {}))
 

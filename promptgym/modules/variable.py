@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import inspect
 from typing import Any, Callable, Iterator, Mapping
 
 _overrides: contextvars.ContextVar[Mapping[str, dict[str, Any]] | None] = contextvars.ContextVar(
@@ -63,8 +64,18 @@ class Variable:
     is wrong with a value (None when nothing is): a value it objects to is never assigned.
     """
 
-    def __init__(self, name: str, value: dict[str, Any], trainable: bool = True, description: str = "",
-                 data_model: Any = None, check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+    def __init__(self, name: str | None = None, value: dict[str, Any] | None = None, trainable: bool = True,
+                 description: str = "", data_model: Any = None,
+                 check: Callable[[dict[str, Any]], str | None] | None = None, *, initializer: Any = None) -> None:
+        self._schema: dict[str, Any] | None = None
+        if value is None:  # synalinks' Variable(initializer=..., data_model=...)
+            value = initial_value(initializer, data_model)
+            if data_model is None and callable(getattr(initializer, "get_schema", None)):
+                self._schema = initializer.get_schema()  # the initializer's DataModel's schema
+        if name is None:
+            from promptgym.modules.module import unique_name
+
+            name = unique_name("variable")
         self.name = name
         self.trainable = trainable
         self.description = description
@@ -82,6 +93,8 @@ class Variable:
         """The value's JSON schema: its DataModel's, or one inferred from the value."""
         if self.data_model is not None:
             return self.data_model.get_schema()
+        if self._schema is not None:
+            return copy.deepcopy(self._schema)
         from promptgym.core.schema import schema_of_value
 
         return schema_of_value(self.value, title=self.name.rsplit("/", 1)[-1])
@@ -109,5 +122,38 @@ class Variable:
     def get_json(self) -> dict[str, Any]:
         return copy.deepcopy(self.value)
 
+    def update(self, values: Mapping[str, Any]) -> None:
+        """Assign some fields, keeping the others (checked like :meth:`assign`)."""
+        self.assign({**self._value, **dict(values)})
+
+    def __getitem__(self, key: str) -> Any:
+        return self.value[key]
+
+    def keys(self) -> Any:
+        return self.get_json().keys()
+
+    def values(self) -> Any:
+        return self.get_json().values()
+
+    def items(self) -> Any:
+        return self.get_json().items()
+
     def __repr__(self) -> str:
         return f"Variable(name={self.name!r}, trainable={self.trainable})"
+
+
+def initial_value(initializer: Any, data_model: Any) -> dict[str, Any]:
+    """A variable's starting value from an initializer (a dict, an Initializer, a callable) or a DataModel's defaults."""
+    if isinstance(initializer, dict):
+        return initializer
+    if initializer is not None and hasattr(initializer, "get_json") and not callable(initializer):
+        return initializer.get_json()
+    if initializer is not None and callable(initializer):
+        takes_data_model = "data_model" in inspect.signature(initializer).parameters
+        return dict(initializer(data_model=data_model) if takes_data_model and data_model is not None else initializer())
+    if data_model is not None:
+        from promptgym.core.schema import default_value
+
+        return default_value(data_model)
+    raise ValueError("a Variable needs a value: give initializer= (a dict or an initializer) or data_model=")
+

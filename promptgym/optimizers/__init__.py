@@ -29,4 +29,19 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["EvolutionaryOptimizer", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get"]
+__all__ = ["EvolutionaryOptimizer", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "get", "deserialize", "serialize"]
+
+
+def serialize(optimizer: Any) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` of a optimizer."""
+    from promptgym.core.serialization import serialize_object
+
+    return serialize_object(optimizer)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
+    """Rebuild a optimizer from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
+    from promptgym.core.serialization import custom_object_scope, deserialize_object
+
+    with custom_object_scope(custom_objects or {}):
+        return deserialize_object(config, expected="optimizer")

@@ -241,7 +241,8 @@ class Program(ProgramState, Trainer, Module):
         if self._graph is None:
             previous = None
             for module in self.modules:
-                nodes.append({"id": module.name, "label": module.name, "class_name": type(module).__name__, "schema": None})
+                nodes.append({"id": module.name, "label": module.name, "class_name": type(module).__name__, "schema": None,
+                              "trainable": _trainable_summary(module)})
                 if previous:
                     edges.append([previous, module.name])
                 previous = module.name
@@ -255,10 +256,16 @@ class Program(ProgramState, Trainer, Module):
             if all(existing["id"] != node_id for existing in nodes):
                 schema = getattr(node.module, "data_model", None)
                 nodes.append({"id": node_id, "label": node.module.name, "class_name": type(node.module).__name__,
-                              "schema": schema.get_schema() if schema is not None else None})
+                              "schema": schema.get_schema() if schema is not None else None,
+                              "trainable": _trainable_summary(node.module)})
             for parent in node.parents:
                 edges.append([producer_of[parent.id], node_id])
             for output in flatten(node.outputs):
                 if isinstance(output, SymbolicDataModel):
                     producer_of[output.id] = node_id
         return {"nodes": nodes, "edges": edges}
+
+
+def _trainable_summary(module: Any) -> bool:
+    """Whether an optimizer can change this module (``plot_program(show_trainable=True)`` shows it)."""
+    return bool(getattr(module, "trainable", False)) and bool(getattr(module, "trainable_variables", []))

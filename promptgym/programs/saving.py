@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from promptgym.core.atomic import atomic_write_json, read_json
 from promptgym.core.serialization import deserialize_object, json_path, registered_name, serialize_object, where_failed
+from promptgym.programs.synalinks_files import is_synalinks_file, synalinks_load_problem, variables_from_synalinks
 
 if TYPE_CHECKING:
     from promptgym.programs.program import Program
@@ -45,6 +46,8 @@ def program_to_json(program: "Program") -> dict[str, Any]:
 
 
 def program_from_json(data: dict[str, Any], source: str = "program") -> "Program":
+    if is_synalinks_file(data):
+        raise ValueError(synalinks_load_problem(data, source))
     if not isinstance(data, dict) or data.get("format") != PROGRAM_FORMAT:
         raise ValueError(f"{source}: not a promptgym program file (expected \"format\": \"{PROGRAM_FORMAT}\")")
     if not isinstance(data.get("version", 0), int):
@@ -97,6 +100,9 @@ def save_variables(program: "Program", filepath: str | Path) -> None:
 
 def load_variables(program: "Program", filepath: str | Path) -> None:
     data = read_json(filepath)
+    if is_synalinks_file(data):
+        program.set_variables(variables_from_synalinks(program, data, str(filepath)), source=str(filepath))
+        return
     if isinstance(data, dict) and data.get("format") == PROGRAM_FORMAT:
         data = {"variables": data.get("variables", {})}
     if not isinstance(data, dict) or "variables" not in data:

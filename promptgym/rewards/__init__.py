@@ -36,4 +36,19 @@ def get(identifier: Any) -> Reward:
 # promptgym.rewards.ProgramAsJudge too.
 __all__ = ["BatchReward", "BatchRewardFunctionWrapper", "CosineSimilarity", "ExactMatch", "JsonView", "LMAsJudge",
            "LMAsJudgeProgram", "MeanRewardWrapper", "NoReward", "REWARDS", "Reward", "RewardFunctionWrapper", "RewardResult",
-           "cosine_similarity", "exact_match", "get"]
+           "cosine_similarity", "exact_match", "get", "deserialize", "serialize"]
+
+
+def serialize(reward: Any) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` of a reward."""
+    from promptgym.core.serialization import serialize_object
+
+    return serialize_object(reward)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
+    """Rebuild a reward from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
+    from promptgym.core.serialization import custom_object_scope, deserialize_object
+
+    with custom_object_scope(custom_objects or {}):
+        return deserialize_object(config, expected="reward")

@@ -67,3 +67,29 @@ def split_validation(x: np.ndarray, y: np.ndarray, validation_split: float, vali
     if cut == 0:
         raise ValueError(f"validation_split={validation_split} leaves no training example out of {len(x)}")
     return x[:cut], y[:cut], x[cut:], y[cut:]
+
+
+def pack_x_y(x: Any, y: Any = None) -> tuple[Any, ...]:
+    """``(x,)`` or ``(x, y)``: one batch as ``fit``/``evaluate`` read it.
+
+    >>> pack_x_y([1, 2], [3, 4])
+    ([1, 2], [3, 4])
+    """
+    return (x,) if y is None else (x, y)
+
+
+def unpack_x_y(data: Any) -> tuple[Any, Any]:
+    """``(x, y)`` of a batch: a ``(x, y)`` or ``(x,)`` tuple, or ``x`` alone (then y is None).
+
+    >>> unpack_x_y(([1, 2],))
+    ([1, 2], None)
+    """
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return data, None
+    if len(data) == 1:
+        return data[0], None
+    if len(data) == 2:
+        return data[0], data[1]
+    raise ValueError(f"a batch is (x,) or (x, y), got a tuple of {len(data)} items")

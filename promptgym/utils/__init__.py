@@ -26,6 +26,17 @@ __all__ = [
     "graph_layers",
 ]
 
+_ELSEWHERE = {
+    "clear_session": "promptgym.session", "is_json_data_model": "promptgym.backend",
+    "is_meta_class": "promptgym.backend", "is_symbolic_data_model": "promptgym.backend",
+    "register_synalinks_serializable": "promptgym.saving", "serialize_synalinks_object": "promptgym.saving",
+    "deserialize_synalinks_object": "promptgym.saving", "get_registered_name": "promptgym.saving",
+    "get_registered_object": "promptgym.saving", "get_custom_objects": "promptgym.saving",
+    "CustomObjectScope": "promptgym.saving", "custom_object_scope": "promptgym.saving",
+    "pack_x_y": "promptgym.training.data", "unpack_x_y": "promptgym.training.data",
+}
+"""Names synalinks also exports from ``synalinks.utils``, where promptgym defines them."""
+
 _PLOTS = {"plot_history", "plot_metrics_with_mean_and_std", "plot_metrics_comparison_with_mean_and_std", "plot_program"}
 
 
@@ -34,6 +45,10 @@ _RUN_PLOTS = {"plot_history_with_mean_and_std", "plot_history_comparison", "plot
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ELSEWHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_ELSEWHERE[name]), name)
     if name in _RUN_PLOTS:
         from promptgym.utils import plot_runs
 
@@ -50,4 +65,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_ELSEWHERE))

@@ -20,15 +20,26 @@ _MARGIN = 0.3
 _WAYPOINT = 0.1     # width of the slot a layer-skipping edge passes through
 
 
-def _node_lines(node: Mapping[str, Any], show_schemas: bool) -> list[tuple[str, dict[str, Any]]]:
+def node_lines(node: Mapping[str, Any], show_schemas: bool = False, show_module_names: bool = True,
+               show_defs: bool = False, show_trainable: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """The text lines of a node's box, each with its matplotlib text style."""
     label = str(node.get("label") or node["id"])
     class_name = str(node.get("class_name") or "")
+    if not show_module_names and class_name and class_name != "Input":
+        label = class_name  # an input box keeps its data model's name: "Input" alone says nothing
     lines: list[tuple[str, dict[str, Any]]] = [(label, {"fontsize": 10.5, "fontweight": "bold"})]
     if class_name and class_name != label:
         lines.append((class_name, {"fontsize": 9, "style": "italic", "color": "#475569"}))
+    if show_trainable and class_name != "Input":
+        trainable = "trainable" if node.get("trainable") else "not trainable"
+        lines.append((trainable, {"fontsize": 8.5, "color": "#15803d" if node.get("trainable") else "#64748b"}))
+    schema = node.get("schema")
     if show_schemas:
-        for text in schema_lines(node.get("schema")):
+        for text in schema_lines(schema):
             lines.append((text, {"fontsize": 8.5, "family": "monospace", "color": "#1e293b"}))
+        if show_defs and isinstance(schema, Mapping) and schema.get("$defs"):
+            lines.append(("$defs: " + ", ".join(sorted(schema["$defs"])),
+                          {"fontsize": 8.5, "family": "monospace", "color": "#475569"}))
     return lines
 
 
@@ -71,6 +82,7 @@ def route(graph: Mapping[str, Any]) -> tuple[list[list[str]], dict[tuple[str, st
 
 
 def draw_program(graph: Mapping[str, Any], new_figure: Callable[..., Any], *, show_schemas: bool = False,
+                 show_module_names: bool = True, show_defs: bool = False, show_trainable: bool = False,
                  title: str | None = None) -> Any:
     """A Figure showing ``graph`` (``{"nodes": [...], "edges": [[src, dst], ...]}``)."""
     from matplotlib.font_manager import FontProperties
@@ -79,7 +91,8 @@ def draw_program(graph: Mapping[str, Any], new_figure: Callable[..., Any], *, sh
 
     layers, hops = route(graph)
     nodes = {str(node["id"]): node for node in graph["nodes"]}
-    lines = {node_id: _node_lines(node, show_schemas) for node_id, node in nodes.items()}
+    lines = {node_id: node_lines(node, show_schemas, show_module_names, show_defs, show_trainable)
+             for node_id, node in nodes.items()}
 
     # measure text (in inches) with the Agg renderer of a scratch figure
     scratch = new_figure(1, 1)

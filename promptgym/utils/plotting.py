@@ -58,10 +58,10 @@ def _target(to_folder: str | os.PathLike[str] | None, to_file: str | os.PathLike
     return target
 
 
-def save_figure(figure: Any, target: Path) -> Path:
+def save_figure(figure: Any, target: Path, dpi: int = 120) -> Path:
     """Write ``figure`` to ``target`` atomically; create the folder if needed."""
     with atomic_writer(target, binary=True) as handle:
-        figure.savefig(handle, format=_FORMATS[target.suffix.lower()], dpi=120,
+        figure.savefig(handle, format=_FORMATS[target.suffix.lower()], dpi=dpi,
                        bbox_inches="tight", pad_inches=0.15, facecolor="white")
     return target
 
@@ -251,10 +251,25 @@ def plot_metrics_comparison_with_mean_and_std(conditions: Mapping[str, Sequence[
 
 
 def plot_program(program: Any, to_file: str | os.PathLike[str] = "program.png",
-                 to_folder: str | os.PathLike[str] | None = None, show_schemas: bool = False) -> Path:
-    """Draw a program's module graph (``program.get_graph()``) as boxes in layers with arrows."""
+                 to_folder: str | os.PathLike[str] | None = None, show_schemas: bool = False,
+                 show_module_names: bool = True, show_defs: bool = False, rankdir: str = "TB",
+                 expand_nested: bool = False, dpi: int = 120, show_trainable: bool = False) -> Path:
+    """Draw a program's module graph (``program.get_graph()``) as boxes in layers with arrows.
+
+    Each box shows the module's name and class (``show_module_names=False``:
+    the class only), its output schema's fields with ``show_schemas`` (and the
+    names of the schema's ``$defs`` with ``show_defs``), and whether the
+    optimizer can change it with ``show_trainable``. The layout is top to
+    bottom; nested programs are drawn as one box.
+
+        plot_program(program, to_file="qa.png", show_schemas=True, show_trainable=True)
+    """
     from promptgym.utils._plot_program import draw_program
 
+    if rankdir != "TB":
+        raise ValueError(f"plot_program: rankdir={rankdir!r} is not supported; graphs are drawn top to bottom ('TB')")
+    if expand_nested:
+        raise ValueError("plot_program: expand_nested=True is not supported; a nested program is drawn as one box")
     _matplotlib()
     if isinstance(program, Mapping):
         graph = program
@@ -262,6 +277,7 @@ def plot_program(program: Any, to_file: str | os.PathLike[str] = "program.png",
         graph = program.get_graph()
     else:
         raise TypeError(f"plot_program expects a Program (with get_graph()) or a graph dict, got {type(program).__name__}")
-    figure = draw_program(graph, _new_figure, show_schemas=show_schemas,
+    figure = draw_program(graph, _new_figure, show_schemas=show_schemas, show_module_names=show_module_names,
+                          show_defs=show_defs, show_trainable=show_trainable,
                           title=getattr(program, "name", None) if not isinstance(program, Mapping) else None)
-    return save_figure(figure, _target(to_folder, to_file))
+    return save_figure(figure, _target(to_folder, to_file), dpi=dpi)

@@ -66,8 +66,15 @@ def test_sft_and_rl_validate() -> None:
         validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m", "algorithm": "ppo"}, "data": {"task_url": "http://x"}})
     with pytest.raises(ConfigError, match=r"rl\.group_size: Input should be greater than or equal to 2"):
         validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m", "group_size": 1}, "data": {"task_app": "a.py"}})
+    with pytest.raises(ConfigError, match=r"rl\.gradient_checkpointing: gradient_checkpointing is not available in RL"):
+        validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m", "gradient_checkpointing": True},
+                         "data": {"task_app": "a.py"}})
     rl = validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m"}, "data": {"task_app": "app.py"}})
     assert rl.rl.lora.dropout == 0.0 and rl.rl.group_size == 4 and rl.data.task_app == "app.py"
+    for lora, dropout in (({"r": 8}, 0.0), ({"r": 8, "dropout": 0.1}, 0.1)):  # no SFT default through [rl.lora]
+        section = validate_config({"job": {"type": "rl"}, "rl": {"base_model": "m", "lora": lora},
+                                   "data": {"task_app": "app.py"}}).rl
+        assert section.lora.dropout == dropout and section.lora.r == 8
     with pytest.raises(ConfigError, match="exactly one of dataset, train .*, task_url or task_app"):
         validate_config({"data": {"task_url": "http://x", "task_app": "a.py"}, "program": {"path": "p.json"}})
 

@@ -58,6 +58,16 @@ def test_dry_run_previews_the_job_with_a_measured_step(workdir: Path, tiny_model
     assert list_runs(workdir / "runs") == []
 
 
+def test_the_preview_says_the_job_trains_on_ray_train(workdir: Path, tiny_model: Path) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(20))
+    here = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert here.exit_code == 0 and "this process (--backend local)" in here.output
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--backend", "ray", "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "Ray Train: 2 CPU worker(s)" in result.output and "DDP over gloo" in result.output
+    assert "a local Ray instance on 127.0.0.1" in result.output and "plus starting Ray Train" in result.output
+
+
 def test_bad_rows_stop_the_job_before_training(workdir: Path, tiny_model: Path) -> None:
     rows = capital_rows(6) + [{"messages": [{"role": "robot", "content": "x"}]}, {"prompt": "p"}]
     config = write_config(workdir, tiny_model, rows)
@@ -189,3 +199,43 @@ def test_models_list_shows_base_size_and_files_of_a_tuned_model(workdir: Path, t
     folded = "".join(line.split("│")[-2].strip() for line in listed.splitlines() if line.count("│") >= 6)
     assert merged in folded  # the file's path, folded over lines of the table
     assert "local/smollm2-135m-instruct" in listed and "embedded" in listed
+
+
+def test_sigterm_saves_a_checkpoint_and_the_run_can_resume_from_it(workdir: Path, tiny_model: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    # many one-row steps, so the signal lands mid-run
+    config = write_config(workdir, tiny_model, capital_rows(160))
+    config.write_text(config.read_text().replace("batch_size = 4", "batch_size = 1").replace("n_epochs = 1", "n_epochs = 3")
+                      .replace("save_steps = 2", "save_steps = 100000"))
+    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
+                               cwd=workdir, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        deadline = time.time() + 120
+        while '"sft_step"' not in "".join(p.read_text() for p in (workdir / "runs").glob("*/events.jsonl")):
+            assert process.poll() is None and time.time() < deadline, process.stdout.read() if process.poll() else ""
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output
+    assert "Traceback" not in output and "promptgym train --resume" in output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    status = run.status()
+    done = status["steps_done"]
+    assert status["status"] == "interrupted" and 1 <= done < 360
+    # save_steps is far away: the checkpoint is the one the signal made
+    assert [c["step"] for c in status["checkpoints"]] == [done]
+    assert json.loads((run.path / "checkpoints" / "last.json").read_text())["step"] == done
+    assert (run.path / "checkpoints" / f"step_{done:06d}" / "optimizer.safetensors").is_file()
+    kinds = [(event["event"], event.get("step")) for event in run.events()]
+    assert ("checkpoint_saved", done) in kinds and ("sft_step", done + 1) not in kinds
+    dry = runner.invoke(app, ["train", "--resume", run.id, "--dry-run"])
+    assert dry.exit_code == 0 and f"after step {done}" in dry.output

@@ -18,7 +18,7 @@ from promptgym.utils import (
     metrics_mean_and_std,
 )
 from promptgym.utils._plot_data import is_usage_key, schema_lines
-from promptgym.utils._plot_program import route
+from promptgym.utils._plot_program import node_lines, route
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -214,6 +214,44 @@ def test_plot_program_with_fake_program(tmp_path):
     assert_png(utils.plot_program(GRAPH, to_file=tmp_path / "dict.png"))
     with pytest.raises(TypeError, match="get_graph"):
         utils.plot_program(object(), to_folder=tmp_path)
+
+
+def test_node_lines_follow_synalinks_plot_options():
+    gen = {**GRAPH["nodes"][2], "trainable": True, "schema": {**GRAPH["nodes"][2]["schema"], "$defs": {"Tag": {}}}}
+    texts = lambda **options: [text for text, _ in node_lines(gen, **options)]  # noqa: E731
+    assert texts() == ["gen", "Generator"]
+    assert texts(show_module_names=False) == ["Generator"]
+    assert texts(show_trainable=True) == ["gen", "Generator", "trainable"]
+    assert texts(show_schemas=True, show_defs=True) == ["gen", "Generator", "answer: string", "tags: array[string]",
+                                                        "$defs: Tag"]
+    assert texts(show_schemas=True) == ["gen", "Generator", "answer: string", "tags: array[string]"]
+    # an input box keeps its data model's name; it has no trainable line
+    assert [t for t, _ in node_lines(GRAPH["nodes"][0], show_module_names=False, show_trainable=True)] == [
+        "Question", "Input"]
+
+
+def test_plot_program_takes_synalinks_arguments(tmp_path):
+    path = utils.plot_program(GRAPH, to_file="s.png", to_folder=tmp_path, show_schemas=True, show_module_names=True,
+                              show_defs=True, show_trainable=True, rankdir="TB", expand_nested=False, dpi=60)
+    assert_png(path)
+    with pytest.raises(ValueError, match="rankdir='LR' is not supported"):
+        utils.plot_program(GRAPH, to_folder=tmp_path, rankdir="LR")
+    with pytest.raises(ValueError, match="expand_nested"):
+        utils.plot_program(GRAPH, to_folder=tmp_path, expand_nested=True)
+
+
+async def test_program_graph_says_which_modules_are_trainable():
+    from promptgym import Generator, Input, Lambda, Program
+    from promptgym.testing import ScriptedLanguageModel
+    from tests.support import Answer, Question
+
+    inputs = Input(data_model=Question)
+    answer = await Generator(data_model=Answer, language_model=ScriptedLanguageModel(responses=[{"answer": "x"}]),
+                             name="answerer")(inputs)
+    outputs = await Lambda(lambda value: value, data_model=Answer, name="same")(answer)
+    graph = Program(inputs=inputs, outputs=outputs).get_graph()
+    assert {node["label"]: node.get("trainable") for node in graph["nodes"] if node["class_name"] != "Input"} == {
+        "answerer": True, "same": False}
 
 
 def test_plot_overwrites_atomically(tmp_path):

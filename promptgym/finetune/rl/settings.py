@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from promptgym.finetune.settings import LoraSettings, WeightTrainingSettings
 
@@ -45,3 +45,20 @@ class RLSettings(WeightTrainingSettings):
     max_errors: int | None = Field(None, ge=0, description="failed rollouts tolerated before the run stops "
                                                            "(default: any number, unless an iteration fails whole)")
     loss_chunk_size: int = Field(512, ge=16, description="positions per chunk of the output layer in the loss")
+
+    @field_validator("gradient_checkpointing")
+    @classmethod
+    def _no_checkpointing(cls, value: bool) -> bool:
+        # The update encodes each prompt once and hands its key/value cache to the rows of its group;
+        # recomputing activations would need the cache off. Refuse rather than accept and ignore it.
+        if value:
+            raise ValueError("gradient_checkpointing is not available in RL (the update shares each prompt's "
+                             "key/value cache among its group's rows); lower micro_batch_size to save memory instead")
+        return value
+
+    @model_validator(mode="after")
+    def _no_dropout_unless_asked(self) -> "RLSettings":
+        # An [rl.lora] table that sets r or alpha only must not bring back LoraSettings' SFT default (0.05).
+        if "dropout" not in self.lora.model_fields_set:
+            self.lora = self.lora.model_copy(update={"dropout": 0.0})
+        return self
