@@ -17,7 +17,7 @@ pytest.importorskip("peft")
 pytest.importorskip("ray.train")
 
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback  # noqa: E402
-from promptgym.distributed.sft_train import RayTrainBackend  # noqa: E402
+from promptgym.distributed.sft_train import RayTrainBackend, cluster_on_loopback  # noqa: E402
 from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted  # noqa: E402
 from tests.finetune.tiny_model import build_tiny_model, capital_rows, write_rows  # noqa: E402
 
@@ -83,6 +83,25 @@ def files_of(folder: Path, model_id: str) -> set[str]:
     name = model_id.removeprefix("local/")
     return {str(path.relative_to(folder)).replace(name, "MODEL") for path in folder.rglob("*") if path.is_file()
             and path.relative_to(folder).parts[0] != "ray"}
+
+
+def test_connecting_keeps_the_runs_sigterm_handler(ray_head: LocalRayHead) -> None:
+    import signal
+
+    import ray
+
+    def handler(signum: int, frame: Any) -> None:  # what stop_on_signals installs: checkpoint, then stop
+        pass
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        with on_ray(ray_head, 2).connection():
+            assert ray.is_initialized()
+            assert signal.getsignal(signal.SIGTERM) is handler  # ray.init's own handler would exit at once
+            assert cluster_on_loopback(ray)  # so even `address="auto"` (a submitted job) meets in a file store
+        assert not ray.is_initialized()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_two_workers_train_as_one_process_does_and_leave_the_same_run_folder(
@@ -211,3 +230,4 @@ def test_the_cli_trains_on_its_own_ray_instance_and_stops_it(tiny_model: Path, t
     kinds = [event["event"] for event in run.events()]
     assert kinds.count("sft_step") == 3 and kinds[-1] == "run_finished"
     assert not set(descendants(os.getpid())) - before  # every process of the run's Ray instance is gone
+

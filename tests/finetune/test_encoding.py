@@ -82,3 +82,27 @@ def test_validation_split_holds_out_the_last_rows(tiny_model: Path, tmp_path: Pa
     # examples=9 keeps rows 1..9; a fifth of 9 (floor) holds out the last one
     assert [row.line for row in data.train_rows] == list(range(1, 9))
     assert [row.line for row in data.validation_rows] == [9]
+
+
+def test_the_output_layer_never_sees_more_than_a_chunk_of_positions(tiny_model: Path) -> None:
+    """What bounds memory with a big vocabulary: logits exist for at most ``chunk_size`` positions at a time."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from promptgym.finetune.batches import collate
+    from promptgym.finetune.loss import chunked_causal_lm_loss
+
+    tokenizer, model = tokenizer_of(tiny_model), AutoModelForCausalLM.from_pretrained(str(tiny_model))
+    rows = [encode_conversation(tokenizer, CONVERSATION, "all")] * 3
+    batch = collate(rows, tokenizer.pad_token_id)
+    positions: list[int] = []
+    model.get_output_embeddings().register_forward_hook(lambda module, args, output: positions.append(output.shape[0]))
+    total, count = chunked_causal_lm_loss(model, batch.input_ids, batch.attention_mask, batch.labels, chunk_size=16)
+    total.backward()
+    assert count == 3 * (len(rows[0].input_ids) - 1) > 16
+    # forward and the recomputation in backward: one call per chunk each, none over 16 positions
+    assert max(positions) == 16 and sum(positions) == 2 * count
+    with torch.no_grad():  # evaluation: no recomputation
+        positions.clear()
+        chunked_causal_lm_loss(model, batch.input_ids, batch.attention_mask, batch.labels, chunk_size=16)
+    assert max(positions) == 16 and sum(positions) == count
