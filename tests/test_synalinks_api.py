@@ -215,3 +215,14 @@ async def test_a_synalinks_file_gives_its_trained_instructions_and_examples(tmp_
         "instructions": "Answer with a number.", "examples": [{"inputs": {"question": "2+2?"}, "outputs": {"answer": "4"}}]}
     with pytest.raises(ValueError, match=f"no entry for module.*{generator}.*the file has: other"):
         program.load_variables(str(_synalinks_file(tmp_path, {"other": {"state": {"examples": []}}})))
+
+
+async def test_compile_without_a_reward_evaluates_metrics_and_predicts():
+    import numpy as np
+
+    program = await functional_program(echo_lm(), name="qa")
+    program.compile(metrics=[pg.metrics.F1Score(in_mask=["answer"])])
+    x = np.array([Question(question="paris is big"), Question(question="b")], dtype=object)
+    y = np.array([Answer(answer="PARIS IS BIG"), Answer(answer="x")], dtype=object)
+    assert await program.evaluate(x=x, y=y, verbose=0) == {"f1_score": 0.5}
+    assert [p.get_json() for p in await program.predict(x, verbose=0)] == [{"answer": "PARIS IS BIG"}, {"answer": "B"}]

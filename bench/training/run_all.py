@@ -225,8 +225,10 @@ def main() -> None:
                         help="a second local model (e.g. qwen2.5-coder-1.5b-instruct) served next to the task model "
                              "and given to every framework's optimizer as its own LM (settings key optimizer_model)")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--lock-scope", default="run", choices=["run", "task"],
-                        help="hold the model lock per (framework, task) run, or per task (its frameworks back to back)")
+    parser.add_argument("--lock-scope", default="run", choices=["run", "task", "held"],
+                        help="hold the model lock per (framework, task) run, or per task (its frameworks back to back), "
+                             "or 'held': the caller holds it (`flock /tmp/promptgym-llm.lock run_all.py ...`; taking it "
+                             "again from here would wait on ourselves forever)")
     for fw in SCRIPTS:
         parser.add_argument(f"--{fw}-settings", default="{}", help=f"JSON settings for {fw}'s script")
     args = parser.parse_args()
@@ -235,7 +237,7 @@ def main() -> None:
     results = []
     for task in args.tasks.split(","):
         write_task(task, args.n_train, args.n_val, args.n_test, args.seed)
-        with model_lock(f"task {task}", held=args.lock_scope == "run"):
+        with model_lock(f"task {task}", held=args.lock_scope in ("run", "held")):
             for framework in args.frameworks.split(","):
                 if framework not in PEER_OPTIMIZER[args.optimizer]:
                     continue

@@ -259,11 +259,12 @@ class RayTrainBackend:
         host = (self.address or "").removeprefix("ray://").split(":")[0]
         return self.address is None or host in ("127.0.0.1", "localhost")
 
-    def trainer(self, folder: Path, config: dict[str, Any], store_file: Path) -> Any:
+    def trainer(self, folder: Path, config: dict[str, Any], store_file: Path | None) -> Any:
+        """The TorchTrainer; with a ``store_file`` its workers meet in that file (one host, loopback only)."""
         from ray.train import CheckpointConfig, RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
-        if self.on_this_machine:  # torch's TCP store would listen on every address; a file store listens nowhere
+        if store_file is not None:  # torch's TCP store would listen on every address; a file store listens nowhere
             from promptgym.distributed.loopback_torch import LoopbackTorchConfig
 
             torch_config = LoopbackTorchConfig(store_file=str(store_file))
@@ -293,8 +294,11 @@ class RayTrainBackend:
                       "started": started, "threads": self.worker_threads}
             outcome: dict[str, Any] = {}
 
-            store = folder / RAY_STORAGE / f".process-group-{uuid.uuid4().hex[:8]}"
-            store.parent.mkdir(parents=True, exist_ok=True)
+            # a local instance, or a cluster whose every node is on 127.0.0.1 (a submitted job's `auto` on a test head)
+            loopback = self.on_this_machine or cluster_on_loopback(ray)
+            store = folder / RAY_STORAGE / f".process-group-{uuid.uuid4().hex[:8]}" if loopback else None
+            if store is not None:
+                store.parent.mkdir(parents=True, exist_ok=True)
 
             def fit() -> None:
                 try:
@@ -302,7 +306,8 @@ class RayTrainBackend:
                 except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
                     outcome["error"] = error
                 finally:
-                    store.unlink(missing_ok=True)
+                    if store is not None:
+                        store.unlink(missing_ok=True)
 
             thread = threading.Thread(target=fit, name="ray-train-fit", daemon=True)
             thread.start()
@@ -327,6 +332,12 @@ class RayTrainBackend:
         if interrupted is not None:
             raise TrainingInterrupted(interrupted["step"], Path(interrupted["checkpoint"]))
         return outcome["result"]
+
+
+def cluster_on_loopback(ray: Any) -> bool:
+    """Whether every live node of the connected cluster has the address 127.0.0.1 (so: this machine, one host)."""
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    return bool(nodes) and all(node.get("NodeManagerAddress") in ("127.0.0.1", "localhost") for node in nodes)
 
 
 def _worker_error(error: BaseException) -> str:

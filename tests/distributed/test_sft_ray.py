@@ -17,7 +17,7 @@ pytest.importorskip("peft")
 pytest.importorskip("ray.train")
 
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback  # noqa: E402
-from promptgym.distributed.sft_train import RayTrainBackend  # noqa: E402
+from promptgym.distributed.sft_train import RayTrainBackend, cluster_on_loopback  # noqa: E402
 from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted  # noqa: E402
 from tests.finetune.tiny_model import build_tiny_model, capital_rows, write_rows  # noqa: E402
 
@@ -98,6 +98,7 @@ def test_connecting_keeps_the_runs_sigterm_handler(ray_head: LocalRayHead) -> No
         with on_ray(ray_head, 2).connection():
             assert ray.is_initialized()
             assert signal.getsignal(signal.SIGTERM) is handler  # ray.init's own handler would exit at once
+            assert cluster_on_loopback(ray)  # so even `address="auto"` (a submitted job) meets in a file store
         assert not ray.is_initialized()
     finally:
         signal.signal(signal.SIGTERM, previous)
