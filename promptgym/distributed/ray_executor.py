@@ -18,6 +18,8 @@ import hashlib
 import json
 import logging
 import os
+import signal
+import threading
 from typing import Any, Callable, Sequence
 
 from promptgym.core.serialization import serialize_object
@@ -115,11 +117,16 @@ class RayExecutor:
         else:
             address = self.address
         self._owns_connection = not ray.is_initialized()  # a connection the caller made stays theirs
+        # ray.init makes SIGTERM exit at once; the run's handler (cancel, checkpoint, record) must stay
+        previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as error:  # noqa: BLE001 - connection errors come in many types; say where
             self._stop_head()
             raise RayExecutorError(f"can't connect to Ray at {address}: {type(error).__name__}: {error}") from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         self._connected = True
 
     def _start_workers(self, imports: tuple[str, ...]) -> None:

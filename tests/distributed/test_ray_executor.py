@@ -122,3 +122,18 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
     rerun = [int(i) for line in lines for i in line.split("example(s) ")[1].split(" (")[0].split(", ")]
     assert WORDS.index("river") in rerun and executor.retries == len(rerun)  # the dead worker's chunk, once
     assert not set(head_pids) & set(process_table())  # close() stopped the instance it started
+
+
+async def test_connecting_keeps_the_runs_sigterm_handler(executor: RayExecutor) -> None:
+    """`promptgym runs stop` sends SIGTERM, which the run turns into a cancel; ray.init's handler would exit at once."""
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        pass
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        executor._connect()
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
