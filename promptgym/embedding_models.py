@@ -9,23 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from promptgym.core.serialization import custom_object_scope, deserialize_object, serialize_object
+from promptgym.core.serialization import by_identifier, custom_object_scope, deserialize_object, serialize_object
 from promptgym.lm.embedding_model import EmbeddingModel
 
 
 def get(identifier: Any) -> EmbeddingModel:
     """An EmbeddingModel from an instance, a model string or a ``{"class_name", "config"}`` dict."""
-    if isinstance(identifier, EmbeddingModel):
-        return identifier
-    if isinstance(identifier, str):
-        return EmbeddingModel(model=identifier)
-    if isinstance(identifier, dict):
-        return deserialize(identifier)
-    raise TypeError(f"an embedding model is an EmbeddingModel, a model string or a config dict, got {identifier!r:.80}")
+    return by_identifier(identifier, EmbeddingModel, "embedding model")
 
 
-def serialize(embedding_model: EmbeddingModel) -> dict[str, Any]:
-    return serialize_object(embedding_model)
+def serialize(model: EmbeddingModel) -> dict[str, Any]:
+    return serialize_object(model)
 
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> EmbeddingModel:

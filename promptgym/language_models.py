@@ -9,23 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from promptgym.core.serialization import custom_object_scope, deserialize_object, serialize_object
+from promptgym.core.serialization import by_identifier, custom_object_scope, deserialize_object, serialize_object
 from promptgym.lm.language_model import LanguageModel
 
 
 def get(identifier: Any) -> LanguageModel:
     """A LanguageModel from an instance, a model string or a ``{"class_name", "config"}`` dict."""
-    if isinstance(identifier, LanguageModel):
-        return identifier
-    if isinstance(identifier, str):
-        return LanguageModel(model=identifier)
-    if isinstance(identifier, dict):
-        return deserialize(identifier)
-    raise TypeError(f"a language model is a LanguageModel, a model string or a config dict, got {identifier!r:.80}")
+    return by_identifier(identifier, LanguageModel, "language model")
 
 
-def serialize(language_model: LanguageModel) -> dict[str, Any]:
-    return serialize_object(language_model)
+def serialize(model: LanguageModel) -> dict[str, Any]:
+    return serialize_object(model)
 
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> LanguageModel:

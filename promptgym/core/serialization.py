@@ -201,3 +201,19 @@ class CustomObjectScope:
 
 
 custom_object_scope = CustomObjectScope
+
+
+def by_identifier(identifier: Any, cls: type, kind: str) -> Any:
+    """An instance of ``cls`` from an instance, a model string (``cls(model=...)``) or a serialized config dict."""
+    if isinstance(identifier, cls):
+        return identifier
+    if isinstance(identifier, str):
+        return cls(model=identifier)
+    if isinstance(identifier, dict):
+        return deserialize_object(identifier, expected=kind)
+    raise TypeError(f"{a_or_an(kind)} {kind} is {a_or_an(cls.__name__)} {cls.__name__}, a model string or a config dict, "
+                    f"got {identifier!r:.80}")
+
+
+def a_or_an(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
