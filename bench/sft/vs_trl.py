@@ -26,21 +26,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "peers"))
 from data import date_rows, load_dates, write_jsonl  # noqa: E402
+from trl_worker import TRL_PYTHON, run_worker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results"
-TRL_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache/promptgym-bench")) / "venvs/trl/bin/python"
-
-
-def run_worker(command: list[str]) -> dict:
-    started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{command[1]} failed:\n{result.stderr[-3000:]}")
-    measured = json.loads(result.stdout.strip().splitlines()[-1])
-    measured["wall_s"] = round(time.perf_counter() - started, 2)
-    return measured
 
 
 def run_in_turns(commands: dict[str, list[str]], steps: int, scratch: Path) -> dict[str, dict]:
