@@ -54,7 +54,8 @@ def test_score(predictions: list[Any], task: dict[str, Any]) -> dict[str, Any]:
     out = task["output"]["name"]
     hits = [exact(p, row[out]) for p, row in zip(predictions, task["test"], strict=True)]
     return {"correct": int(sum(hits)), "n": len(hits), "score": round(sum(hits) / len(hits), 4),
-            "hits": [int(hit) for hit in hits]}  # per item, for intervals and paired tests between rows
+            "hits": [int(hit) for hit in hits],  # per item, for intervals and paired tests between rows
+            "predictions": [None if p is None else str(p) for p in predictions]}  # to classify the failures
 
 
 class Wire:
