@@ -19,30 +19,18 @@ pytest.importorskip("ray.train")
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback  # noqa: E402
 from promptgym.distributed.sft_train import RayTrainBackend, cluster_on_loopback  # noqa: E402
 from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted  # noqa: E402
-from tests.finetune.tiny_model import build_tiny_model, capital_rows, write_rows  # noqa: E402
+from tests.finetune import fixtures  # noqa: E402
+from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
-
-
-@pytest.fixture(autouse=True)
-def isolated_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROMPTGYM_MODELS_DIR", str(tmp_path / "models"))
+# the weight-training tests' fixtures (tests/finetune/conftest.py does not reach this folder)
+tiny_model = fixtures.tiny_model
+isolated_models_dir = fixtures.isolated_models_dir
+fake_export = fixtures.fake_export
 
 
 @pytest.fixture(autouse=True)
-def fake_export(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tiny tokenizer is unknown to llama.cpp's converter: write a stand-in file instead (export runs here)."""
-
-    def export_files(job, folder, adapter_dir, name, on_event):
-        path = folder / "export" / f"{name}-q8_0.gguf"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"GGUF")
-        return {"merged": str(path)}
-
-    monkeypatch.setattr("promptgym.finetune.sft_finish.export_files", export_files)
+def exports_are_recorded(fake_export: list[Path]) -> None:
+    """Export runs at the end of every job here; the tiny tokenizer is unknown to llama.cpp's converter."""
 
 
 def settings_for(tiny_model: Path, tmp_path: Path, **changes: Any) -> SFTSettings:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.main import app
 from promptgym.cli.runs import RunFolder, list_runs
+from tests.finetune.interrupting import sigterm_mid_run
 
 runner = CliRunner()
 APP_FILE = Path(__file__).with_name("tiny_task_app.py")
@@ -227,27 +228,10 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_mode
 
 def test_sigterm_checkpoints_the_run_and_resume_continues_it(workdir: Path, tiny_model: Path, fake_export,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import signal
-    import subprocess
-    import sys
-    import time
-
     monkeypatch.setenv("TINY_DELAY_S", "0.3")  # each iteration takes a moment, so the signal lands mid-run
     config = write_config(workdir, tiny_model, iterations=4)
-    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
-                               cwd=workdir, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-    try:
-        deadline = time.time() + 120
-        while '"rl_iteration"' not in "".join(p.read_text() for p in (workdir / "runs").glob("*/events.jsonl")):
-            assert process.poll() is None and time.time() < deadline, "no iteration before the deadline"
-            time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, output
+    returncode, output = sigterm_mid_run(config, workdir, "rl_iteration")
+    assert returncode == 130, output
     assert "Traceback" not in output and "promptgym train --resume" in output
     run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
     status = run.status()

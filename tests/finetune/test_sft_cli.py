@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.main import app
 from promptgym.cli.runs import RunFolder, list_runs
+from tests.finetune.interrupting import sigterm_mid_run
 from tests.finetune.tiny_model import capital_rows, write_rows
 
 runner = CliRunner()
@@ -202,30 +203,12 @@ def test_models_list_shows_base_size_and_files_of_a_tuned_model(workdir: Path, t
 
 
 def test_sigterm_saves_a_checkpoint_and_the_run_can_resume_from_it(workdir: Path, tiny_model: Path) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     # many one-row steps, so the signal lands mid-run
     config = write_config(workdir, tiny_model, capital_rows(160))
     config.write_text(config.read_text().replace("batch_size = 4", "batch_size = 1").replace("n_epochs = 1", "n_epochs = 3")
                       .replace("save_steps = 2", "save_steps = 100000"))
-    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
-                               cwd=workdir, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-    try:
-        deadline = time.time() + 120
-        while '"sft_step"' not in "".join(p.read_text() for p in (workdir / "runs").glob("*/events.jsonl")):
-            assert process.poll() is None and time.time() < deadline, process.stdout.read() if process.poll() else ""
-            time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, output
+    returncode, output = sigterm_mid_run(config, workdir, "sft_step")
+    assert returncode == 130, output
     assert "Traceback" not in output and "promptgym train --resume" in output
     run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
     status = run.status()

@@ -1,0 +1,31 @@
+"""Stop a real `promptgym train` process with SIGTERM in the middle of its run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def sigterm_mid_run(config: Path, workdir: Path, event: str, timeout_s: float = 120) -> tuple[int, str]:
+    """Run ``promptgym train -c config --yes`` in a child process and send it SIGTERM once its run folder
+    logged an ``event`` event (e.g. ``"sft_step"``); returns the exit code and the output."""
+    process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
+                               cwd=workdir, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        deadline = time.time() + timeout_s
+        while f'"{event}"' not in "".join(p.read_text() for p in (workdir / "runs").glob("*/events.jsonl")):
+            if process.poll() is not None:
+                raise AssertionError(f"the run ended before any {event} event:\n{process.stdout.read()}")
+            assert time.time() < deadline, f"no {event} event within {timeout_s:.0f} s"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, output
