@@ -1,0 +1,136 @@
+"""Does the way demonstrations are written into the prompt change what the embedded model does with them?
+
+On mmlu_topics_200 (bench/training/data) the 0.5B model, shown the 3 training
+questions nearest to each input, scored 27% with promptgym's prompt and 40% with
+DSPy's (the same neighbours and embedder). This sends the same model, with the same
+neighbours and the same JSON-schema constraint, four renderings of the prompt and
+scores each on the first N test items:
+
+  promptgym        the messages promptgym's KNNFewShot program sends (captured, no model call)
+  dspy_json        DSPy 3.4.1 JSONAdapter's messages for the same demonstrations (the DSPy venv formats them)
+  pg_reminder      promptgym's, with the output fields restated after the input in the last message
+  pg_plain_inputs  promptgym's, with inputs written as "question: ..." lines instead of a JSON object
+
+Run: flock /tmp/promptgym-llm.lock .venv/bin/python bench/embedded/demo_rendering.py [--n 60]
+(after ``bash bench/peers/setup.sh``). Writes bench/results/embedded_demo_rendering.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import promptgym as pg
+from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, ensure_local_model
+from promptgym.stats import confidence_interval, paired_test
+from promptgym.testing import ScriptedLanguageModel
+
+BENCH = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCH / "training"))
+from run_promptgym import bench_program, task_data_models  # noqa: E402
+
+DSPY_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache/promptgym-bench")) / "venvs/dspy/bin/python"
+DSPY_FORMAT = """
+import json, sys, typing, dspy
+task, cases = json.load(sys.stdin)
+fin, fout = task["input"], task["output"]
+sig = dspy.Signature({fin["name"]: (str, dspy.InputField(desc=fin["description"])),
+                      fout["name"]: (typing.Literal[tuple(fout["choices"])], dspy.OutputField(desc=fout["description"]))})
+out = [dspy.JSONAdapter().format(sig, [dspy.Example(**d).with_inputs(fin["name"]) for d in demos], inputs)
+       for demos, inputs in cases]
+print(json.dumps(out))
+"""
+
+
+async def promptgym_requests(task: dict, n: int) -> list:
+    """The requests promptgym's KNNFewShot(k=3) program makes for the first n test inputs (a scripted model answers)."""
+    data_in, data_out = task_data_models(task)
+    fin, fout = task["input"]["name"], task["output"]["name"]
+    lm = ScriptedLanguageModel(respond=lambda request: {fout: task["output"]["choices"][0]})
+    program = await bench_program(lm, task)
+    program.compile(reward=pg.rewards.ExactMatch(in_mask=[fout]), optimizer=pg.optimizers.KNNFewShot(k=3))
+    xs = np.array([data_in(**{fin: r[fin]}) for r in task["train"]], dtype=object)
+    ys = np.array([data_out(**{fout: r[fout]}) for r in task["train"]], dtype=object)
+    await program.fit(xs, ys, epochs=1, validation_freq=2, verbose=0)
+    for row in task["test"][:n]:  # one at a time, so the requests are in test order
+        await program.predict(np.array([data_in(**{fin: row[fin]})], dtype=object), verbose=0)
+    return lm.requests
+
+
+def demos_of(messages: list[dict]) -> list[dict]:
+    """The (input, output) pairs shown as user/assistant turns."""
+    turns = messages[1:-1]
+    return [{**json.loads(user["content"]), **json.loads(answer["content"])} for user, answer in zip(turns[::2], turns[1::2])]
+
+
+def with_reminder(messages: list[dict], fout: str, choices: list[str]) -> list[dict]:
+    last = dict(messages[-1])
+    last["content"] += f"\n\nAnswer with a JSON object with the field `{fout}`: one of {', '.join(choices)}."
+    return [*messages[:-1], last]
+
+
+def with_plain_inputs(messages: list[dict]) -> list[dict]:
+    def plain(message: dict) -> dict:
+        if message["role"] != "user":
+            return message
+        return {**message, "content": "\n".join(f"{k}: {v}" for k, v in json.loads(message["content"]).items())}
+    return [messages[0], *(plain(m) for m in messages[1:])]
+
+
+def run(llm, renderings: list[list[dict]], schema: dict, fout: str, targets: list[str]) -> dict:
+    started, hits, predictions = time.perf_counter(), [], []
+    for messages, target in zip(renderings, targets):
+        reply = llm.create_chat_completion(messages=messages, temperature=0.0, max_tokens=64,
+                                           response_format={"type": "json_object", "schema": schema})
+        try:
+            value = json.loads(reply["choices"][0]["message"]["content"]).get(fout)
+        except (json.JSONDecodeError, AttributeError):
+            value = None
+        predictions.append(value)
+        hits.append(int(value == target))
+    return {"correct": sum(hits), "n": len(hits), "seconds_per_call": round((time.perf_counter() - started) / len(hits), 2),
+            "hits": hits, "predictions": predictions}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=60)
+    parser.add_argument("--task", default="mmlu_topics_200")
+    args = parser.parse_args()
+    task = json.loads((BENCH / "training" / "data" / f"{args.task}.json").read_text())
+    fin, fout, choices = task["input"]["name"], task["output"]["name"], task["output"]["choices"]
+    requests = await promptgym_requests(task, args.n)
+    ours = [request.messages for request in requests]
+    cases = [(demos_of(m), {fin: row[fin]}) for m, row in zip(ours, task["test"])]
+    dspy = json.loads(subprocess.run([str(DSPY_PYTHON), "-c", DSPY_FORMAT], input=json.dumps([task, cases]), text=True,
+                                     capture_output=True, check=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}).stdout)
+    renderings = {"promptgym": ours, "dspy_json": dspy, "pg_reminder": [with_reminder(m, fout, choices) for m in ours],
+                  "pg_plain_inputs": [with_plain_inputs(m) for m in ours]}
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(ensure_local_model(DEFAULT_LOCAL_MODEL)), n_ctx=4096, n_threads=2, verbose=False)
+    targets = [row[fout] for row in task["test"][:args.n]]
+    results = {}
+    for name, messages in renderings.items():
+        results[name] = run(llm, messages, requests[0].schema, fout, targets)
+        interval = confidence_interval(results[name]["hits"])
+        print(f"{name:16s} {results[name]['correct']}/{args.n} = {interval}  {results[name]['seconds_per_call']} s/call",
+              flush=True)
+    for name in renderings:
+        if name != "promptgym":
+            print(f"{name} vs promptgym: {paired_test(results['promptgym']['hits'], results[name]['hits'])}")
+    out = BENCH / "results" / "embedded_demo_rendering.json"
+    out.write_text(json.dumps({"task": args.task, "n": args.n, "model": DEFAULT_LOCAL_MODEL, "results": results,
+                               "example_messages": {name: m[0] for name, m in renderings.items()}}, indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
