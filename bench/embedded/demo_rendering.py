@@ -3,16 +3,21 @@
 On mmlu_topics_200 (bench/training/data) the 0.5B model, shown the 3 training
 questions nearest to each input, scored 27% with promptgym's prompt and 40% with
 DSPy's (the same neighbours and embedder). This sends the same model, with the same
-neighbours and the same JSON-schema constraint, four renderings of the prompt and
-scores each on the first N test items:
+neighbours and the same JSON-schema constraint, several renderings of the prompt and
+scores each on the first N test items of a task (``--task``, any task file there):
 
   promptgym        the messages promptgym's KNNFewShot program sends (captured, no model call)
   dspy_json        DSPy 3.4.1 JSONAdapter's messages for the same demonstrations (the DSPy venv formats them)
   pg_reminder      promptgym's, with the output fields restated after the input in the last message
   pg_plain_inputs  promptgym's, with inputs written as "question: ..." lines instead of a JSON object
+  pg_inputs_schema promptgym's, with the input fields described in the system message (``use_inputs_schema``)
+  dspy_system      DSPy's system message, then promptgym's turns
+  dspy_turns       promptgym's system message, then DSPy's turns (their input headers and closing reminder)
+  dspy_fields      DSPy's system message without its "structure" block (field lists and objective), promptgym's turns
+  pg_structure     promptgym's system message plus DSPy's "structure" block, promptgym's turns
 
-Run: flock /tmp/promptgym-llm.lock .venv/bin/python bench/embedded/demo_rendering.py [--n 60]
-(after ``bash bench/peers/setup.sh``). Writes bench/results/embedded_demo_rendering.json.
+Run: flock /tmp/promptgym-llm.lock .venv/bin/python bench/embedded/demo_rendering.py [--n 60] [--task T] [--only A,B]
+(after ``bash bench/peers/setup.sh``). Writes bench/results/embedded_demo_rendering[_<task>][_<only>].json.
 """
 
 from __future__ import annotations
@@ -42,8 +47,9 @@ DSPY_FORMAT = """
 import json, sys, typing, dspy
 task, cases = json.load(sys.stdin)
 fin, fout = task["input"], task["output"]
+kind = typing.Literal[tuple(fout["choices"])] if fout.get("choices") else str
 sig = dspy.Signature({fin["name"]: (str, dspy.InputField(desc=fin["description"])),
-                      fout["name"]: (typing.Literal[tuple(fout["choices"])], dspy.OutputField(desc=fout["description"]))})
+                      fout["name"]: (kind, dspy.OutputField(desc=fout["description"]))})
 out = [dspy.JSONAdapter().format(sig, [dspy.Example(**d).with_inputs(fin["name"]) for d in demos], inputs)
        for demos, inputs in cases]
 print(json.dumps(out))
@@ -71,9 +77,10 @@ def demos_of(messages: list[dict]) -> list[dict]:
     return [{**json.loads(user["content"]), **json.loads(answer["content"])} for user, answer in zip(turns[::2], turns[1::2])]
 
 
-def with_reminder(messages: list[dict], fout: str, choices: list[str]) -> list[dict]:
+def with_reminder(messages: list[dict], fout: str, choices: list[str] | None) -> list[dict]:
     last = dict(messages[-1])
-    last["content"] += f"\n\nAnswer with a JSON object with the field `{fout}`: one of {', '.join(choices)}."
+    last["content"] += f"\n\nAnswer with a JSON object with the field `{fout}`" + (
+        f": one of {', '.join(choices)}." if choices else ".")
     return [*messages[:-1], last]
 
 
@@ -83,6 +90,18 @@ def with_plain_inputs(messages: list[dict]) -> list[dict]:
             return message
         return {**message, "content": "\n".join(f"{k}: {v}" for k, v in json.loads(message["content"]).items())}
     return [messages[0], *(plain(m) for m in messages[1:])]
+
+
+def with_inputs_schema(messages: list[dict], fin: str, description: str) -> list[dict]:
+    system = messages[0]["content"].replace(
+        "\n\nAnswer with", f"\n\nThe input is a JSON object with these fields:\n- {fin}: {description}\n\nAnswer with", 1)
+    return [{**messages[0], "content": system}, *messages[1:]]
+
+
+def dspy_system_parts(system: str) -> tuple[str, str, str]:
+    """DSPy's system message as (field lists, "All interactions will be structured..." block, objective)."""
+    structure, objective = system.index("All interactions will be structured"), system.index("In adhering to this structure")
+    return system[:structure], system[structure:objective], system[objective:]
 
 
 def run(llm, renderings: list[list[dict]], schema: dict, fout: str, targets: list[str]) -> dict:
@@ -104,16 +123,27 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--task", default="mmlu_topics_200")
+    parser.add_argument("--only", default="", help="comma-separated renderings to score next to promptgym's")
     args = parser.parse_args()
     task = json.loads((BENCH / "training" / "data" / f"{args.task}.json").read_text())
-    fin, fout, choices = task["input"]["name"], task["output"]["name"], task["output"]["choices"]
+    fin, fout, choices = task["input"]["name"], task["output"]["name"], task["output"].get("choices")
     requests = await promptgym_requests(task, args.n)
     ours = [request.messages for request in requests]
     cases = [(demos_of(m), {fin: row[fin]}) for m, row in zip(ours, task["test"])]
     dspy = json.loads(subprocess.run([str(DSPY_PYTHON), "-c", DSPY_FORMAT], input=json.dumps([task, cases]), text=True,
                                      capture_output=True, check=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}).stdout)
     renderings = {"promptgym": ours, "dspy_json": dspy, "pg_reminder": [with_reminder(m, fout, choices) for m in ours],
-                  "pg_plain_inputs": [with_plain_inputs(m) for m in ours]}
+                  "pg_plain_inputs": [with_plain_inputs(m) for m in ours],
+                  "pg_inputs_schema": [with_inputs_schema(m, fin, task["input"]["description"]) for m in ours],
+                  "dspy_system": [[d[0], *m[1:]] for d, m in zip(dspy, ours)],
+                  "dspy_turns": [[m[0], *d[1:]] for d, m in zip(dspy, ours)]}
+    parts = [dspy_system_parts(d[0]["content"]) for d in dspy]
+    renderings["dspy_fields"] = [[{"role": "system", "content": fields + objective}, *m[1:]]
+                                 for (fields, _, objective), m in zip(parts, ours)]
+    renderings["pg_structure"] = [[{"role": "system", "content": m[0]["content"] + "\n\n" + structure.strip()}, *m[1:]]
+                                  for (_, structure, _), m in zip(parts, ours)]
+    if args.only:
+        renderings = {name: renderings[name] for name in ["promptgym", *args.only.split(",")]}
     from llama_cpp import Llama
 
     llm = Llama(model_path=str(ensure_local_model(DEFAULT_LOCAL_MODEL)), n_ctx=4096, n_threads=2, verbose=False)
@@ -127,7 +157,8 @@ async def main() -> None:
     for name in renderings:
         if name != "promptgym":
             print(f"{name} vs promptgym: {paired_test(results['promptgym']['hits'], results[name]['hits'])}")
-    out = BENCH / "results" / "embedded_demo_rendering.json"
+    suffix = "" if args.task == "mmlu_topics_200" else f"_{args.task}"
+    out = BENCH / "results" / f"embedded_demo_rendering{suffix}{'_' + args.only.replace(',', '_') if args.only else ''}.json"
     out.write_text(json.dumps({"task": args.task, "n": args.n, "model": DEFAULT_LOCAL_MODEL, "results": results,
                                "example_messages": {name: m[0] for name, m in renderings.items()}}, indent=1))
 
