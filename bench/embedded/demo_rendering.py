@@ -15,6 +15,8 @@ scores each on the first N test items of a task (``--task``, any task file there
   dspy_turns       promptgym's system message, then DSPy's turns (their input headers and closing reminder)
   dspy_fields      DSPy's system message without its "structure" block (field lists and objective), promptgym's turns
   pg_structure     promptgym's system message plus DSPy's "structure" block, promptgym's turns
+  pg_candidate     a fuller promptgym system message (fields with types and descriptions, the answer's JSON
+                   shape with its allowed values, the instructions as the objective), promptgym's turns
 
 Run: flock /tmp/promptgym-llm.lock .venv/bin/python bench/embedded/demo_rendering.py [--n 60] [--task T] [--only A,B]
 (after ``bash bench/peers/setup.sh``). Writes bench/results/embedded_demo_rendering[_<task>][_<only>].json.
@@ -104,6 +106,18 @@ def dspy_system_parts(system: str) -> tuple[str, str, str]:
     return system[:structure], system[structure:objective], system[objective:]
 
 
+def candidate_system(task: dict, instructions: str) -> str:
+    """A system message in promptgym's words that describes what DSPy's does (see pg_candidate)."""
+    fin, fout = task["input"], task["output"]
+    kind = "one of " + ", ".join(f'"{c}"' for c in fout["choices"]) if fout.get("choices") else "string"
+    shape = "<" + ("one of: " + ", ".join(fout["choices"]) if fout.get("choices") else fout["name"]) + ">"
+    return (f"Your input fields are:\n- `{fin['name']}` (string): {fin['description']}\n"
+            f"Your output fields are:\n- `{fout['name']}` ({kind}): {fout['description']}\n\n"
+            f"Each input is a JSON object with the input fields. Answer with a JSON object with the output fields, "
+            f"exactly in this shape:\n{json.dumps({fout['name']: shape})}\n\n"
+            f"Your objective: {instructions}")
+
+
 def run(llm, renderings: list[list[dict]], schema: dict, fout: str, targets: list[str]) -> dict:
     started, hits, predictions = time.perf_counter(), [], []
     for messages, target in zip(renderings, targets):
@@ -142,6 +156,9 @@ async def main() -> None:
                                  for (fields, _, objective), m in zip(parts, ours)]
     renderings["pg_structure"] = [[{"role": "system", "content": m[0]["content"] + "\n\n" + structure.strip()}, *m[1:]]
                                   for (_, structure, _), m in zip(parts, ours)]
+    instructions = ours[0][0]["content"].split("\n\n")[0]
+    renderings["pg_candidate"] = [[{"role": "system", "content": candidate_system(task, instructions)}, *m[1:]]
+                                  for m in ours]
     if args.only:
         renderings = {name: renderings[name] for name in ["promptgym", *args.only.split(",")]}
     from llama_cpp import Llama
