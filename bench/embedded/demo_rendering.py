@@ -17,6 +17,8 @@ scores each on the first N test items of a task (``--task``, any task file there
   pg_structure     promptgym's system message plus DSPy's "structure" block, promptgym's turns
   pg_candidate     a fuller promptgym system message (fields with types and descriptions, the answer's JSON
                    shape with its allowed values, the instructions as the objective), promptgym's turns
+  pg_candidate2    pg_candidate, with the allowed values restated as a rule ("must be exactly one of") and an
+                   objective that names the fields ("Given `question`, produce `topic`.") before the instructions
 
 Run: flock /tmp/promptgym-llm.lock .venv/bin/python bench/embedded/demo_rendering.py [--n 60] [--task T] [--only A,B]
 (after ``bash bench/peers/setup.sh``). Writes bench/results/embedded_demo_rendering[_<task>][_<only>].json.
@@ -118,6 +120,15 @@ def candidate_system(task: dict, instructions: str) -> str:
             f"Your objective: {instructions}")
 
 
+def candidate2_system(task: dict, instructions: str) -> str:
+    """pg_candidate with an exact-values rule and an objective that names the fields."""
+    fin, fout = task["input"], task["output"]
+    base = candidate_system(task, instructions).rsplit("\n\nYour objective: ", 1)[0]
+    rule = (f"\nThe value of `{fout['name']}` must be exactly one of: {', '.join(fout['choices'])} (nothing else)."
+            if fout.get("choices") else "")
+    return f"{base}{rule}\n\nYour objective: given `{fin['name']}`, produce `{fout['name']}`. {instructions}"
+
+
 def run(llm, renderings: list[list[dict]], schema: dict, fout: str, targets: list[str]) -> dict:
     started, hits, predictions = time.perf_counter(), [], []
     for messages, target in zip(renderings, targets):
@@ -159,6 +170,8 @@ async def main() -> None:
     instructions = ours[0][0]["content"].split("\n\n")[0]
     renderings["pg_candidate"] = [[{"role": "system", "content": candidate_system(task, instructions)}, *m[1:]]
                                   for m in ours]
+    renderings["pg_candidate2"] = [[{"role": "system", "content": candidate2_system(task, instructions)}, *m[1:]]
+                                   for m in ours]
     if args.only:
         renderings = {name: renderings[name] for name in ["promptgym", *args.only.split(",")]}
     from llama_cpp import Llama
