@@ -19,6 +19,8 @@ scores each on the first N test items of a task (``--task``, any task file there
                    shape with its allowed values, the instructions as the objective), promptgym's turns
   pg_candidate2    pg_candidate, with the allowed values restated as a rule ("must be exactly one of") and an
                    objective that names the fields ("Given `question`, produce `topic`.") before the instructions
+  pg_candidate3    DSPy's system message laid out the same way (numbered fields with types, the input and output
+                   structure, a note on the allowed values, the objective) but describing promptgym's JSON turns
 
 Run: flock /tmp/promptgym-llm.lock .venv/bin/python bench/embedded/demo_rendering.py [--n 60] [--task T] [--only A,B]
 (after ``bash bench/peers/setup.sh``). Writes bench/results/embedded_demo_rendering[_<task>][_<only>].json.
@@ -129,6 +131,22 @@ def candidate2_system(task: dict, instructions: str) -> str:
     return f"{base}{rule}\n\nYour objective: given `{fin['name']}`, produce `{fout['name']}`. {instructions}"
 
 
+def candidate3_system(task: dict, instructions: str) -> str:
+    """DSPy's layout (numbered typed fields, structure, note, objective) describing promptgym's JSON turns."""
+    fin, fout = task["input"], task["output"]
+    kind = f"one of {fout['choices']}" if fout.get("choices") else "str"
+    note = (f"  # the value must match exactly (no extra characters) one of: {'; '.join(fout['choices'])}"
+            if fout.get("choices") else "")
+    return (f"Your input fields are:\n1. `{fin['name']}` (str): {fin['description']}\n"
+            f"Your output fields are:\n1. `{fout['name']}` ({kind}): {fout['description']}\n"
+            "All interactions will be structured in the following way, with the appropriate values filled in.\n\n"
+            f"Inputs will be a JSON object:\n\n{{\"{fin['name']}\": \"{{{fin['name']}}}\"}}\n\n"
+            f"Outputs will be a JSON object with the following fields.\n\n"
+            f"{{\n  \"{fout['name']}\": \"{{{fout['name']}}}\"{note}\n}}\n"
+            f"In adhering to this structure, your objective is: given the field `{fin['name']}`, produce the field "
+            f"`{fout['name']}`. {instructions}")
+
+
 def run(llm, renderings: list[list[dict]], schema: dict, fout: str, targets: list[str]) -> dict:
     started, hits, predictions = time.perf_counter(), [], []
     for messages, target in zip(renderings, targets):
@@ -171,6 +189,8 @@ async def main() -> None:
     renderings["pg_candidate"] = [[{"role": "system", "content": candidate_system(task, instructions)}, *m[1:]]
                                   for m in ours]
     renderings["pg_candidate2"] = [[{"role": "system", "content": candidate2_system(task, instructions)}, *m[1:]]
+                                   for m in ours]
+    renderings["pg_candidate3"] = [[{"role": "system", "content": candidate3_system(task, instructions)}, *m[1:]]
                                    for m in ours]
     if args.only:
         renderings = {name: renderings[name] for name in ["promptgym", *args.only.split(",")]}
