@@ -9,10 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+from promptgym.cli.runs import RunFolder, list_runs
 
-def sigterm_mid_run(config: Path, workdir: Path, event: str, timeout_s: float = 120) -> tuple[int, str]:
-    """Run ``promptgym train -c config --yes`` in a child process and send it SIGTERM once its run folder
-    logged an ``event`` event (e.g. ``"sft_step"``); returns the exit code and the output."""
+
+def sigterm_mid_run(config: Path, workdir: Path, event: str, timeout_s: float = 120) -> tuple[RunFolder, str]:
+    """Run ``promptgym train -c config --yes`` in a child process, send it SIGTERM once its run folder logged an
+    ``event`` event (e.g. ``"sft_step"``), check that it stopped as an interrupted run should (exit 130, no
+    traceback, the resume command printed), and return that run and the output."""
     process = subprocess.Popen([sys.executable, "-m", "promptgym.cli.main", "train", "-c", str(config), "--yes"],
                                cwd=workdir, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
@@ -28,4 +31,6 @@ def sigterm_mid_run(config: Path, workdir: Path, event: str, timeout_s: float = 
     finally:
         if process.poll() is None:
             process.kill()
-    return process.returncode, output
+    assert process.returncode == 130, output
+    assert "Traceback" not in output and "promptgym train --resume" in output
+    return RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"]), output

@@ -230,10 +230,7 @@ def test_sigterm_checkpoints_the_run_and_resume_continues_it(workdir: Path, tiny
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINY_DELAY_S", "0.3")  # each iteration takes a moment, so the signal lands mid-run
     config = write_config(workdir, tiny_model, iterations=4)
-    returncode, output = sigterm_mid_run(config, workdir, "rl_iteration")
-    assert returncode == 130, output
-    assert "Traceback" not in output and "promptgym train --resume" in output
-    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    run, output = sigterm_mid_run(config, workdir, "rl_iteration")
     status = run.status()
     done = status["iterations_done"]
     assert status["status"] == "interrupted" and 1 <= done < 4

@@ -207,10 +207,7 @@ def test_sigterm_saves_a_checkpoint_and_the_run_can_resume_from_it(workdir: Path
     config = write_config(workdir, tiny_model, capital_rows(160))
     config.write_text(config.read_text().replace("batch_size = 4", "batch_size = 1").replace("n_epochs = 1", "n_epochs = 3")
                       .replace("save_steps = 2", "save_steps = 100000"))
-    returncode, output = sigterm_mid_run(config, workdir, "sft_step")
-    assert returncode == 130, output
-    assert "Traceback" not in output and "promptgym train --resume" in output
-    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    run, _ = sigterm_mid_run(config, workdir, "sft_step")
     status = run.status()
     done = status["steps_done"]
     assert status["status"] == "interrupted" and 1 <= done < 360
