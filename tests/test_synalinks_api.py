@@ -103,10 +103,11 @@ def test_config_and_top_level_names():
 
 def test_system_prompt_follows_default_prompt_template():
     generator = pg.Generator(data_model=Answer, language_model=echo_lm(), instructions="Be brief.")
-    prompt = generator.system_prompt()
-    assert prompt == pg.default_prompt_template().replace("{instructions}", "Be brief.").replace(
-        "\n\nThe input is a JSON object with these fields:\n{inputs_schema}", "").replace(
-        "{outputs_schema}", "- answer (string): The answer")
+    prompt = generator.system_prompt(Question.get_schema())
+    assert prompt == pg.default_prompt_template().format(
+        input_fields="1. `question` (string): A question", output_fields="1. `answer` (string): The answer",
+        input_shape='{"question": "{question}"}', output_shape='{"answer": "{answer}"}', allowed_values="",
+        input_names="`question`", output_names="`answer`", instructions="Be brief.")
 
 
 # -- operational metrics of the optimizer's and the reward's models -------------------------

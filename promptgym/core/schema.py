@@ -160,8 +160,28 @@ def describe_fields(data_model: type[DataModel]) -> str:
 
 def describe_schema_fields(schema: dict[str, Any]) -> str:
     """:func:`describe_fields` for a JSON schema."""
+    return "\n".join(f"- {field.name} ({field.kind})" + (f": {field.description}" if field.description else "")
+                     for field in schema_fields(schema))
+
+
+class SchemaField(pydantic.BaseModel):
+    """One top-level field of a JSON schema, as a prompt describes it."""
+
+    name: str
+    kind: str
+    description: str | None = None
+    type: str | None = None
+    choices: list[Any] | None = None
+
+
+def schema_fields(schema: dict[str, Any]) -> list[SchemaField]:
+    """The top-level fields of ``schema``, references resolved.
+
+    >>> [field.kind for field in schema_fields({"properties": {"n": {"type": "integer"}, "c": {"enum": ["a", "b"]}}})]
+    ['integer', 'one of "a", "b"']
+    """
     defs = schema.get("$defs", {})
-    lines = []
+    fields = []
     for name, prop in schema.get("properties", {}).items():
         if "$ref" in prop:
             prop = {**defs.get(prop["$ref"].split("/")[-1], {}), **{k: v for k, v in prop.items() if k != "$ref"}}
@@ -171,9 +191,9 @@ def describe_schema_fields(schema: dict[str, Any]) -> str:
             kind = f"list of {prop.get('items', {}).get('type', 'values')}"
         else:
             kind = str(prop.get("type", "value"))
-        description = prop.get("description")
-        lines.append(f"- {name} ({kind})" + (f": {description}" if description else ""))
-    return "\n".join(lines)
+        fields.append(SchemaField(name=name, kind=kind, description=prop.get("description"), type=prop.get("type"),
+                                  choices=prop.get("enum")))
+    return fields
 
 
 def json_literal(value: Any) -> str:

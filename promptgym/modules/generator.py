@@ -28,7 +28,6 @@ from promptgym.core.schema import (
     DEFAULT_MAX_STRING_LENGTH,
     bounded_schema,
     data_model_from_schema,
-    describe_fields,
     describe_schema_fields,
     deserialize_data_model,
     schema_of_value,
@@ -39,6 +38,7 @@ from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
 from promptgym.modules.module import Module
+from promptgym.modules.prompt_layout import PROMPT_TEMPLATE, structured_system_prompt
 from promptgym.lm.chat_calls import wire_messages
 from promptgym.modules.retrieval import retrieved_examples
 from promptgym.modules.symbolic import SymbolicDataModel
@@ -47,30 +47,17 @@ from promptgym.modules.variable import Variable, prompt_state_problem
 
 DEFAULT_INSTRUCTIONS = "Read the input and answer with the output fields."
 
-_PROMPT_SECTIONS = (
-    ("instructions", "{instructions}"),
-    ("inputs_schema", "The input is a JSON object with these fields:\n{inputs_schema}"),
-    ("outputs_schema", "Answer with a JSON object with these fields:\n{outputs_schema}"),
-)
-
-
 def default_prompt_template() -> str:
-    """The system prompt a Generator sends, with its ``{placeholders}``.
+    """The system prompt a Generator with an output DataModel sends, with its ``{placeholders}``.
 
-    A section whose placeholder is empty is left out (``inputs_schema`` is
-    there with ``use_inputs_schema=True``; ``outputs_schema`` unless the
-    Generator chats). Examples follow as user/assistant turns, then the input.
+    Examples follow as user/assistant turns, then the input, each a JSON
+    object. A Generator that chats sends its instructions alone (and the
+    input fields with ``use_inputs_schema=True``).
 
-    >>> print(default_prompt_template())
-    {instructions}
-    <BLANKLINE>
-    The input is a JSON object with these fields:
-    {inputs_schema}
-    <BLANKLINE>
-    Answer with a JSON object with these fields:
-    {outputs_schema}
+    >>> print(default_prompt_template().splitlines()[-1])
+    Objective: given {input_names}, produce {output_names}. {instructions}
     """
-    return "\n\n".join(section for _, section in _PROMPT_SECTIONS)
+    return PROMPT_TEMPLATE
 
 
 def as_json(value: Any) -> dict[str, Any]:
@@ -214,12 +201,12 @@ class Generator(Module):
     def examples(self) -> list[dict[str, Any]]:
         return self.state.get("examples", [])
 
-    def system_prompt(self, input_fields: str = "") -> str:
-        """:func:`default_prompt_template` filled in (sections with nothing to show left out)."""
-        values = {"instructions": self.instructions, "inputs_schema": input_fields,
-                  "outputs_schema": describe_fields(self.data_model) if self.data_model is not None else ""}
-        return "\n\n".join(section.format(**values) for key, section in _PROMPT_SECTIONS if values[key] or
-                             key == "instructions")
+    def system_prompt(self, input_schema: dict[str, Any] | None = None) -> str:
+        """:func:`default_prompt_template` filled in for inputs following ``input_schema``."""
+        if self.data_model is not None:
+            return structured_system_prompt(self.instructions, input_schema or {}, self.data_model.get_schema())
+        fields = describe_schema_fields(input_schema) if self.use_inputs_schema and input_schema else ""
+        return self.instructions + (f"\n\nThe input is a JSON object with these fields:\n{fields}" if fields else "")
 
     async def demonstrations(self, inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """What the prompt shows for ``inputs``: the fixed examples, then the retrieved ones (if any)."""
@@ -236,8 +223,8 @@ class Generator(Module):
         fields before ``messages`` are shown first as one user turn, the fields
         after it (answers a previous step appended) are left out.
         """
-        fields = describe_schema_fields(input_schema) if self.use_inputs_schema and input_schema else ""
-        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt(fields)}]
+        schema = input_schema or schema_of_value(inputs, title="Inputs")
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt(schema)}]
         for example in self.examples if examples is None else examples:
             messages.append({"role": "user", "content": json.dumps(example["inputs"], ensure_ascii=False)})
             messages.append({"role": "assistant", "content": json.dumps(example["outputs"], ensure_ascii=False)})

@@ -21,8 +21,10 @@ async def test_prompt_has_instructions_schema_examples_and_input():
                              examples=[(Question(question="2+2"), Answer(answer="4"))])
     await generator(Question(question="3+3"))
     messages = lm.requests[0].messages
-    assert messages[0]["role"] == "system" and messages[0]["content"].startswith("Be brief.")
-    assert "- answer (string): The answer" in messages[0]["content"]
+    system = messages[0]["content"]
+    assert messages[0]["role"] == "system" and system.endswith("Objective: given `question`, produce `answer`. Be brief.")
+    assert "1. `question` (string): A question" in system and "1. `answer` (string): The answer" in system
+    assert '{"question": "{question}"}' in system and '{"answer": "{answer}"}' in system
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert json.loads(messages[2]["content"]) == {"answer": "4"}
     assert json.loads(messages[3]["content"]) == {"question": "3+3"}

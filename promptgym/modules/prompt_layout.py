@@ -1,0 +1,95 @@
+"""The system message a structured Generator sends.
+
+It names every input and output field with its type and description, shows
+the JSON object each turn holds, restates the values a choice field allows,
+and ends on the objective followed by the trainable instructions. Small
+local models pick the answer's values far better from this than from the
+instructions and the output fields alone (docs/benchmarks.md, "Why the
+prompt changed").
+
+>>> print(structured_system_prompt(
+...     "Be brief.",
+...     {"properties": {"question": {"type": "string", "description": "An exam question"}}},
+...     {"properties": {"topic": {"type": "string", "enum": ["stem", "other"]}}}))
+Input fields:
+1. `question` (string): An exam question
+<BLANKLINE>
+Output fields:
+1. `topic` (one of "stem", "other")
+<BLANKLINE>
+Each exchange has this shape, with the values filled in.
+The input is a JSON object:
+{"question": "{question}"}
+The answer is a JSON object:
+{"topic": "{topic}"}
+The value of `topic` must be exactly one of: stem; other (no other characters).
+<BLANKLINE>
+Objective: given `question`, produce `topic`. Be brief.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from promptgym.core.schema import SchemaField, json_literal, schema_fields
+
+PROMPT_TEMPLATE = """Input fields:
+{input_fields}
+
+Output fields:
+{output_fields}
+
+Each exchange has this shape, with the values filled in.
+The input is a JSON object:
+{input_shape}
+The answer is a JSON object:
+{output_shape}{allowed_values}
+
+Objective: given {input_names}, produce {output_names}. {instructions}"""
+
+CONVERSATION = "then the conversation so far, as chat turns"
+
+
+def structured_system_prompt(instructions: str, input_schema: dict[str, Any], output_schema: dict[str, Any]) -> str:
+    """:data:`PROMPT_TEMPLATE` filled in for these schemas (a ``messages`` input field is the conversation's turns)."""
+    inputs = [field for field in schema_fields(input_schema) if field.name != "messages"]
+    conversation = len(inputs) < len(schema_fields(input_schema))
+    outputs = schema_fields(output_schema)
+    input_fields = field_list(inputs) + (f"\n{len(inputs) + 1}. `messages`: the conversation so far" if conversation else "")
+    input_shape = shape(inputs) if inputs else "{}"
+    if conversation:
+        input_shape += f" ({CONVERSATION})" if inputs else f"\n({CONVERSATION}, instead of the object)"
+    return PROMPT_TEMPLATE.format(
+        input_fields=input_fields or "(none)", output_fields=field_list(outputs) or "(none)",
+        input_shape=input_shape, output_shape=shape(outputs), allowed_values="".join(choice_rule(f) for f in outputs),
+        input_names=names([*inputs, *([SchemaField(name="messages", kind="")] if conversation else [])]),
+        output_names=names(outputs), instructions=instructions).rstrip()
+
+
+def field_list(fields: list[SchemaField]) -> str:
+    """``1. `name` (kind): description``, one line per field."""
+    return "\n".join(f"{number}. `{field.name}` ({field.kind})" + (f": {field.description}" if field.description else "")
+                     for number, field in enumerate(fields, 1))
+
+
+def shape(fields: list[SchemaField]) -> str:
+    """The JSON object with a ``{name}`` placeholder per field (quoted for strings)."""
+    def placeholder(field: SchemaField) -> str:
+        return f'"{{{field.name}}}"' if field.type == "string" else f"{{{field.name}}}"
+
+    return "{" + ", ".join(f"{json_literal(field.name)}: {placeholder(field)}" for field in fields) + "}"
+
+
+def choice_rule(field: SchemaField) -> str:
+    if not field.choices:
+        return ""
+    values = "; ".join(str(value) if isinstance(value, str) else json_literal(value) for value in field.choices)
+    return f"\nThe value of `{field.name}` must be exactly one of: {values} (no other characters)."
+
+
+def names(fields: list[SchemaField]) -> str:
+    """```a`, `b` and `c``` (or "nothing")."""
+    quoted = [f"`{field.name}`" for field in fields]
+    if len(quoted) < 2:
+        return quoted[0] if quoted else "nothing"
+    return ", ".join(quoted[:-1]) + " and " + quoted[-1]
