@@ -1,12 +1,14 @@
 """Does the way demonstrations are written into the prompt change what the embedded model does with them?
 
 On mmlu_topics_200 (bench/training/data) the 0.5B model, shown the 3 training
-questions nearest to each input, scored 27% with promptgym's prompt and 40% with
-DSPy's (the same neighbours and embedder). This sends the same model, with the same
+questions nearest to each input, scored 27% with promptgym's first system message and
+40% with DSPy's (the same neighbours and embedder); what this script found is why
+Generator's system message changed (docs/benchmarks.md). This sends the same model, with the same
 neighbours and the same JSON-schema constraint, several renderings of the prompt and
 scores each on the first N test items of a task (``--task``, any task file there):
 
-  promptgym        the messages promptgym's KNNFewShot program sends (captured, no model call)
+  promptgym        the messages promptgym's KNNFewShot program sends (captured, no model call): the current
+                   system message; result files other than *_promptgym.json hold the first one's
   dspy_json        DSPy 3.4.1 JSONAdapter's messages for the same demonstrations (the DSPy venv formats them)
   pg_reminder      promptgym's, with the output fields restated after the input in the last message
   pg_plain_inputs  promptgym's, with inputs written as "question: ..." lines instead of a JSON object
@@ -40,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import promptgym as pg
+from promptgym.modules.generator import DEFAULT_INSTRUCTIONS
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, ensure_local_model
 from promptgym.stats import confidence_interval, paired_test
 from promptgym.testing import ScriptedLanguageModel
@@ -185,7 +188,7 @@ async def main() -> None:
                                  for (fields, _, objective), m in zip(parts, ours)]
     renderings["pg_structure"] = [[{"role": "system", "content": m[0]["content"] + "\n\n" + structure.strip()}, *m[1:]]
                                   for (_, structure, _), m in zip(parts, ours)]
-    instructions = ours[0][0]["content"].split("\n\n")[0]
+    instructions = DEFAULT_INSTRUCTIONS
     renderings["pg_candidate"] = [[{"role": "system", "content": candidate_system(task, instructions)}, *m[1:]]
                                   for m in ours]
     renderings["pg_candidate2"] = [[{"role": "system", "content": candidate2_system(task, instructions)}, *m[1:]]
