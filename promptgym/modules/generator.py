@@ -105,7 +105,8 @@ class Generator(Module):
         streaming: in chat mode, return a ``StreamingIterator`` when called on its own.
         reasoning_effort, top_p, top_k: sent to the model with each call (servers
             that take them use them; the embedded engine uses top_p/top_k).
-        use_inputs_schema: describe the input fields in the prompt too.
+        use_inputs_schema: a Generator that chats describes its input fields too (one with an output
+            DataModel always does).
 
     ``prompt_template``, ``seed_instructions`` and ``use_outputs_schema`` are
     accepted for synalinks code: promptgym's prompt is fixed (instructions,

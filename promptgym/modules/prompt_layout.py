@@ -51,10 +51,17 @@ CONVERSATION = "then the conversation so far, as chat turns"
 
 
 def structured_system_prompt(instructions: str, input_schema: dict[str, Any], output_schema: dict[str, Any]) -> str:
-    """:data:`PROMPT_TEMPLATE` filled in for these schemas (a ``messages`` input field is the conversation's turns)."""
+    """:data:`PROMPT_TEMPLATE` filled in for these schemas.
+
+    A ``messages`` input field is the conversation's turns; as in
+    ``Generator.messages``, only the fields before it are shown (as one JSON
+    turn), so only those are described.
+    """
     every_input = schema_fields(input_schema)
-    inputs = [field for field in every_input if field.name != "messages"]
-    conversation = len(inputs) < len(every_input)
+    names_in_order = [field.name for field in every_input]
+    conversation = "messages" in names_in_order
+    shown = names_in_order.index("messages") if conversation else len(every_input)
+    inputs = every_input[:shown]
     outputs = schema_fields(output_schema)
     input_fields = field_list(inputs) + (f"\n{len(inputs) + 1}. `messages`: the conversation so far" if conversation else "")
     input_shape = shape(inputs) if inputs else "{}"
@@ -63,7 +70,7 @@ def structured_system_prompt(instructions: str, input_schema: dict[str, Any], ou
     return PROMPT_TEMPLATE.format(
         input_fields=input_fields or "(none)", output_fields=field_list(outputs) or "(none)",
         input_shape=input_shape, output_shape=shape(outputs), allowed_values="".join(choice_rule(f) for f in outputs),
-        input_names=names([field for field in every_input if field.name == "messages" or field in inputs]),
+        input_names=names(every_input[:shown + 1]),
         output_names=names(outputs), instructions=instructions).rstrip()
 
 

@@ -49,6 +49,20 @@ def test_a_conversation_input_is_named_as_the_turns_that_follow():
     assert prompt.endswith("Objective: given `user` and `messages`, produce `team` and `tags`.")
 
 
+def test_fields_after_the_conversation_are_not_described_since_the_turns_leave_them_out():
+    class Step(pg.DataModel):
+        user: str
+        messages: list[pg.ChatMessage] = []
+        draft: str = ""
+
+    generator = pg.Generator(data_model=Triage, language_model=ScriptedLanguageModel())
+    messages = generator.messages(Step(user="ann", messages=[], draft="x").model_dump(mode="json"), input_schema=Step.get_schema())
+
+    assert "draft" not in messages[0]["content"] and all("draft" not in m["content"] for m in messages[1:])
+    assert messages[0]["content"].endswith("Objective: given `user` and `messages`, produce `team` and `tags`. "
+                                           "Read the input and answer with the output fields.")
+
+
 def test_a_generator_describes_plain_dict_inputs_from_their_values():
     generator = pg.Generator(data_model=Triage, language_model=ScriptedLanguageModel(), instructions="Route it.")
 
