@@ -12,7 +12,8 @@ scores each on the first N test items of a task (``--task``, any task file there
   dspy_json        DSPy 3.4.1 JSONAdapter's messages for the same demonstrations (the DSPy venv formats them)
   pg_reminder      promptgym's, with the output fields restated after the input in the last message
   pg_plain_inputs  promptgym's, with inputs written as "question: ..." lines instead of a JSON object
-  pg_inputs_schema promptgym's, with the input fields described in the system message (``use_inputs_schema``)
+  pg_inputs_schema promptgym's first system message, with the input fields described (``use_inputs_schema``;
+                   the current message always describes them, so this rendering is only built for the first)
   dspy_system      DSPy's system message, then promptgym's turns
   dspy_turns       promptgym's system message, then DSPy's turns (their input headers and closing reminder)
   dspy_fields      DSPy's system message without its "structure" block (field lists and objective), promptgym's turns
@@ -180,9 +181,10 @@ async def main() -> None:
                                      capture_output=True, check=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}).stdout)
     renderings = {"promptgym": ours, "dspy_json": dspy, "pg_reminder": [with_reminder(m, fout, choices) for m in ours],
                   "pg_plain_inputs": [with_plain_inputs(m) for m in ours],
-                  "pg_inputs_schema": [with_inputs_schema(m, fin, task["input"]["description"]) for m in ours],
                   "dspy_system": [[d[0], *m[1:]] for d, m in zip(dspy, ours)],
                   "dspy_turns": [[m[0], *d[1:]] for d, m in zip(dspy, ours)]}
+    if "\n\nAnswer with" in ours[0][0]["content"]:  # the first system message; the current one describes the inputs
+        renderings["pg_inputs_schema"] = [with_inputs_schema(m, fin, task["input"]["description"]) for m in ours]
     parts = [dspy_system_parts(d[0]["content"]) for d in dspy]
     renderings["dspy_fields"] = [[{"role": "system", "content": fields + objective}, *m[1:]]
                                  for (fields, _, objective), m in zip(parts, ours)]
@@ -196,6 +198,9 @@ async def main() -> None:
     renderings["pg_candidate3"] = [[{"role": "system", "content": candidate3_system(task, instructions)}, *m[1:]]
                                    for m in ours]
     if args.only:
+        unknown = sorted(set(args.only.split(",")) - set(renderings))
+        if unknown:
+            raise SystemExit(f"no rendering {unknown} with this system message; there are: {', '.join(renderings)}")
         renderings = {name: renderings[name] for name in ["promptgym", *args.only.split(",")]}
     from llama_cpp import Llama
 
