@@ -77,6 +77,7 @@ from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.name_scope import name_scope
 from promptgym.core.scores import FineScore, Rating, Rating10, Rating20, Score
 from promptgym.modules import (
+    Action,
     And,
     Branch,
     ChainOfThought,
@@ -84,6 +85,7 @@ from promptgym.modules import (
     Concatenate,
     Decision,
     Factorize,
+    FunctionCallingAgent,
     Generator,
     Identity,
     InMask,
@@ -99,6 +101,7 @@ from promptgym.modules import (
     SelfCritique,
     Suffix,
     SymbolicDataModel,
+    Tool,
     Variable,
     Xor,
 )
@@ -115,6 +118,7 @@ from promptgym.initializers import Initializer
 from promptgym.metrics import BatchMetric, GapK, Metric, PassAtK, PassHatK
 from promptgym.modules.generator import default_prompt_template
 from promptgym.optimizers import OMEGA
+from promptgym.utils.mcp import MultiServerMCPClient
 from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.rewards import BatchReward, CosineSimilarity, ExactMatch, LMAsJudge, Reward
 from promptgym.rollouts.executor import get_default_executor, set_default_executor
@@ -139,9 +143,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "Generator",
+    "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
-    "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Variable", "Xor", "clear_session",
+    "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Tool", "MultiServerMCPClient", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",
     "set_default_executor", "ChatMessage", "ChatMessages", "ChatRole", "ToolCall", "ToolCallFunction", "Embedding",
     "EmbeddingRequest", "Embeddings", "GenericInputs", "GenericIO", "GenericOutputs", "GenericResult", "Instructions",

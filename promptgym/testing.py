@@ -35,7 +35,8 @@ def last_user_json(request: LMRequest) -> dict[str, Any]:
 
 class ScriptedBackend:
     def __init__(self, responses: list[Any] | None, respond: Responder | None, fail_on: Callable[[int], bool] | None,
-                 concurrency: int, delay_s: float) -> None:
+                 concurrency: int, delay_s: float, native_tools: bool = False) -> None:
+        self.native_tools = native_tools
         self.responses = list(responses or [])
         self.respond = respond
         self.fail_on = fail_on
@@ -60,9 +61,16 @@ class ScriptedBackend:
             raise AssertionError(f"ScriptedLanguageModel has no response for call {index}")
         if isinstance(answer, BaseException):
             raise answer
+        prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in request.messages)
+        if self.native_tools and isinstance(answer, dict) and "tool_calls" in answer and request.tools:
+            calls = [{"id": call.get("id", f"call_{index}_{i}"), "type": "function",
+                      "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}}
+                     for i, call in enumerate(answer["tool_calls"])]
+            content = answer.get("content") or ""
+            return LMResponse(content=content, prompt_tokens=prompt_tokens, completion_tokens=len(content.split()) + 1,
+                              tool_calls=calls or None)
         content = answer if isinstance(answer, str) else json.dumps(answer)
-        return LMResponse(content=content, prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
-                          completion_tokens=len(content.split()))
+        return LMResponse(content=content, prompt_tokens=prompt_tokens, completion_tokens=len(content.split()))
 
 
 @register_builtin
@@ -75,16 +83,20 @@ class ScriptedLanguageModel(LanguageModel):
         respond: ``f(request) -> answer``, used instead of ``responses``.
         fail_on: ``f(call_index) -> bool``; True makes that call fail.
         delay_s: simulated latency per call.
+        native_tools: answer like a server that calls tools natively: a response
+            ``{"content": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`` to a
+            request with ``tools`` comes back as OpenAI ``tool_calls``. Off (the default),
+            it is an engine without native tool calls, as the embedded one.
     """
 
     def __init__(self, responses: list[Any] | None = None, respond: Responder | None = None,
                  fail_on: Callable[[int], bool] | None = None, model: str = "scripted/test",
-                 concurrency: int = 8, delay_s: float = 0.0, **kwargs: Any) -> None:
+                 concurrency: int = 8, delay_s: float = 0.0, native_tools: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("cache", False)
         super().__init__(model=model, concurrency=concurrency, **kwargs)
         self.api_base = "scripted://"  # no server: set after the constructor, which checks server URLs
         self.responses = responses
-        self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s)
+        self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s, native_tools)
         self._backend = self._scripted
 
     @property
@@ -94,7 +106,8 @@ class ScriptedLanguageModel(LanguageModel):
     def get_config(self) -> dict[str, Any]:
         config = {key: value for key, value in super().get_config().items() if key not in ("api_base",)}
         serializable = all(isinstance(item, (dict, str)) for item in self.responses or [])
-        return {**config, "responses": self.responses if serializable else None}
+        return {**config, "responses": self.responses if serializable else None,
+                **({"native_tools": True} if self._scripted.native_tools else {})}
 
 
 @register_builtin

@@ -127,6 +127,17 @@ async def _aiter(items: Any) -> Any:
         yield item
 
 
+def _plain(value: Any) -> Any:
+    """litellm's records (or dicts) as plain JSON values: what the OpenAI wire carries."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    return value
+
+
 def _get(obj: Any, key: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
         return obj.get(key, default)
@@ -160,6 +171,8 @@ class LiteLLMBackend:
     def _kwargs(self, request: LMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages,
                                   "temperature": request.temperature, "max_tokens": request.max_tokens, **request.extra}
+        if getattr(request, "tools", None):
+            kwargs["tools"] = request.tools
         if request.schema is not None:
             kwargs["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "structured_output", "schema": request.schema, "strict": True}}
@@ -184,10 +197,12 @@ class LiteLLMBackend:
         if content is None:
             content = ""
         usage = _get(response, "usage") or {}
+        extra = {"tool_calls": _plain(_get(message, "tool_calls")) or None} if "tool_calls" in LMResponse.__dataclass_fields__ else {}
         return LMResponse(content=content if isinstance(content, str) else json.dumps(content),
                           prompt_tokens=int(_get(usage, "prompt_tokens", 0) or 0),
                           completion_tokens=int(_get(usage, "completion_tokens", 0) or 0),
-                          reasoning=_get(message, "reasoning_content"), finish_reason=_get(choices[0], "finish_reason"))
+                          reasoning=_get(message, "reasoning_content"), finish_reason=_get(choices[0], "finish_reason"),
+                          **extra)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         litellm = sys.modules["litellm"]

@@ -14,6 +14,7 @@ class LMRequest:
     max_tokens: int = 512
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None   # OpenAI ``tools`` (function specs), for native tool calling
 
 
 @dataclass
@@ -24,6 +25,7 @@ class LMResponse:
     reasoning: str | None = None       # the model's reasoning, when the server returns it (reasoning_content)
     finish_reason: str | None = None   # "stop", "length", "content_filter"... when the server says
     cost: float = 0.0                  # what the server billed for the call, when it says
+    tool_calls: list[dict[str, Any]] | None = None  # native tool calls, OpenAI form (arguments as a JSON string)
 
 
 @dataclass

@@ -34,6 +34,7 @@ class Answer:
     content: str
     reasoning: str | None = None
     finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 def check_api_base(model: str, api_base: str | None) -> None:
@@ -218,6 +219,11 @@ class LanguageModel(UsageCounters):
             return JsonDataModel(json=answer.value, schema=schema)
         return chat_answer(answer.content, answer.reasoning)
 
+    @property
+    def native_tools(self) -> bool:
+        """Whether this model's engine takes OpenAI ``tools`` and answers ``tool_calls`` (servers do; the embedded engine does not)."""
+        return bool(getattr(self.backend, "native_tools", True))
+
     def _request(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, temperature: float | None,
                  max_tokens: int | None, sampling: dict[str, Any]) -> LMRequest:
         extra = {**self.sampling, **{key: value for key, value in sampling.items() if value is not None}}
@@ -232,26 +238,31 @@ class LanguageModel(UsageCounters):
 
     async def respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
                       validation_schema: dict[str, Any] | None = None, temperature: float | None = None,
-                      max_tokens: int | None = None, **sampling: Any) -> "Answer":
-        """The answer with what came with it (the text, the model's reasoning, why it stopped).
+                      max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None,
+                      **sampling: Any) -> "Answer":
+        """The answer with what came with it (the text, the model's reasoning, why it stopped, tool calls).
 
+        ``tools`` (OpenAI function specs) are sent to servers that call tools
+        natively; their ``tool_calls`` come back in ``Answer.tool_calls``.
         When this model fails (after its retries), ``fallback`` answers instead.
         """
         try:
-            return await self._respond(messages, schema, validation_schema, temperature, max_tokens, sampling)
+            return await self._respond(messages, schema, validation_schema, temperature, max_tokens, sampling, tools)
         except LMError:
             if self.fallback is None:
                 raise
             return await self.fallback.respond(messages, schema=schema, validation_schema=validation_schema,
-                                               temperature=temperature, max_tokens=max_tokens, **sampling)
+                                               temperature=temperature, max_tokens=max_tokens, tools=tools, **sampling)
 
     async def _respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None,
                        validation_schema: dict[str, Any] | None, temperature: float | None, max_tokens: int | None,
-                       sampling: dict[str, Any]) -> "Answer":
+                       sampling: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> "Answer":
         request = self._request(messages, schema, temperature, max_tokens, sampling)
+        request.tools = tools or None
         if schema is None:
             response = await self._complete(request)
-            return Answer(response.content, response.content, response.reasoning, response.finish_reason)
+            return Answer(response.content, response.content, response.reasoning, response.finish_reason,
+                          response.tool_calls)
         problem = ""
         for _ in range(self.output_retries + 1):
             response = await self._complete(request)
@@ -315,6 +326,8 @@ class LanguageModel(UsageCounters):
                        "schema": request.schema, "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
             if request.extra:
                 payload["extra"] = request.extra
+            if request.tools:
+                payload["tools"] = request.tools
             key = request_key(payload)
             hit = cache.get(key)
             if hit is not None:
@@ -346,7 +359,8 @@ class LanguageModel(UsageCounters):
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
-                            "finish_reason": response.finish_reason})
+                            "finish_reason": response.finish_reason,
+                            **({"tool_calls": response.tool_calls} if response.tool_calls else {})})
         return response
 
     def _response_cache(self) -> Any:

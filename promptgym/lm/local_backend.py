@@ -42,6 +42,7 @@ class LlamaCppBackend:
     """Runs chat completions on a local ``.gguf`` file."""
 
     concurrency = 1
+    native_tools = False  # small models call tools unreliably; agents use a grammar-constrained choice instead
 
     def __init__(self, model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE, n_threads: int | None = None,
                  lora_path: Path | None = None) -> None:

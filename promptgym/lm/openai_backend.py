@@ -42,6 +42,20 @@ def schema_instruction(schema: dict[str, Any]) -> str:
     return "Answer with a single JSON object, and nothing else, that follows this JSON schema:\n" + json.dumps(schema)
 
 
+def wire_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
+    """A message whose tool calls carry their arguments as the JSON string the OpenAI wire expects."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    wired = []
+    for call in calls:
+        function = dict(call.get("function") or {})
+        if not isinstance(function.get("arguments"), str):
+            function["arguments"] = json.dumps(function.get("arguments") or {}, ensure_ascii=False)
+        wired.append({**call, "function": function, "type": call.get("type") or "function"})
+    return {**message, "tool_calls": wired}
+
+
 @dataclass
 class HttpReply:
     status_code: int
@@ -155,6 +169,8 @@ class OpenAICompatibleBackend:
         }
         if request.seed is not None:
             payload["seed"] = request.seed
+        if request.tools:
+            payload["tools"] = request.tools
         if request.schema is not None:
             if mode == "json_schema":
                 payload["response_format"] = {
@@ -165,7 +181,7 @@ class OpenAICompatibleBackend:
                 payload["response_format"] = {"type": "json_object", "schema": request.schema}
             else:
                 messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + "\n\n" + schema_instruction(request.schema)}]
-        payload["messages"] = messages
+        payload["messages"] = [wire_tool_calls(message) for message in messages]
         return payload
 
     def _downgrade(self, mode: str, response: HttpReply) -> None:
@@ -211,6 +227,7 @@ class OpenAICompatibleBackend:
             reasoning=message.get("reasoning_content") or message.get("reasoning") or None,  # vLLM, Ollama, DeepSeek
             finish_reason=choices[0].get("finish_reason"),
             cost=float(usage.get("cost") or 0.0),
+            tool_calls=message.get("tool_calls") or None,
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

@@ -1,8 +1,10 @@
 """Modules: the steps of a program."""
 
+from promptgym.modules.action import Action
 from promptgym.modules.branch import Branch
 from promptgym.modules.chain_of_thought import ChainOfThought
 from promptgym.modules.decision import Decision, MultiDecision
+from promptgym.modules.function_calling_agent import FunctionCallingAgent
 from promptgym.modules.generator import Generator
 from promptgym.modules.input_module import InputModule
 from promptgym.modules.json_operation import MergeOperation, UnaryOperation  # also registers the operators
@@ -13,8 +15,9 @@ from promptgym.modules.module import Module
 from promptgym.modules.reshaping import Factorize, Identity, Not, Prefix, Suffix
 from promptgym.modules.self_critique import SelfCritique
 from promptgym.modules.symbolic import Input, SymbolicDataModel
+from promptgym.modules.tool import Tool
 from promptgym.modules.variable import Variable
 
-__all__ = ["And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "Factorize", "Generator", "Identity", "InMask", "Input",
+__all__ = ["Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "Factorize", "FunctionCallingAgent", "Generator", "Identity", "InMask", "Input",
            "InputModule", "Lambda", "MergeOperation", "Module", "Not", "Or", "OutMask", "Prefix", "Suffix",
-           "SymbolicDataModel", "UnaryOperation", "Variable", "Xor"]
+           "SymbolicDataModel", "Tool", "UnaryOperation", "Variable", "Xor"]

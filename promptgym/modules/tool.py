@@ -1,0 +1,275 @@
+"""``Tool``: a Python function a language model may call, described by its signature and docstring.
+
+    async def add(a: float, b: float) -> dict:
+        \"\"\"Add two numbers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        \"\"\"
+        return {"sum": a + b}
+
+    tool = Tool(add)
+    tool.get_tool_schema()["properties"]["a"]     # {"type": "number", "description": "The first number.", ...}
+    (await tool(a=1, b=2)).get_json()             # {"sum": 3}
+    (await tool(a="x")).get_json()                # {"error": "invalid arguments for add: ..."}
+
+The JSON schema of the arguments comes from the type hints and the
+docstring's ``Args:`` section; a function without a docstring, a parameter
+without a description or of a type JSON can't carry fails at construction,
+naming the function and the parameter. A call never raises for what the
+model did: wrong arguments, an exception in the function or a call past
+``timeout`` seconds become ``{"error": ...}``, which the agent shows the
+model. A tool saves as its function's registered name
+(``@register_synalinks_serializable()``), never as code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import inspect
+import logging
+import types
+import typing
+from typing import Any, Callable
+
+import docstring_parser
+import jsonschema
+
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.serialization import register_builtin, registered_name, resolve
+from promptgym.modules.module import Module
+from promptgym.modules.symbolic import SymbolicDataModel
+
+logger = logging.getLogger("promptgym")
+
+DEFAULT_TOOL_TIMEOUT_S = 60.0
+_SCALARS = {int: "integer", float: "number", bool: "boolean", str: "string", type(None): "null"}
+
+
+class ToolDefinitionError(ValueError):
+    """A function that can't be a tool (no docstring, an undocumented or unsupported parameter)."""
+
+
+def json_schema_of_type(hint: Any, where: str) -> dict[str, Any]:
+    """The JSON schema of a type hint; ``where`` names the parameter in the error for an unsupported one.
+
+    >>> json_schema_of_type(list[int], "f(x)")
+    {'type': 'array', 'items': {'type': 'integer'}}
+    """
+    if hint in _SCALARS:
+        return {"type": _SCALARS[hint]}
+    if hint is Any:
+        return {}
+    if hint in (list, typing.List):
+        return {"type": "array", "items": {}}
+    if hint in (dict, typing.Dict):
+        return {"type": "object", "additionalProperties": {}}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [member.value for member in hint]}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        members = [arg for arg in args if arg is not type(None)]
+        if len(members) == 1:
+            return json_schema_of_type(members[0], where)  # Optional[T]: the model may leave it out
+        return {"anyOf": [json_schema_of_type(arg, where) for arg in members]}
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin in (list, set, frozenset):
+        return {"type": "array", "items": json_schema_of_type(args[0], where) if args else {}}
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return {"type": "array", "items": json_schema_of_type(args[0], where)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": json_schema_of_type(args[1], where) if args else {}}
+    raise ToolDefinitionError(f"{where}: type {hint!r} has no JSON form; use str, int, float, bool, "
+                              "list[...], dict[str, ...], Literal[...], an Enum or Optional[...] of those")
+
+
+def _is_awaitable_function(func: Callable[..., Any]) -> bool:
+    target = func.func if isinstance(func, functools.partial) else func
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+
+
+@register_builtin
+class Tool(Module):
+    """Wrap a function (``async def`` or plain ``def``) so that a language model can call it.
+
+    Args:
+        func: the function; each parameter needs a type hint and a line in the docstring's ``Args:``.
+        name: the name the model sees (default: the function's name).
+        description: what the model reads about it (default: the docstring's first paragraph).
+        timeout: seconds one call may take; past it the call answers ``{"error": ...}`` (None: no limit).
+        trainable: tools hold no trainable state (False).
+
+    Calling it, ``await tool(**arguments)``, returns a :class:`JsonDataModel`: the
+    function's dict, ``{"result": value}`` for any other value, or
+    ``{"error": ...}`` when the arguments are wrong, the function raises or
+    it runs past ``timeout``. ``tool.last_call_failed`` says which.
+    """
+
+    def __init__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False) -> None:
+        if not callable(func):
+            raise ToolDefinitionError(f"Tool needs a function, got {type(func).__name__}")
+        self._func = func
+        function_name = getattr(func, "__name__", type(func).__name__)
+        doc = inspect.getdoc(func)
+        if not doc:
+            raise ToolDefinitionError(f"the tool function {function_name!r} has no docstring: the model needs one "
+                                      "(a first line saying what it does, and an Args: section describing each parameter)")
+        self._docstring = docstring_parser.parse(doc)
+        self._signature = inspect.signature(func)
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception as error:  # noqa: BLE001 - a forward reference that does not resolve
+            raise ToolDefinitionError(f"the tool function {function_name!r}: its type hints don't resolve ({error})") from None
+        self._properties, self._required = self._parameters_schema(function_name, hints)
+        self._return_hint = hints.get("return")
+        self._is_async = _is_awaitable_function(func)
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ToolDefinitionError(f"the tool {function_name!r}: timeout must be a number of seconds > 0 or None, "
+                                      f"got {timeout!r}")
+        self.timeout = timeout
+        description = description or self._docstring.short_description or ""
+        super().__init__(name=name or function_name, description=description, trainable=trainable)
+        self.last_call_failed = False
+        self.calls = 0
+        self.failed_calls = 0
+
+    def _parameters_schema(self, function_name: str, hints: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        documented = {param.arg_name: param.description for param in self._docstring.params}
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for parameter in self._signature.parameters.values():
+            where = f"the tool function {function_name!r}, parameter {parameter.name!r}"
+            if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                raise ToolDefinitionError(f"{where}: *args/**kwargs can't be described to a model; name each parameter")
+            if parameter.name not in hints:
+                raise ToolDefinitionError(f"{where} has no type hint (the model needs its type, e.g. `{parameter.name}: str`)")
+            if not documented.get(parameter.name):
+                raise ToolDefinitionError(f"{where} is not described in the docstring's Args: section "
+                                          f"(add a line `{parameter.name}: what it is`)")
+            schema = json_schema_of_type(hints[parameter.name], where)
+            schema = {**schema, "description": " ".join(documented[parameter.name].split()),
+                      "title": parameter.name.title().replace("_", " ")}
+            if parameter.default is inspect.Parameter.empty:
+                required.append(parameter.name)
+            elif _jsonable(parameter.default):
+                schema["default"] = parameter.default
+            properties[parameter.name] = schema
+        return properties, required
+
+    # -- schemas ---------------------------------------------------------------------------
+
+    def get_tool_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (an object; defaulted parameters are not required)."""
+        return {
+            "additionalProperties": False,
+            "description": self._docstring.short_description,
+            "properties": dict(self._properties),
+            "required": list(self._required),
+            "title": self.name.title().replace("_", " "),
+            "type": "object",
+        }
+
+    get_input_schema = get_tool_schema
+
+    def get_output_schema(self) -> dict[str, Any]:
+        """The schema of what a call returns: an object (the function's dict, ``{"result"}`` or ``{"error"}``)."""
+        return {"type": "object", "title": f"{self.name}_output", "additionalProperties": True}
+
+    def openai_tool(self) -> dict[str, Any]:
+        """This tool in the OpenAI ``tools`` list form."""
+        parameters = {key: value for key, value in self.get_tool_schema().items() if key not in ("title", "description")}
+        return {"type": "function", "function": {"name": self.name, "description": self.description or "",
+                                                 "parameters": parameters}}
+
+    # -- calling ---------------------------------------------------------------------------
+
+    def argument_error(self, arguments: Any) -> str | None:
+        """What is wrong with ``arguments`` for this tool, or None."""
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {type(arguments).__name__}"
+        try:
+            jsonschema.validate(arguments, self.get_tool_schema())
+        except jsonschema.ValidationError as error:
+            where = "/".join(str(part) for part in error.absolute_path)
+            return f"{where + ': ' if where else ''}{error.message}"
+        return None
+
+    async def __call__(self, *args: Any, training: bool = False, **kwargs: Any) -> Any:
+        if args and len(args) == 1 and isinstance(args[0], dict) and not kwargs:
+            kwargs = dict(args[0])
+        elif args:
+            kwargs = {**dict(zip(self._signature.parameters, args)), **kwargs}
+        if any(isinstance(value, SymbolicDataModel) for value in kwargs.values()):
+            return SymbolicDataModel(schema=self.get_output_schema(), name=self.name)
+        return await self.call(training=training, **kwargs)
+
+    async def call(self, training: bool = False, **kwargs: Any) -> JsonDataModel:
+        """Run the function on validated arguments; every failure is an ``{"error": ...}`` answer."""
+        self.calls += 1
+        problem = self.argument_error(kwargs)
+        if problem is not None:
+            return self._failure(f"invalid arguments for {self.name}: {problem}")
+        try:
+            if self._is_async:
+                result = await asyncio.wait_for(self._func(**kwargs), self.timeout)
+            else:
+                result = await asyncio.wait_for(asyncio.to_thread(self._func, **kwargs), self.timeout)
+            if inspect.isawaitable(result):  # a plain def that returns a coroutine
+                result = await asyncio.wait_for(result, self.timeout)
+        except asyncio.TimeoutError:
+            return self._failure(f"{self.name} did not answer within {self.timeout:g} s")
+        except Exception as error:  # noqa: BLE001 - the model sees what went wrong and may try again
+            return self._failure(f"{self.name} failed: {type(error).__name__}: {error}")
+        self.last_call_failed = False
+        json_value = result if isinstance(result, dict) else {"result": result}
+        return JsonDataModel(json=_jsonable_copy(json_value), schema=self.get_output_schema(), name=f"{self.name}_output")
+
+    def _failure(self, message: str) -> JsonDataModel:
+        self.last_call_failed = True
+        self.failed_calls += 1
+        logger.debug("tool call failed: %s", message)
+        return JsonDataModel(json={"error": message}, schema=self.get_output_schema(), name=f"{self.name}_output")
+
+    async def compute_output_spec(self, inputs: Any = None, training: bool = False) -> SymbolicDataModel:
+        return SymbolicDataModel(schema=self.get_output_schema(), name=self.name)
+
+    # -- serialization ---------------------------------------------------------------------
+
+    def get_config(self) -> dict[str, Any]:
+        """The function by its registered name (never code), and the settings."""
+        return {"name": self.name, "description": self.description, "trainable": self.trainable,
+                "timeout": self.timeout, "func": {"function": registered_name(self._func)}}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Tool":
+        config = dict(config)
+        func = config.pop("func")
+        name = func.get("function") if isinstance(func, dict) else func
+        if not isinstance(name, str):
+            raise ValueError(f"a tool's 'func' must name a registered function, got {func!r}")
+        return cls(resolve(name, expected="tool function"), **config)
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r})"
+
+
+def _jsonable(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool, list, dict))
+
+
+def _jsonable_copy(value: Any) -> Any:
+    """``value`` with anything JSON can't hold turned into its text (a tool may return a date, a set...)."""
+    if isinstance(value, dict):
+        return {str(key): _jsonable_copy(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable_copy(item) for item in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return str(value)

@@ -1,0 +1,215 @@
+"""``MultiServerMCPClient``: the tools of Model Context Protocol servers as promptgym ``Tool``s.
+
+    client = MultiServerMCPClient({
+        "math": {"transport": "stdio", "command": "python", "args": ["math_server.py"]},
+        "search": {"transport": "streamable_http", "url": "http://127.0.0.1:8183/mcp/"},
+    })
+    tools = await client.get_tools()                      # math_add, search_lookup, ... (server-prefixed)
+    tools = await client.get_tools(server_name="math")    # add, ... (the server's own names)
+
+Each tool call opens its own session with the server (stdio: a fresh
+process; HTTP: a request stream), so a tool is plain data: it survives
+``save``/``load`` without a live connection (headers and environment, which
+may hold secrets, are not saved). The ``mcp`` package is optional:
+``pip install 'promptgym[mcp]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, AsyncIterator
+
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.serialization import register_builtin
+from promptgym.modules.module import Module
+from promptgym.modules.tool import DEFAULT_TOOL_TIMEOUT_S, Tool
+
+TRANSPORTS = ("stdio", "streamable_http")
+_UNSAVED_KEYS = ("headers", "env")  # may carry secrets
+
+
+def _import_mcp() -> Any:
+    try:
+        import mcp
+    except ImportError as error:
+        raise ImportError("MCP tools need the `mcp` package: pip install 'promptgym[mcp]'") from error
+    return mcp
+
+
+def check_connection(server: str, connection: Any) -> dict[str, Any]:
+    """A connection config, or a ValueError naming the server and the key that is wrong."""
+    if not isinstance(connection, dict):
+        raise ValueError(f"MCP server {server!r}: the connection must be a dict, got {type(connection).__name__}")
+    transport = connection.get("transport")
+    transport = "streamable_http" if transport == "streamable-http" else transport
+    if transport not in TRANSPORTS:
+        raise ValueError(f"MCP server {server!r}: transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    needed = "command" if transport == "stdio" else "url"
+    if not connection.get(needed):
+        raise ValueError(f"MCP server {server!r}: a {transport} connection needs {needed!r}")
+    return {**connection, "transport": transport}
+
+
+@contextlib.asynccontextmanager
+async def open_session(connection: dict[str, Any]) -> AsyncIterator[Any]:
+    """An initialized ``mcp.ClientSession`` on ``connection`` (closed, and a stdio server stopped, on exit)."""
+    mcp = _import_mcp()
+    async with contextlib.AsyncExitStack() as stack:
+        if connection["transport"] == "stdio":
+            from mcp.client.stdio import stdio_client
+
+            parameters = mcp.StdioServerParameters(command=connection["command"], args=list(connection.get("args") or []),
+                                                   env=connection.get("env"), cwd=connection.get("cwd"))
+            read, write = await stack.enter_async_context(stdio_client(parameters))
+        else:
+            import httpx
+            from mcp.client.streamable_http import streamable_http_client
+
+            client = await stack.enter_async_context(httpx.AsyncClient(
+                headers=connection.get("headers"), timeout=float(connection.get("timeout", 30.0)),
+                follow_redirects=True))
+            streams = await stack.enter_async_context(streamable_http_client(connection["url"], http_client=client))
+            read, write = streams[0], streams[1]
+        session = await stack.enter_async_context(mcp.ClientSession(read, write))
+        await session.initialize()
+        yield session
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    """An MCP ``CallToolResult`` as the dict a tool returns (``{"error"}`` when the server says it failed)."""
+    texts = [getattr(item, "text", None) for item in getattr(result, "content", None) or []]
+    texts = [text for text in texts if text is not None]
+    others = [item for item in getattr(result, "content", None) or [] if getattr(item, "text", None) is None]
+    text = "\n".join(texts)
+    if getattr(result, "is_error", False) or getattr(result, "isError", False):
+        return {"error": text or "the MCP tool reported an error"}
+    structured = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+    if isinstance(structured, dict):
+        return structured
+    value: dict[str, Any] = {"result": _maybe_json(text)} if texts else {}
+    if others:
+        value["attachments"] = [getattr(item, "type", type(item).__name__) for item in others]
+    return value or {"result": None}
+
+
+def _maybe_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@register_builtin
+class MCPTool(Tool):
+    """A tool served by an MCP server: its schema is the server's, each call a request to it."""
+
+    def __init__(self, *, connection: dict[str, Any], mcp_name: str, input_schema: dict[str, Any],
+                 name: str | None = None, description: str | None = None,
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False) -> None:
+        Module.__init__(self, name=name or mcp_name, description=description or "", trainable=trainable)
+        self.connection = check_connection(name or mcp_name, connection)
+        self.mcp_name = mcp_name
+        self.input_schema = input_schema or {"type": "object", "properties": {}}
+        self._properties = dict(self.input_schema.get("properties") or {})
+        self._required = list(self.input_schema.get("required") or [])
+        self.timeout = timeout
+        self.last_call_failed = False
+        self.calls = 0
+        self.failed_calls = 0
+        self._is_async = True
+        self._func = self._call_server
+
+    def get_tool_schema(self) -> dict[str, Any]:
+        return {**self.input_schema, "type": "object", "properties": dict(self._properties),
+                "required": list(self._required), "title": self.name.title().replace("_", " ")}
+
+    get_input_schema = get_tool_schema
+
+    def argument_error(self, arguments: Any) -> str | None:
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {type(arguments).__name__}"
+        import jsonschema
+
+        try:
+            jsonschema.validate(arguments, self.get_tool_schema())
+        except jsonschema.ValidationError as error:
+            return error.message
+        except jsonschema.SchemaError:
+            return None  # a server schema jsonschema can't read: the server validates
+        return None
+
+    async def _call_server(self, **arguments: Any) -> dict[str, Any]:
+        async with open_session(self.connection) as session:
+            return result_json(await session.call_tool(self.mcp_name, arguments))
+
+    async def call(self, training: bool = False, **kwargs: Any) -> JsonDataModel:
+        result = await super().call(training=training, **kwargs)
+        if "error" in result.get_json() and len(result.get_json()) == 1:
+            self.last_call_failed = True
+        return result
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "mcp_name": self.mcp_name,
+                "input_schema": self.input_schema, "timeout": self.timeout, "trainable": self.trainable,
+                "connection": {key: value for key, value in self.connection.items() if key not in _UNSAVED_KEYS}}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "MCPTool":
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"MCPTool(name={self.name!r}, server={self.connection.get('url') or self.connection.get('command')!r})"
+
+
+class MultiServerMCPClient:
+    """Connections to MCP servers, by name (synalinks' and langchain-mcp-adapters' form).
+
+    Args:
+        connections: ``{name: {"transport": "stdio", "command", "args", "env", "cwd"}}`` or
+            ``{name: {"transport": "streamable_http", "url", "headers", "timeout"}}``.
+        timeout: seconds one tool call may take.
+    """
+
+    def __init__(self, connections: dict[str, dict[str, Any]] | None = None,
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S) -> None:
+        self.connections = {name: check_connection(name, connection) for name, connection in (connections or {}).items()}
+        self.timeout = timeout
+
+    @contextlib.asynccontextmanager
+    async def session(self, server_name: str) -> AsyncIterator[Any]:
+        """An initialized MCP ``ClientSession`` with one server."""
+        async with open_session(self._connection(server_name)) as session:
+            yield session
+
+    def _connection(self, server_name: str) -> dict[str, Any]:
+        if server_name not in self.connections:
+            raise ValueError(f"no MCP server named {server_name!r}; the servers are: {', '.join(self.connections) or 'none'}")
+        return self.connections[server_name]
+
+    async def get_tools(self, *, server_name: str | None = None) -> list[Tool]:
+        """The tools of one server (its own names), or of all (named ``<server>_<tool>``)."""
+        if server_name is not None:
+            return await self._load(server_name, namespace=False)
+        tools: list[Tool] = []
+        for name in self.connections:
+            tools.extend(await self._load(name, namespace=True))
+        return tools
+
+    async def _load(self, server_name: str, namespace: bool) -> list[Tool]:
+        connection = self._connection(server_name)
+        async with open_session(connection) as session:
+            listed = await session.list_tools()
+        tools: list[Tool] = []
+        for tool in listed.tools:
+            schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {}
+            tools.append(MCPTool(connection=connection, mcp_name=tool.name, input_schema=schema,
+                                 name=f"{server_name}_{tool.name}" if namespace else tool.name,
+                                 description=tool.description or "", timeout=self.timeout))
+        return tools
+
+    async def __aenter__(self) -> "MultiServerMCPClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
