@@ -36,6 +36,7 @@ from promptgym.core.schema import describe_schema_fields
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.language_model import LanguageModel
+from promptgym.lm.openai_backend import wire_tool_calls
 from promptgym.modules.agent_context import (
     READ_SKILL,
     agents_md_message,
@@ -186,6 +187,9 @@ class FunctionCallingAgent(Module):
         """Tool calls made by this agent: all, invalid (unknown tool, unreadable or wrong arguments), failed (an error)."""
 
     # -- the trainable prompt ------------------------------------------------------------------
+
+    labels_are_demonstrations = False
+    """A labelled answer shows no tool call: demonstrations come from successful runs only."""
 
     @property
     def prompt_variable(self) -> Variable:
@@ -448,7 +452,7 @@ class FunctionCallingAgent(Module):
             messages.extend(_wire(turn) for turn in self.demonstration_turns(example, native=True))
         messages.extend(_wire(turn) for turn in self.demonstration_turns({"inputs": inputs, "outputs": outputs},
                                                                         native=True))
-        return {"messages": messages, "tools": self.openai_tools()}
+        return {"messages": [wire_tool_calls(message) for message in messages], "tools": self.openai_tools()}
 
     # -- serialization ---------------------------------------------------------------------
 

@@ -127,7 +127,8 @@ def prompt_states(program: Any) -> list[PromptState]:
         if variable is None or variable not in program.trainable_variables:
             continue
         fields = None
-        if id(module) in answering:
+        # an agent's demonstration is a whole trajectory, which a label alone is not
+        if id(module) in answering and getattr(module, "labels_are_demonstrations", True):
             fields = frozenset(module.output_data_model(program.input_data_model).model_fields)
         states.append(PromptState(variable.name, module, fields))
     return states

@@ -6,7 +6,9 @@
 Each labelled example runs through the rollout layer and is scored with the compiled reward; for
 every example that earns at least ``min_reward``, each Generator step of its run becomes one
 conversation: the messages that Generator sends (system prompt, then the input) and the answer it
-gave. By default the few-shot demonstrations are left out of the messages, so the rows teach a model
+gave. A ``FunctionCallingAgent`` step becomes one tool-calling conversation in the OpenAI form
+(assistant ``tool_calls`` with JSON-string arguments, ``tool`` results, the answer) with its
+``tools`` list in the row. By default the few-shot demonstrations are left out of the messages, so the rows teach a model
 to answer *without* them: fine-tune on the file, then run the same program on the tuned model with its
 demonstrations removed (``with_demonstrations=True`` keeps them, exactly as sent).
 """
@@ -42,6 +44,16 @@ class SFTExport:
                 f"{len(self.below_reward)} below the threshold, {len(self.failed)} failed")
 
 
+async def step_row(program: Any, step: Any, with_demonstrations: bool) -> dict[str, Any] | None:
+    """One JSONL row for a step: ``{"messages"}``, or for an agent ``{"messages", "tools"}`` with OpenAI ``tool_calls``."""
+    module = program.get_module(step.module)
+    if callable(getattr(module, "sft_conversation", None)):
+        examples = await module.tool_calls_generator.demonstrations(step.inputs) if with_demonstrations else []
+        return module.sft_conversation(step.inputs, step.outputs, examples)
+    conversation = await step_conversation(program, step, with_demonstrations)
+    return None if conversation is None else {"messages": conversation}
+
+
 async def step_conversation(program: Any, step: Any, with_demonstrations: bool) -> list[dict[str, str]] | None:
     """The messages a Generator step sent plus its answer; None for a module that builds no chat prompt."""
     module = program.get_module(step.module)
@@ -63,7 +75,7 @@ async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_re
     splits = {"train": (validate_inputs(program, xs, "x"), validate_targets(program, ys, "y"))}
     rollouts = RolloutService(program, compiled.reward, [], splits, executor=executor, max_errors=len(xs) + 1)
     results = await rollouts.run("train", list(range(len(xs))), window=batch_size)
-    conversations: list[list[dict[str, str]]] = []
+    conversations: list[dict[str, Any]] = []
     report = SFTExport(path=Path(path), rows=0, kept=0)
     for index, result in enumerate(results):
         if result.error:
@@ -74,11 +86,11 @@ async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_re
             continue
         report.kept += 1
         for step in result.trace.steps if result.trace else []:
-            conversation = await step_conversation(program, step, with_demonstrations)
+            conversation = await step_row(program, step, with_demonstrations)
             if conversation is not None:
                 conversations.append(conversation)
                 report.rows_per_module[step.module] = report.rows_per_module.get(step.module, 0) + 1
     report.rows = len(conversations)
     report.mean_reward = sum(result.reward for result in results) / len(results) if results else 0.0
-    atomic_write_text(report.path, "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in conversations))
+    atomic_write_text(report.path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in conversations))
     return report
