@@ -6,7 +6,7 @@
 
 from promptgym.taskapp.client import RolloutFailed, TaskAppClient, TaskAppError
 from promptgym.taskapp.environment import TaskAppEnvironment
-from promptgym.taskapp.policy import ask_policy
+from promptgym.taskapp.policy import ask_policy, ask_policy_turn
 from promptgym.taskapp.program import RemotePolicy, RolloutOutcome, Seed, TaskAppProgram, TaskAppReward, seeds
 from promptgym.taskapp.protocol import (
     API_KEY_HEADER,
@@ -23,5 +23,5 @@ from promptgym.taskapp.server import create_task_app, serve
 __all__ = [
     "API_KEY_HEADER", "Health", "Policy", "PolicyModule", "RemotePolicy", "RolloutFailed", "RolloutOutcome",
     "RolloutRequest", "RolloutResponse", "Seed", "TaskAppClient", "TaskAppEnvironment", "TaskAppError",
-    "TaskAppProgram", "TaskAppReward", "TaskInfo", "TrajectoryStep", "ask_policy", "create_task_app", "seeds", "serve",
+    "TaskAppProgram", "TaskAppReward", "TaskInfo", "TrajectoryStep", "ask_policy", "ask_policy_turn", "create_task_app", "seeds", "serve",
 ]

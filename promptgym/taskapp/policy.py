@@ -35,3 +35,29 @@ async def ask_policy(policy: Policy, messages: list[dict[str, str]], max_tokens:
     if key not in _models:
         _models[key] = LanguageModel(model=policy.model, max_tokens=max_tokens)
     return await _models[key](messages)
+
+
+async def ask_policy_turn(policy: Policy, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                          max_tokens: int = 64) -> dict[str, Any]:
+    """The policy's assistant message for ``messages``, with its ``tool_calls`` when it calls ``tools``.
+
+    ``tools`` are OpenAI function specs (``Tool.openai_tool()`` makes one). A multi-turn episode appends the
+    returned message, one ``{"role": "tool", "tool_call_id", "content"}`` per call, and asks again.
+    """
+    if policy.inference_url:
+        client = await _clients.get()
+        body: dict[str, Any] = {"model": policy.model, "messages": messages, "max_tokens": max_tokens}
+        if tools:
+            body["tools"] = tools
+        response = await client.post(f"{policy.inference_url.rstrip('/')}/chat/completions", json=body)
+        response.raise_for_status()
+        message = response.json()["choices"][0]["message"]
+        return {"role": "assistant", "content": message.get("content"), **(
+            {"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}
+    from promptgym.lm.language_model import LanguageModel
+
+    key = (policy.model, max_tokens)
+    if key not in _models:
+        _models[key] = LanguageModel(model=policy.model, max_tokens=max_tokens)
+    answer = await _models[key].respond(messages, tools=tools)
+    return {"role": "assistant", "content": answer.content, **({"tool_calls": answer.tool_calls} if answer.tool_calls else {})}

@@ -37,6 +37,7 @@ from typing import Any
 from aiohttp import web
 
 from promptgym.finetune.rl.sampler import Sample, sample
+from promptgym.finetune.rl.tool_calls import as_text_messages, reply_message, uses_tools
 from promptgym.lm.openai_backend import schema_instruction
 
 GATHER_S = 0.02
@@ -189,8 +190,9 @@ class PolicyServer:
             return _error(404, "unknown or finished rollout (it timed out, failed, or its iteration ended)")
         try:
             body = await request.json()
-            prompt_ids, max_new_tokens, stops = self._parse(body)
-        except (BadRequest, json.JSONDecodeError, UnicodeDecodeError) as error:
+            with_tools = isinstance(body, dict) and uses_tools(body)
+            prompt_ids, max_new_tokens, stops = self._parse(as_text_messages(body) if with_tools else body)
+        except (BadRequest, ValueError, json.JSONDecodeError, UnicodeDecodeError) as error:
             return _error(400, str(error) or "the body is not JSON")
         future: asyncio.Future[Sample] = asyncio.get_running_loop().create_future()
         assert self._queue is not None
@@ -203,11 +205,11 @@ class PolicyServer:
         completion = Completion(drawn.prompt_ids, drawn.completion_ids, drawn.logprobs, drawn.finish_reason, text)
         if request.match_info["rollout"] in self._rollouts:
             rollout.completions.append(completion)
+        message, tool_finish = reply_message(text, with_tools)
         return web.json_response({
             "id": f"chatcmpl-{secrets.token_hex(6)}", "object": "chat.completion", "created": int(time.time()),
             "model": self.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": drawn.finish_reason}],
+            "choices": [{"index": 0, "message": message, "finish_reason": tool_finish or drawn.finish_reason}],
             "usage": {"prompt_tokens": len(drawn.prompt_ids), "completion_tokens": completion.tokens,
                       "total_tokens": len(drawn.prompt_ids) + completion.tokens},
         })
