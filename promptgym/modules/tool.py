@@ -197,6 +197,8 @@ class Tool(Module):
         except jsonschema.ValidationError as error:
             where = "/".join(str(part) for part in error.absolute_path)
             return f"{where + ': ' if where else ''}{error.message}"
+        except jsonschema.SchemaError:
+            return None  # a schema jsonschema can't read (an MCP server's): the tool itself checks
         return None
 
     async def __call__(self, *args: Any, training: bool = False, **kwargs: Any) -> Any:

@@ -126,19 +126,6 @@ class MCPTool(Tool):
 
     get_input_schema = get_tool_schema
 
-    def argument_error(self, arguments: Any) -> str | None:
-        if not isinstance(arguments, dict):
-            return f"arguments must be a JSON object, got {type(arguments).__name__}"
-        import jsonschema
-
-        try:
-            jsonschema.validate(arguments, self.get_tool_schema())
-        except jsonschema.ValidationError as error:
-            return error.message
-        except jsonschema.SchemaError:
-            return None  # a server schema jsonschema can't read: the server validates
-        return None
-
     async def _call_server(self, **arguments: Any) -> dict[str, Any]:
         async with open_session(self.connection) as session:
             return result_json(await session.call_tool(self.mcp_name, arguments))
