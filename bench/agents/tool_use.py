@@ -1,19 +1,21 @@
-"""Tool-use quality on the embedded model: an untrained FunctionCallingAgent vs the same agent trained.
+"""Tool-use quality on the embedded model: FunctionCallingAgent untrained and trained, DSPy ReAct untrained and
+optimized, with the same calculator tool, the same model and the same items, in one run.
 
-The task: arithmetic over 3-4 numbers of 3-4 digits ("What is 4821 + 3907 - 1266?"),
-which a 0.5B model can't do in its head but can with a ``calculate`` tool. The
-answer is scored exactly (ExactMatch on ``answer``). Arms, one run, the same
-test items (default 100):
+The task (``task.py``): arithmetic over 3-4 numbers of 3-4 digits ("What is 4821 + 3907 - 1266?"), which a 0.5B
+model can't do in its head but can with a ``calculate`` tool; the answer is scored exactly. Arms:
 
-  untrained   the agent with its default instructions, no demonstrations
-  trained     the same agent after ``fit`` with RandomFewShot (whole successful
-              trajectories become demonstrations), on --train items
+  promptgym untrained   FunctionCallingAgent, default instructions, no demonstrations (embedded engine:
+                        each step a grammar-constrained choice among the tool's arguments and the answer)
+  promptgym trained     the same agent after ``fit`` with RandomFewShot (2 whole successful trajectories as
+                        demonstrations) on --train items
+  dspy untrained        ``dspy.ReAct`` with the same tool (``run_dspy_react.py``, in DSPy's venv, against
+                        llama_cpp.server running the same gguf, behind the counting proxy)
+  dspy optimized        the same after ``BootstrapFewShot(max_bootstrapped_demos=2)`` on the same train items
 
-Prints and writes bench/results/agents_tool_use.json: accuracy with its 95%
-interval per arm, the paired test trained vs untrained, LM calls, tool calls and
-invalid tool calls (the constrained decoding must make them 0).
+Writes bench/results/agents_tool_use.json (accuracy with 95% intervals, paired tests, LM calls, tool calls,
+invalid tool calls) after each arm, so an interrupted run keeps what it measured.
 
-    flock /tmp/promptgym-llm.lock .venv/bin/python bench/agents/tool_use.py --test 100 --train 16
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/agents/tool_use.py --test 100 --train 16 [--no-dspy]
 """
 
 from __future__ import annotations
@@ -21,17 +23,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 import promptgym as pg
-from promptgym.stats import paired_test
+from promptgym.stats import confidence_interval, paired_test
 
-RESULTS = Path(__file__).resolve().parent.parent / "results" / "agents_tool_use.json"
-MODEL = "local/qwen2.5-coder-0.5b-instruct"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from task import calculate, items  # noqa: E402
+
+RESULTS = HERE.parent / "results" / "agents_tool_use.json"
+MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
+MODEL = f"local/{MODEL_NAME}"
+DSPY_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache" / "promptgym-bench")) / "venvs" / "dspy" / "bin" / "python"
 
 
 class Task(pg.DataModel):
@@ -42,34 +54,9 @@ class Answer(pg.DataModel):
     answer: float = pg.Field(description="The exact numerical answer")
 
 
-async def calculate(expression: str) -> dict:
-    """Evaluate an arithmetic expression exactly.
-
-    Args:
-        expression: The expression, with numbers and + - * ( ), like '12 * (3 + 4)'.
-    """
-    if not expression or not all(c in "0123456789+-*(). " for c in expression):
-        return {"error": "use only numbers, + - * ( ) and spaces"}
-    try:
-        return {"result": eval(expression, {"__builtins__": None}, {})}  # noqa: S307 - digits and operators only
-    except SyntaxError as error:
-        return {"error": f"not an expression: {error.msg}"}
-
-
-def items(n: int, seed: int) -> tuple[list[Task], list[Answer]]:
-    rng = random.Random(seed)
-    xs, ys = [], []
-    for _ in range(n):
-        count = rng.choice([3, 4])
-        numbers = [rng.randint(100, 9999) for _ in range(count)]
-        ops = [rng.choice(["+", "-", "+"]) for _ in range(count - 1)]
-        if rng.random() < 0.3:
-            ops[0] = "*"
-            numbers[1] = rng.randint(2, 99)
-        expression = str(numbers[0]) + "".join(f" {op} {num}" for op, num in zip(ops, numbers[1:]))
-        xs.append(Task(question=f"What is {expression}?"))
-        ys.append(Answer(answer=float(eval(expression))))  # noqa: S307 - generated digits and operators
-    return xs, ys
+def as_data(pairs: list[tuple[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.array([Task(question=q) for q, _ in pairs], dtype=object),
+            np.array([Answer(answer=a) for _, a in pairs], dtype=object))
 
 
 def build(max_iterations: int) -> tuple[pg.Program, pg.FunctionCallingAgent]:
@@ -80,16 +67,49 @@ def build(max_iterations: int) -> tuple[pg.Program, pg.FunctionCallingAgent]:
     return pg.Program(inputs=inputs, outputs=agent.symbolic_call(inputs), name="tool_agent"), agent
 
 
-async def score(program: pg.Program, agent: pg.FunctionCallingAgent, x: list, y: list) -> dict:
+async def score(program: pg.Program, agent: pg.FunctionCallingAgent, x: np.ndarray, y: np.ndarray) -> dict:
     calls_before, counts_before = agent.language_model.usage.total().calls, dict(agent.tool_call_counts)
     started = time.perf_counter()
-    evaluation = await program.evaluate(np.array(x, dtype=object), np.array(y, dtype=object), batch_size=8, verbose=0)
+    evaluation = await program.evaluate(x, y, batch_size=8, verbose=0)
     interval = evaluation.interval()
     counts = {key: agent.tool_call_counts[key] - counts_before[key] for key in counts_before}
-    return {"accuracy": evaluation["reward"], "interval": [interval.low, interval.high], "hits": list(evaluation.scores["reward"]),
-            "tool_calls": counts["calls"], "invalid_tool_calls": counts["invalid"], "failed_tool_calls": counts["failed"],
+    return {"accuracy": evaluation["reward"], "interval": [interval.low, interval.high],
+            "hits": list(evaluation.scores["reward"]), "tool_calls": counts["calls"],
+            "invalid_tool_calls": counts["invalid"], "failed_tool_calls": counts["failed"],
             "failures": list(getattr(evaluation, "failures", ())), "seconds": round(time.perf_counter() - started, 1),
             "lm_calls": agent.language_model.usage.total().calls - calls_before}
+
+
+def run_dspy(args: argparse.Namespace) -> dict:
+    """DSPy's arms against llama_cpp.server (same gguf, 2 threads) behind the counting proxy; stops both."""
+    from counting_proxy import start_counting_proxy
+    from llama_server import LlamaServer
+
+    from promptgym.lm.local_models import ensure_local_model
+
+    if not DSPY_PYTHON.exists():
+        return {"error": f"no DSPy venv at {DSPY_PYTHON}: run bench/peers/setup.sh"}
+    server = LlamaServer(ensure_local_model(MODEL_NAME), n_threads=2, alias=MODEL_NAME,
+                         log_path="/tmp/promptgym-bench-llama-agents.log")
+    proxy = None
+    try:
+        server.start()
+        proxy = start_counting_proxy(server.url, rewrite_json_schema=True)
+        done = subprocess.run([str(DSPY_PYTHON), str(HERE / "run_dspy_react.py"), "--proxy-url", proxy.url,
+                               "--test", str(args.test), "--train", str(args.train),
+                               "--max-iters", str(args.max_iterations), "--seed", str(args.seed)],
+                              capture_output=True, text=True, timeout=args.dspy_timeout,
+                              env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local"})
+        rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0 or not rows:
+            return {"error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-6:])}
+        return rows[-1]
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.dspy_timeout} s"}
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
 
 
 async def main() -> None:
@@ -98,39 +118,57 @@ async def main() -> None:
     parser.add_argument("--train", type=int, default=16)
     parser.add_argument("--max-iterations", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-dspy", action="store_true", help="leave DSPy's arms out")
+    parser.add_argument("--dspy-timeout", type=int, default=5400)
     args = parser.parse_args()
-    x_train, y_train = items(args.train, seed=args.seed + 1)
-    x_test, y_test = items(args.test, seed=args.seed)
+    x_train, y_train = as_data(items(args.train, seed=args.seed + 1))
+    x_test, y_test = as_data(items(args.test, seed=args.seed))
     program, agent = build(args.max_iterations)
     program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]),
                     optimizer=pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2, seed=args.seed))
     report: dict = {"model": MODEL, "test_items": args.test, "train_items": args.train,
-                    "max_iterations": args.max_iterations}
+                    "max_iterations": args.max_iterations, "command": " ".join(sys.argv)}
 
     def save() -> None:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(report, indent=1))
 
     lm = agent.language_model
-    report["untrained"] = await score(program, agent, x_test, y_test)
+    report["promptgym_untrained"] = await score(program, agent, x_test, y_test)
     save()
-    print("untrained", report["untrained"]["accuracy"], report["untrained"]["interval"], flush=True)
+    print("promptgym untrained", report["promptgym_untrained"]["accuracy"], flush=True)
     started, calls0 = time.perf_counter(), lm.usage.total().calls
-    history = await program.fit(np.array(x_train, dtype=object), np.array(y_train, dtype=object), epochs=1,
-                                batch_size=8, validation_split=0.25, verbose=0)
-    report["training"] = {"seconds": round(time.perf_counter() - started, 1), "lm_calls": lm.usage.total().calls - calls0,
-                          "history": {key: [float(v) for v in values] for key, values in history.history.items()
-                                      if isinstance(values, list) and all(isinstance(v, (int, float)) for v in values)},
-                          "demonstrations": len(agent.prompt_variable.get("examples", []))}
+    await program.fit(x_train, y_train, epochs=1, batch_size=8, validation_split=0.25, verbose=0)
+    report["promptgym_training"] = {"seconds": round(time.perf_counter() - started, 1),
+                                    "lm_calls": lm.usage.total().calls - calls0,
+                                    "demonstrations": len(agent.prompt_variable.get("examples", []))}
     save()
-    report["trained"] = await score(program, agent, x_test, y_test)
-    report["trained_vs_untrained"] = str(paired_test(report["untrained"]["hits"], report["trained"]["hits"]))
+    report["promptgym_trained"] = await score(program, agent, x_test, y_test)
     save()
-    print(json.dumps({key: value for key, value in report.items() if key not in ("untrained", "trained")}, indent=1))
-    for arm in ("untrained", "trained"):
+    print("promptgym trained", report["promptgym_trained"]["accuracy"], flush=True)
+    if not args.no_dspy:
+        dspy_row = run_dspy(args)
+        report["dspy"] = {key: value for key, value in dspy_row.items() if key not in ("untrained", "optimized")}
+        for arm in ("untrained", "optimized"):
+            if arm in dspy_row:
+                row = dspy_row[arm]
+                interval = confidence_interval(row["hits"])
+                report[f"dspy_{arm}"] = {**row, "interval": [interval.low, interval.high]}
+        save()
+    arms = [name for name in ("promptgym_untrained", "promptgym_trained", "dspy_untrained", "dspy_optimized")
+            if name in report]
+    report["paired"] = {f"{b} vs {a}": str(paired_test(report[a]["hits"], report[b]["hits"]))
+                        for a, b in [("promptgym_untrained", "promptgym_trained"),
+                                     ("dspy_untrained", "dspy_optimized"),
+                                     ("dspy_optimized", "promptgym_trained"),
+                                     ("dspy_untrained", "promptgym_untrained")] if a in report and b in report}
+    save()
+    for arm in arms:
         row = report[arm]
-        print(f"{arm:10} acc {row['accuracy']:.3f} [{row['interval'][0]:.3f}, {row['interval'][1]:.3f}] "
-              f"LM calls {row['lm_calls']} tool calls {row['tool_calls']} invalid {row['invalid_tool_calls']} {row['seconds']} s")
+        print(f"{arm:20} acc {row['accuracy']:.3f} [{row['interval'][0]:.3f}, {row['interval'][1]:.3f}] "
+              f"LM calls {row['lm_calls']} invalid tool calls {row.get('invalid_tool_calls', '-')} {row['seconds']} s")
+    for name, line in report["paired"].items():
+        print(f"{name}: {line}")
 
 
 if __name__ == "__main__":

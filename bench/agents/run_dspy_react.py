@@ -1,0 +1,82 @@
+"""DSPy 3.4.1 ``ReAct`` with the same calculator tool and model, untrained and optimized (run in its venv).
+
+    ~/.cache/promptgym-bench/venvs/dspy/bin/python bench/agents/run_dspy_react.py --proxy-url http://127.0.0.1:8932 \
+        --test 100 --train 16
+
+``dspy.ReAct("question -> answer: float", tools=[calculate], max_iters=...)`` on the counting proxy in front
+of llama_cpp.server (the same Qwen2.5-Coder-0.5B gguf), ``JSONAdapter``, temperature 0, no cache. Optimized:
+``BootstrapFewShot(max_bootstrapped_demos=2, max_labeled_demos=0)`` on the train items (whole successful
+ReAct trajectories become demonstrations, as promptgym's RandomFewShot does). Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "peers"))
+
+import dspy  # noqa: E402
+from dspy_local import local_lm  # noqa: E402
+from task import calculate, correct, items  # noqa: E402
+
+
+def calculator(expression: str) -> dict:
+    """Evaluate an arithmetic expression exactly, with numbers and + - * ( ), like '12 * (3 + 4)'."""
+    return asyncio.run(calculate(expression))
+
+
+def metric(example: dspy.Example, prediction: dspy.Prediction, trace: object = None) -> float:
+    return float(correct(getattr(prediction, "answer", None), example.answer))
+
+
+def evaluate(program: dspy.Module, examples: list[dspy.Example]) -> tuple[list[float], int]:
+    hits, failures = [], 0
+    for example in examples:
+        try:
+            hits.append(metric(example, program(question=example.question)))
+        except Exception:  # noqa: BLE001 - a failed example scores 0, as in promptgym
+            hits.append(0.0)
+            failures += 1
+    return hits, failures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--proxy-url", required=True)
+    parser.add_argument("--test", type=int, default=100)
+    parser.add_argument("--train", type=int, default=16)
+    parser.add_argument("--max-iters", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    lm = local_lm(f"{args.proxy_url}/v1", "qwen2.5-coder-0.5b-instruct", structured=True, max_tokens=160)
+    dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
+    test = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in items(args.test, args.seed)]
+    train = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in items(args.train, args.seed + 1)]
+    react = dspy.ReAct("question -> answer: float", tools=[calculator], max_iters=args.max_iters)
+    row: dict = {"framework": "dspy", "dspy": dspy.__version__, "max_iters": args.max_iters}
+    started, calls = time.perf_counter(), len(lm.history)
+    hits, failures = evaluate(react, test)
+    row["untrained"] = {"hits": hits, "accuracy": sum(hits) / len(hits), "failures": failures,
+                        "lm_calls": len(lm.history) - calls, "seconds": round(time.perf_counter() - started, 1)}
+    started, calls = time.perf_counter(), len(lm.history)
+    optimizer = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=2, max_labeled_demos=0, max_rounds=1)
+    optimized = optimizer.compile(react, trainset=train)
+    row["training"] = {"lm_calls": len(lm.history) - calls, "seconds": round(time.perf_counter() - started, 1)}
+    started, calls = time.perf_counter(), len(lm.history)
+    hits, failures = evaluate(optimized, test)
+    row["optimized"] = {"hits": hits, "accuracy": sum(hits) / len(hits), "failures": failures,
+                        "lm_calls": len(lm.history) - calls, "seconds": round(time.perf_counter() - started, 1)}
+    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
