@@ -228,3 +228,30 @@ async def test_export_sft_data_writes_openai_tool_calling_conversations(tmp_path
     assert row["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"expression": "2 + 2"}'
     assert row["messages"][3] == {"role": "tool", "content": '{"result": 4}', "tool_call_id": "call_0_0"}
     assert json.loads(row["messages"][4]["content"]) == {"answer": 4.0}
+
+
+async def test_gepa_reflects_on_the_agents_trajectories_and_rewrites_its_instructions():
+    def respond(request):
+        last = request.messages[-1]["content"]
+        if last.startswith(TOOL_RESULTS_PREFIX):
+            return {"final_answer": {"answer": json.loads(last[len(TOOL_RESULTS_PREFIX):])[0]["result"]["result"]}}
+        if "ALWAYS CALL calculate" in request.messages[0]["content"]:
+            return call(json.loads(last)["query"])
+        return {"final_answer": {"answer": -1}}
+
+    reflections: list[str] = []
+
+    def reflect(request):
+        reflections.append(request.messages[-1]["content"])
+        return {"new_instructions": "ALWAYS CALL calculate with the expression, then answer with its result."}
+
+    program, agent = await build(ScriptedLanguageModel(respond=respond), return_inputs_with_trajectory=False)
+    program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]),
+                    optimizer=pg.optimizers.GEPA(reflection_language_model=ScriptedLanguageModel(respond=reflect),
+                                                 max_metric_calls=40, reflection_minibatch_size=2, seed=0))
+    x = [Query(query=f"{i} + {i}") for i in range(1, 7)]
+    y = [Answer(answer=2 * i) for i in range(1, 7)]
+    await program.fit(x, y, epochs=1, batch_size=6, validation_data=(x, y), verbose=0)
+    assert agent.prompt_variable.get("instructions").startswith("ALWAYS CALL calculate")
+    assert (await program.evaluate(x, y, verbose=0))["reward"] == 1.0
+    assert '"final_answer"' not in reflections[0] and '"answer": -1' in reflections[0]
