@@ -47,7 +47,7 @@ SCOPE: dict[str, tuple[str, str]] = {
     "modules/rerankers": (OUT, "knowledge bases"),
     "backend/pydantic/knowledge": (OUT, "knowledge bases"),
     "modules/agents": (OUT, "other agents (SQL, Cypher, RAG, RLM, Deep Agent, skills utilities)"),
-    "utils/tool_utils": (OUT, "agents and tools"),
+    "utils/tool_utils": (OUT, "synalinks' older utils.tool_utils.Tool"),
     "modules/synthesis": (OUT, "code synthesis and sandboxes"),
     "sandboxes": (OUT, "code synthesis and sandboxes"),
     "backend/pydantic/media": (OUT, "multimodal inputs"),
