@@ -255,3 +255,25 @@ async def test_gepa_reflects_on_the_agents_trajectories_and_rewrites_its_instruc
     assert agent.prompt_variable.get("instructions").startswith("ALWAYS CALL calculate")
     assert (await program.evaluate(x, y, verbose=0))["reward"] == 1.0
     assert '"final_answer"' not in reflections[0] and '"answer": -1' in reflections[0]
+
+
+async def test_knn_few_shot_shows_each_input_its_nearest_trajectory():
+    def respond(request):
+        last = request.messages[-1]["content"]
+        if last.startswith(TOOL_RESULTS_PREFIX):
+            return {"final_answer": {"answer": json.loads(last[len(TOOL_RESULTS_PREFIX):])[0]["result"]["result"]}}
+        query = json.loads(last)["query"]
+        if len(request.messages) > 2 or query.startswith("even"):
+            return call(query.split(":")[1])
+        return {"final_answer": {"answer": -1}}
+
+    lm = ScriptedLanguageModel(respond=respond)
+    program, agent = await build(lm, return_inputs_with_trajectory=False)
+    program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]),
+                    optimizer=pg.optimizers.KNNFewShot(k=1, embedding_model=pg.testing.HashEmbeddingModel()))
+    x = [Query(query=f"{'even' if i % 2 == 0 else 'odd'}:{i} + {i}") for i in range(8)]
+    y = [Answer(answer=2 * i) for i in range(8)]
+    await program.fit(x, y, epochs=1, batch_size=8, validation_data=(x, y), verbose=0)
+    assert (await program.evaluate(x, y, verbose=0))["reward"] == 1.0
+    shown = [m["content"] for m in lm.requests[-1].messages[1:4]]
+    assert shown[0].startswith('{"query": "even:') and '"tool_calls"' in shown[1] and shown[2].startswith(TOOL_RESULTS_PREFIX)
