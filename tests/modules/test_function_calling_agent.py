@@ -277,3 +277,29 @@ async def test_knn_few_shot_shows_each_input_its_nearest_trajectory():
     assert (await program.evaluate(x, y, verbose=0))["reward"] == 1.0
     shown = [m["content"] for m in lm.requests[-1].messages[1:4]]
     assert shown[0].startswith('{"query": "even:') and '"tool_calls"' in shown[1] and shown[2].startswith(TOOL_RESULTS_PREFIX)
+
+
+async def test_an_openai_compatible_server_gets_tools_and_answers_tool_calls():
+    from tests.lm.fake_openai_server import FakeOpenAIServer
+
+    def fault(body, number):
+        if number == 0:
+            message = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_a", "type": "function",
+                       "function": {"name": "calculate", "arguments": '{"expression": "6 * 7"}'}}]}
+            return 200, json.dumps({"choices": [{"message": message, "finish_reason": "tool_calls"}]})
+        return None
+
+    def answer(body):
+        return '{"answer": 42}' if body.get("response_format") else "I have the result."
+
+    with FakeOpenAIServer(answer, fault=fault) as server:
+        lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False)
+        program, agent = await build(lm)
+        result = (await program(Query(query="6*7?"))).get_json()
+    assert result["answer"] == 42 and result["messages"][1]["content"] == {"result": 42}
+    first, second, final = server.requests
+    assert first["tools"][0]["function"]["name"] == "calculate" and "response_format" not in first
+    assert second["messages"][-2]["tool_calls"][0]["function"]["arguments"] == '{"expression": "6 * 7"}'
+    assert second["messages"][-1] == {"role": "tool", "content": '{"result": 42}', "tool_call_id": "call_a"}
+    assert "tools" not in final and final["response_format"]["type"] == "json_schema"
+    assert agent.native and agent.tool_call_counts == {"calls": 1, "invalid": 0, "failed": 0}
