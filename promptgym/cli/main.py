@@ -27,6 +27,7 @@ from promptgym.cli.common import (
 from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
+from promptgym.cli.process_identity import process_identity
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
 from promptgym.cli.secrets import Masker
@@ -100,7 +101,7 @@ def start_detached(run: RunFolder, runs_dir: Path, backend: BackendSpec) -> None
     with (run.path / "worker.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=os.getcwd())
-    run.update_status(pid=process.pid, status="starting")
+    run.update_status(pid=process.pid, process=process_identity(process.pid), status="starting")
     console.print(f"started run {run.id} (pid {process.pid})")
     console.print(f"follow it with: promptgym runs watch {run.id}")
 

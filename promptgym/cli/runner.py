@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from promptgym.cli.artifacts import failure_counts, write_artifacts, write_failure_summary
 from promptgym.cli.build import Job, build_job
 from promptgym.cli.config import JobConfig
+from promptgym.cli.process_identity import process_identity
 from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
@@ -175,7 +176,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
 
     started, usage_start = time.time(), LEDGER.total()
     run.stamp = lambda: {SESSION_CALLS: LEDGER.total().calls - usage_start.calls}
-    status = run.update_status(status="running", pid=os.getpid(), error=None,
+    status = run.update_status(status="running", pid=os.getpid(), process=process_identity(os.getpid()), error=None,
                                runs_on=backend.describe() if backend is not None else None)
     executor = backend.executor() if backend is not None else None
     recorder = RunRecorder(run, masker, listeners)
@@ -231,7 +232,7 @@ def finish(run: RunFolder, recorder: RunRecorder, started: float, usage_start: U
     session = LEDGER.total().minus(usage_start)
     previous = run.status()
     status = run.update_status(
-        **changes, pid=None, finished=time.time(),
+        **changes, pid=None, process=None, finished=time.time(),
         elapsed_s=round(sum(s["elapsed_s"] for s in earlier) + time.time() - started, 2),
         lm_calls=int(sum(s["lm_calls"] for s in earlier)) + session.calls,
         lm_failures=previous.get("lm_failures", 0) + session.failures,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from promptgym.cli.process_identity import is_same_process
 from promptgym.core.atomic import atomic_write_json, atomic_write_text, read_json
 
 logger = logging.getLogger("promptgym")
@@ -200,3 +201,15 @@ def process_alive(pid: int | None) -> bool:
     except OSError:
         return False
     return True
+
+
+def run_process_state(status: dict[str, Any]) -> str:
+    """``"alive"`` when the process ``run.json`` records still runs, ``"gone"`` when it died (its pid may now be
+    another program's), ``"unverified"`` for a live pid recorded without its identity (an older promptgym)."""
+    pid = status.get("pid")
+    if not process_alive(pid):
+        return "gone"
+    recorded = status.get("process")
+    if recorded is None:
+        return "unverified"
+    return "alive" if isinstance(recorded, dict) and recorded.get("pid") == pid and is_same_process(recorded) else "gone"

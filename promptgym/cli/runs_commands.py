@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from promptgym.cli.render import make_renderer
-from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, process_alive
+from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -69,7 +69,7 @@ def effective_status(status: dict, run: RunFolder | None = None) -> str:
     """A submitted run asks its cluster; a running run whose process is gone was killed: say so."""
     if status.get("ray_address") and run is not None and status.get("status") not in TERMINAL:
         return submitted_status(run, status)
-    if status.get("status") in ("running", "starting") and status.get("pid") and not process_alive(status["pid"]):
+    if status.get("status") in ("running", "starting") and status.get("pid") and run_process_state(status) == "gone":
         return "stopped (killed?)"
     return str(status.get("status"))
 
@@ -191,7 +191,7 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
     run = _open(run_id, runs_dir)
     status = _status(run)
     state = effective_status(status, run)
-    if state in TERMINAL or state.startswith("stopped"):
+    if state in TERMINAL or (state.startswith("stopped") and not status.get("pid")):
         console.print(f"run {run.id} is not running ({state})", markup=False)
         return
     if status.get("ray_address"):
@@ -200,8 +200,19 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
         RayJobs(status["ray_address"]).stop(run.id)
         console.print(f"stop requested for job {run.id} on {status['ray_address']}", markup=False)
         return
-    if not process_alive(status.get("pid")):
-        console.print(f"run {run.id} has no live process", markup=False)
+    state = run_process_state(status)
+    if state != "alive":
+        pid = status.get("pid")
+        if state == "unverified":
+            console.print(f"run {run.id}: pid {pid} is alive but run.json does not record which process it was "
+                          f"(written by an older promptgym), so it is not signalled; if `ps -p {pid}` shows the "
+                          f"run's worker, stop it with: kill {pid}", markup=False, soft_wrap=True)
+            raise typer.Exit(1)
+        run.update_status(status="interrupted", pid=None,
+                          error=f"its process (pid {pid}) was gone (killed, out of memory, or the machine restarted)")
+        console.print(f"run {run.id}'s process (pid {pid}) is gone: nothing to stop (any process now holding that pid "
+                      f"is another program and was left alone); marked interrupted. Continue with: promptgym train "
+                      f"--resume {run.id}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
     os.kill(status["pid"], signal.SIGTERM)  # the run checkpoints and records 'interrupted'
     console.print(f"sent SIGTERM to run {run.id} (pid {status['pid']})", markup=False)

@@ -130,6 +130,17 @@ def has_checkpoint(run: RunFolder) -> bool:
     return last_checkpoint(run.path / "checkpoints") is not None
 
 
+def resume_message(run: RunFolder, unit: str) -> str:
+    """What ``--resume`` says: after which step (iteration) it continues, from which checkpoint when that is not
+    the one ``last.json`` names, or that it starts over."""
+    from promptgym.finetune.checkpoint import find_checkpoint, read_progress
+
+    checkpoint, note = find_checkpoint(run.path / "checkpoints")
+    if checkpoint is None:
+        return f"run {run.id} has no checkpoint yet: starting it over"
+    return f"resuming run {run.id} after {unit} {read_progress(checkpoint).step}" + (f" ({note})" if note else "")
+
+
 def run_sft_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
                        console: Console, job: Any = None, backend: BackendSpec | None = None) -> dict[str, Any] | None:
     """Run with a live renderer; returns the final status, or None when interrupted (the checkpoint is saved)."""
