@@ -60,7 +60,7 @@ def build_language_model(config: JobConfig) -> Any:
         raise ConfigError(f"model.api_key_env: environment variable {section.api_key_env} is not set "
                           "(put it in your .env and pass --env-file)")
     try:
-        return LanguageModel(model=section.name, api_base=section.api_base, api_key=api_key,
+        return LanguageModel(model=section.name, api_base=section.api_base, api_key=api_key, api_key_env=section.api_key_env,
                              temperature=section.temperature, max_tokens=section.max_tokens,
                              concurrency=section.concurrency, cache=section.cache)
     except Exception as error:  # noqa: BLE001 - surface as a config error naming the key

@@ -149,6 +149,7 @@ def train(
     except ConfigError as error:
         fail(masker.mask(str(error)))
     masker.add_from_environment(secret_env_names(job_config))
+    refuse_taken_model_name(job_config, None)
     if job_config.job.type == "sft":
         from promptgym.cli.sft_command import train_sft
 
@@ -207,6 +208,17 @@ def prepare_job(job_config: JobConfig, masker: Masker, backend: BackendSpec | No
         fail(masker.mask(str(error)))
 
 
+def refuse_taken_model_name(job_config: JobConfig, run: RunFolder | None) -> None:
+    """A weight run whose ``model_name`` another run registered would fail after training and export: exit 2 now."""
+    from promptgym.lm.finetuned_models import name_taken_problem
+
+    section = job_config.job.type
+    name = getattr(getattr(job_config, section, None), "model_name", None)
+    problem = name_taken_problem(name, str(run.path.resolve()) if run else None) if name else None
+    if problem:
+        fail(f"{section}.model_name: {problem}")
+
+
 def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict[str, Any], yes: bool, dry_run: bool,
                poll: bool, stream_format: str, backend: BackendSpec) -> None:
     """``train --resume``: the run's own config, previewed (and checked) like a new run, confirmed unless ``--yes``."""
@@ -223,6 +235,7 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     if status.get("status") == "completed":
         fail(f"run {run.id} already completed")
     masker = secret_masker(env_file or status.get("env_file"), job_config)
+    refuse_taken_model_name(job_config, run)
     if job_config.job.type == "rl":
         from promptgym.cli.rl_command import resume_rl
 

@@ -76,13 +76,27 @@ def check_model_name(name: str) -> str:
     return name
 
 
+def name_taken_problem(name: str, run: str | None) -> str | None:
+    """Why run ``run`` (its folder, resolved; None for a new run) can't register ``name``, or None when it can."""
+    path = registry_dir() / f"{name}.json"
+    if not path.is_file():
+        return None
+    try:
+        existing: FineTunedModel | None = _from_json(read_json(path), path)
+    except (ValueError, TypeError, OSError):
+        existing = None
+    if existing is not None and run is not None and existing.run == run:
+        return None  # a rerun of the same run replaces its own entry
+    return (f"a fine-tuned model named {name!r} already exists (from run {existing.run if existing else 'unknown'}); "
+            f"choose another model_name, or remove it with `promptgym models remove {name}`")
+
+
 def register_finetuned_model(entry: FineTunedModel, replace_run: str | None = None) -> FineTunedModel:
     """Record ``entry``; a name already taken by another run is an error (a rerun of the same run replaces it)."""
     check_model_name(entry.name)
-    existing = finetuned_model(entry.name)
-    if existing is not None and existing.run != (replace_run or entry.run):
-        raise ValueError(f"a fine-tuned model named {entry.name!r} already exists (from run {existing.run}); "
-                         "choose another model_name, or remove it with `promptgym models remove " + entry.name + "`")
+    problem = name_taken_problem(entry.name, replace_run or entry.run)
+    if problem:
+        raise ValueError(problem)
     atomic_write_json(registry_dir() / f"{entry.name}.json", asdict(entry))
     return entry
 
