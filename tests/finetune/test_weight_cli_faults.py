@@ -19,23 +19,14 @@ from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.errors import LMConfigurationError
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
 from promptgym.lm.language_model import LanguageModel
+from tests.finetune import test_rl_cli
 from tests.finetune.test_rl_cli import write_config as write_rl_config
 from tests.finetune.test_sft_cli import write_config
 from tests.finetune.tiny_model import capital_rows
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PROMPTGYM_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[2]))  # the launched app imports tests.finetune
-    for name in ("TASK_APP_API_KEY", "TINY_FAIL_SEEDS", "TINY_SLOW_SEEDS", "TINY_BAD_JSON_SEEDS", "TINY_CONSTANT",
-                 "TINY_DELAY_S", "TINY_EXIT_SEEDS"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
+workdir = test_rl_cli.workdir
+"""The RL CLI tests' folder: its runs dir, the repository on PYTHONPATH for the launched app, no fault variables."""
 
 
 def only_run(workdir: Path) -> RunFolder:
