@@ -208,9 +208,12 @@ class PolicyServer:
         return keyed if all(generator is not None for generator in keyed) else self.generator
 
     def _awaiting(self, batch: list[_Pending], since: float) -> bool:
-        """Whether an expected rollout has no request in ``batch`` yet (and the barrier has not timed out)."""
+        """Whether an expected rollout that has started (its URL was handed out) has no request in ``batch`` yet,
+        and the barrier has not timed out. Rollouts not started yet (a task app that runs fewer at a time than
+        the trainer sends) are not waited for: they may wait for a batch to finish."""
+        started = {rollout.key[:2] for rollout in self._rollouts.values() if rollout.key is not None}
         present = {pending.order[:2] for pending in batch}
-        return bool(self._expected - present) and time.monotonic() - since < BARRIER_S
+        return bool((self._expected & started) - present) and time.monotonic() - since < BARRIER_S
 
     # -- HTTP -----------------------------------------------------------------------------
 
