@@ -165,20 +165,26 @@ class CandidateScored(Event):
 
 @dataclass(frozen=True)
 class CandidateAccepted(Event):
+    """A candidate became the incumbent; ``comparison``: its validation check against the start (see
+    :mod:`promptgym.optimizers.selection`), when that is what decided."""
+
     kind: ClassVar[str] = "candidate_accepted"
     candidate: int
     parent: int | None
     reason: str
+    comparison: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class CandidateRejected(Event):
-    """A candidate that was scored and lost (GEPA: its minibatch did not beat its parent's)."""
+    """A candidate that was scored and lost (GEPA: its minibatch did not beat its parent's; any optimizer's
+    best that was not better than the start on validation, with the ``comparison``)."""
 
     kind: ClassVar[str] = "candidate_rejected"
     candidate: int
     parent: int | None
     reason: str
+    comparison: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ they rewrite instructions, so the two compose (see README, "KNNFewShot").
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
@@ -33,6 +34,7 @@ from promptgym.modules.retrieval import example_text, retrieval_state
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.few_shot import FewShotOptimizer
 from promptgym.optimizers.kit import OptimizerContext, prompt_states
+from promptgym.optimizers.selection import announce, compare_on_validation
 
 
 def embedding_model_from(value: EmbeddingModel | str | dict[str, Any] | None) -> EmbeddingModel:
@@ -74,7 +76,7 @@ class KNNFewShot(FewShotOptimizer):
         self.embedding_model = embedding_model_from(embedding_model)
 
     async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
-        """Collect traces for the Generators that need them (none when labels serve); no candidate races."""
+        """Collect traces for the Generators that need them (none when labels serve); the race is at epoch end."""
         if self.demos.needs_traces(self.prompts) and not self.budget.exhausted:
             shown = self.shown(self.best)
             unseen = self.affordable(ctx, "train", [i for i in batch if i not in shown], self.best)
@@ -83,13 +85,62 @@ class KNNFewShot(FewShotOptimizer):
         return {"metric_calls": self.metric_calls, "demo_pool": self.demos.pool.size()}
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
-        candidate = await self.retrieval_candidate()
-        if candidate is not None and candidate.id != self.best_id:
-            sizes = ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for "
-                              f"{state.module_name}" for state in self.prompts
-                              if candidate.variables[state.variable].get("retrieval"))
-            await self.accept(ctx, candidate, reason=f"{self.k} nearest of a pool ({sizes})")
+        """Race the retrieval (and a fixed set of ``k`` pool demonstrations) against the incumbent on validation.
+
+        The better of the two replaces the incumbent only when it is strictly ahead on every validation
+        example; without validation data the retrieval is kept unchecked (``fit()`` warns about that).
+        """
+        retrieval = await self.retrieval_candidate()
+        if retrieval is not None and retrieval.id != self.best_id:
+            if ctx.rollouts.size("val") == 0:
+                await self.accept(ctx, retrieval, reason=f"{self.k} nearest of a pool ({self.pool_sizes(retrieval)}); "
+                                                         "unchecked: no validation data")
+            else:
+                await self.race_on_validation(ctx, [retrieval, self.fixed_candidate(ctx)])
         await super().on_epoch_end(ctx, epoch)
+
+    def pool_sizes(self, candidate: Candidate) -> str:
+        return ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for {state.module_name}"
+                         for state in self.prompts if candidate.variables[state.variable].get("retrieval"))
+
+    async def race_on_validation(self, ctx: OptimizerContext, contenders: list[Candidate | None]) -> None:
+        """Score each contender and the incumbent on every validation example; keep the best strictly ahead."""
+        incumbent = self.best
+        label = "start" if incumbent.id == self.start.id else "incumbent"
+        results = []
+        for contender in contenders:
+            if contender is not None and contender.id != incumbent.id:
+                results.append((contender, await compare_on_validation(ctx, contender, incumbent,
+                                                                       incumbent_label=label)))
+        ahead = [(c, comparison) for c, comparison in results if comparison is not None and comparison.accepted]
+        winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
+        for contender, comparison in results:
+            if comparison is None:
+                continue
+            what = f"{contender.origin} ({self.k} demonstrations) candidate {contender.id}: "
+            if contender is winner:
+                self.best_id = contender.id
+                self.checked[contender.id] = comparison
+                await announce(ctx, comparison, contender, what=what)
+            else:
+                lost = replace(comparison, accepted=False)
+                await announce(ctx, lost, contender, what=what + ("ahead, but behind the other contender; "
+                                                                  if comparison.accepted else ""))
+
+    def fixed_candidate(self, ctx: OptimizerContext) -> Candidate | None:
+        """The incumbent showing ``k`` pool demonstrations drawn once (seeded), the same for every input."""
+        rng = self.start_rng(ctx)
+        variables = {name: dict(value) for name, value in self.best.variables.items()}
+        for state in self.prompts:
+            demos = sorted(self.demos.pool.for_module(state.module_name), key=lambda demo: demo.index)
+            if not demos:
+                continue
+            picks = sorted(rng.choice(len(demos), size=min(self.k, len(demos)), replace=False).tolist())
+            variables[state.variable]["examples"] = [*variables[state.variable].get("examples", []),
+                                                     *(demos[i].as_example() for i in picks)]
+        if variables == self.best.variables:
+            return None
+        return self.find(variables) or self.add_candidate(variables, parent=self.best.id, origin="fixed_few_shot")
 
     async def retrieval_candidate(self) -> Candidate | None:
         """The incumbent with each Generator's pool as its retrieval (None when no pool changed)."""
@@ -111,8 +162,8 @@ class KNNFewShot(FewShotOptimizer):
 
     def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
                           minibatch_size: int) -> int:
-        """Program runs beyond the training ones: none (nothing is raced)."""
-        return 0
+        """Program runs beyond the training ones: the retrieval and a fixed set on every validation example."""
+        return 2 * val_size * epochs
 
     def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
         """None when labels serve every Generator; otherwise each training example once an epoch (within budget)."""

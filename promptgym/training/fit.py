@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import warnings
 from typing import Any
 
 import numpy as np
 
 from promptgym.core.events import EpochEnd, TrainBegin, TrainEnd
 from promptgym.lm.usage import LEDGER
+from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import OptimizerContext
+from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
 from promptgym.training.callback import CallbackList
@@ -23,6 +26,10 @@ from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
 from promptgym.training.progress import ProgressBar
 
 logger = logging.getLogger("promptgym")
+
+
+class UncheckedTrainingWarning(UserWarning):
+    """``fit()`` had no validation data, so it could not check the trained program against the start."""
 
 
 def require_compiled(program: Any, method: str) -> Any:
@@ -87,6 +94,8 @@ async def fit_program(
         rollouts.set_state(compiled.restored.get("rollouts") or {})
     compiled.rollouts, compiled.restored = rollouts, None
     compiled.position = {"epoch": initial_epoch, "step": initial_step}
+    if not len(x_val):
+        warnings.warn(NO_VALIDATION_ADVICE, UncheckedTrainingWarning, stacklevel=3)
     steps = math.ceil(len(x_train) / batch_size)
     ctx = OptimizerContext(rollouts, callback_list.emit, rng, epoch=initial_epoch, epochs=epochs, step=initial_step,
                            steps=steps)
@@ -123,11 +132,14 @@ async def fit_program(
             await callback_list.call("on_train_batch_end", step, logs)
         ctx.step = 0
         await optimizer.on_epoch_end(ctx, epoch)
+        validating = bool(len(x_val)) and (epoch + 1) % validation_freq == 0
+        if validating:  # the epoch's validation pass shows the program fit() would return now
+            await keep_if_better_than_start(optimizer, ctx)
         program_assign(program, optimizer.best.variables)
         compiled.position = {"epoch": epoch + 1, "step": 0}
         epoch_logs: dict[str, Any] = scored_logs(train_results, compiled)
         intervals = {}
-        if len(x_val) and (epoch + 1) % validation_freq == 0:
+        if validating:
             validation = await validate(rollouts, callback_list, validation_batch_size, compiled)
             epoch_logs.update(validation)
             intervals = validation.intervals()
@@ -141,6 +153,7 @@ async def fit_program(
         if program.stop_training:
             break
     await optimizer.on_train_end(ctx)
+    await keep_if_better_than_start(optimizer, ctx)
     program_assign(program, optimizer.best.variables)
     await callback_list.emit(TrainEnd(history=history.as_rows()))
     await callback_list.call("on_train_end", history.history and {k: v[-1] for k, v in history.history.items()})
@@ -148,9 +161,13 @@ async def fit_program(
 
 
 def program_assign(program: Any, variables: dict[str, Any]) -> None:
+    """Give ``program`` a candidate's variable values (and the models it names, see ``modules.model_choice``)."""
     by_name = {variable.name: variable for variable in program.variables}
     for name, value in variables.items():
-        by_name[name].assign(value)
+        if name == MODELS_KEY:
+            assign_models(program, value)
+        else:
+            by_name[name].assign(value)
 
 
 async def validate(rollouts: RolloutService, callback_list: CallbackList, batch_size: int, compiled: Any
