@@ -24,7 +24,6 @@ they rewrite instructions, so the two compose (see README, "KNNFewShot").
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
@@ -34,7 +33,7 @@ from promptgym.modules.retrieval import example_text, retrieval_state
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.few_shot import FewShotOptimizer
 from promptgym.optimizers.kit import OptimizerContext, prompt_states
-from promptgym.optimizers.selection import announce, compare_on_validation
+from promptgym.optimizers.selection import race_on_validation
 
 
 def embedding_model_from(value: EmbeddingModel | str | dict[str, Any] | None) -> EmbeddingModel:
@@ -96,36 +95,13 @@ class KNNFewShot(FewShotOptimizer):
                 await self.accept(ctx, retrieval, reason=f"{self.k} nearest of a pool ({self.pool_sizes(retrieval)}); "
                                                          "unchecked: no validation data")
             else:
-                await self.race_on_validation(ctx, [retrieval, self.fixed_candidate(ctx)])
+                await race_on_validation(self, ctx, [retrieval, self.fixed_candidate(ctx)],
+                                         describe=lambda c: f"{c.origin} ({self.k} demonstrations) candidate {c.id}: ")
         await super().on_epoch_end(ctx, epoch)
 
     def pool_sizes(self, candidate: Candidate) -> str:
         return ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for {state.module_name}"
                          for state in self.prompts if candidate.variables[state.variable].get("retrieval"))
-
-    async def race_on_validation(self, ctx: OptimizerContext, contenders: list[Candidate | None]) -> None:
-        """Score each contender and the incumbent on every validation example; keep the best strictly ahead."""
-        incumbent = self.best
-        label = "start" if incumbent.id == self.start.id else "incumbent"
-        results = []
-        for contender in contenders:
-            if contender is not None and contender.id != incumbent.id:
-                results.append((contender, await compare_on_validation(ctx, contender, incumbent,
-                                                                       incumbent_label=label)))
-        ahead = [(c, comparison) for c, comparison in results if comparison is not None and comparison.accepted]
-        winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
-        for contender, comparison in results:
-            if comparison is None:
-                continue
-            what = f"{contender.origin} ({self.k} demonstrations) candidate {contender.id}: "
-            if contender is winner:
-                self.best_id = contender.id
-                self.checked[contender.id] = comparison
-                await announce(ctx, comparison, contender, what=what)
-            else:
-                lost = replace(comparison, accepted=False)
-                await announce(ctx, lost, contender, what=what + ("ahead, but behind the other contender; "
-                                                                  if comparison.accepted else ""))
 
     def fixed_candidate(self, ctx: OptimizerContext) -> Candidate | None:
         """The incumbent showing ``k`` pool demonstrations drawn once (seeded), the same for every input."""

@@ -19,8 +19,8 @@ Without validation data nothing can be checked: ``fit()`` says so once
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 from promptgym.core.events import CandidateAccepted, CandidateRejected
 from promptgym.optimizers.base import Candidate, Optimizer
@@ -85,9 +85,12 @@ async def compare_on_validation(ctx: OptimizerContext, candidate: Candidate, inc
 
 async def announce(ctx: OptimizerContext, comparison: Comparison, candidate: Candidate, what: str = "") -> None:
     """Emit ``CandidateAccepted`` or ``CandidateRejected`` with the comparison as payload."""
-    level = abs(comparison.test.difference) <= _EPS
-    verb = ("level with" if level else "better than") if comparison.accepted else \
-        ("no better than" if level else "worse than")
+    difference = comparison.test.difference
+    if comparison.accepted:
+        verb = "level with" if abs(difference) <= _EPS else "better than"
+    else:
+        verb = "no better than" if abs(difference) <= _EPS else "worse than" if difference < 0 else \
+            "better than (but behind another contender)"
     reason = f"{what}{verb} the {comparison.incumbent_label} on validation: {comparison.brief()}"
     event = CandidateAccepted if comparison.accepted else CandidateRejected
     await ctx.emit(event(candidate=candidate.id, parent=candidate.parent, reason=reason,
@@ -115,3 +118,31 @@ async def keep_if_better_than_start(optimizer: Optimizer, ctx: OptimizerContext,
         optimizer.best_id = start.id
     await announce(ctx, comparison, best, what=f"{best.origin} candidate {best.id}: ")
     return comparison
+
+
+async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, contenders: Sequence[Candidate | None],
+                             describe: Callable[[Candidate], str] = lambda c: f"{c.origin} candidate {c.id}: ",
+                             stage: str | None = None) -> Candidate | None:
+    """Score each contender and the incumbent on every validation example; the best strictly ahead wins.
+
+    Each contender's comparison is announced (the winner's as accepted, the others' as rejected);
+    returns the winner (None when none is ahead: the incumbent stays).
+    """
+    incumbent = optimizer.best
+    label = "start" if incumbent.id == optimizer.start.id else "incumbent"
+    compared = []
+    for contender in contenders:
+        if contender is not None and contender.id != incumbent.id:
+            comparison = await compare_on_validation(ctx, contender, incumbent, stage, incumbent_label=label)
+            if comparison is not None:
+                compared.append((contender, comparison))
+    ahead = [(c, comparison) for c, comparison in compared if comparison.accepted]
+    winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
+    for contender, comparison in compared:
+        if contender is winner:
+            optimizer.best_id = contender.id
+            optimizer.checked[contender.id] = comparison
+            await announce(ctx, comparison, contender, what=describe(contender))
+        else:
+            await announce(ctx, replace(comparison, accepted=False), contender, what=describe(contender))
+    return winner

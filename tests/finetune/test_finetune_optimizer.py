@@ -1,0 +1,214 @@
+"""FineTune in fit(): rows in the program's own format, LoRA SFT of a tiny in-test model, the tuned model as a
+candidate validated against the start, save/load, the time budget, and the errors a user can hit.
+
+The tiny model's GGUF export is faked (``fake_export``), so the tuned model runs as a scripted one
+(``set_model_factory``): these tests check the wiring and the training, not what the model learns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import promptgym as pg
+from promptgym.finetune.optimizer import FineTune, FineTuneError
+from promptgym.modules.model_choice import set_model_factory
+from promptgym.testing import ScriptedLanguageModel, last_user_json
+from tests.support import Answer, Question, functional_program, questions
+
+
+def labelled(*texts):
+    return questions(*texts), np.array([Answer(answer=text.upper()) for text in texts], dtype=object)
+
+
+def answers(answer):
+    return lambda request: {"answer": answer}
+
+
+def upper_case(request):
+    return {"answer": last_user_json(request)["question"].upper()}
+
+
+def always(answer):
+    return ScriptedLanguageModel(respond=answers(answer))
+
+
+def upper():
+    return ScriptedLanguageModel(respond=upper_case)
+
+
+@pytest.fixture
+def tuned_answers():
+    """The tuned model runs as a scripted LM answering with ``tuned_answers[0]``; records the model strings built."""
+    holder: list = [upper_case]
+    built: list[str] = []
+
+    def factory(base, model):
+        built.append(model)
+        return ScriptedLanguageModel(respond=holder[0], model=model)
+
+    previous = set_model_factory(factory)
+    yield holder, built
+    set_model_factory(previous)
+
+
+class Recorder(pg.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.events = []
+
+    def on_event(self, event):
+        self.events.append(event)
+
+    def kinds(self):
+        return [event.kind for event in self.events]
+
+
+def finetune(tiny_model, tmp_path, **options):
+    defaults = dict(base_model=str(tiny_model), output_dir=str(tmp_path / "ft"), n_epochs=1, batch_size=2,
+                    max_length=4096, lora={"r": 2, "target_modules": ["q_proj", "v_proj"]}, seed=0)
+    return FineTune(**{**defaults, **options})
+
+
+async def test_labels_train_a_model_that_replaces_the_start_when_it_wins(tiny_model, tmp_path, fake_export,
+                                                                         tuned_answers):
+    holder, built = tuned_answers
+    program = await functional_program(always("?"))
+    optimizer = finetune(tiny_model, tmp_path)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+    x, y = labelled("paris", "rome", "oslo", "lima")
+    x_val, y_val = labelled("bern", "riga", "doha")
+    recorder = Recorder()
+    history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, verbose=0,
+                                callbacks=[recorder])
+
+    model = program.modules[-1].language_model.model
+    assert model.startswith("local/ft-finetune-") and built == [model]
+    rows = [json.loads(line) for line in next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()]
+    generator = program.modules[-1]
+    assert len(rows) == 4
+    assert rows[0]["messages"][:-1] == generator.messages({"question": "paris"}, [],
+                                                          input_schema=x[0].get_schema())
+    assert rows[0]["messages"][-1] == {"role": "assistant", "content": json.dumps({"answer": "PARIS"})}
+    assert optimizer.sft_steps == 2 and optimizer.rows == {generator.name: 4}
+    assert {"sft_started", "sft_step", "model_registered"} <= set(recorder.kinds())
+    [comparison] = history.comparisons
+    assert comparison["accepted"] and comparison["candidate_score"]["mean"] == 1.0
+    assert comparison["incumbent_score"]["mean"] == 0.0
+    assert history.history["val_reward"] == [1.0]
+    assert len(fake_export) == 1  # one SFT job, exported and registered once
+
+    program.save(tmp_path / "tuned.json")
+    loaded = pg.Program.load(tmp_path / "tuned.json")
+    assert loaded.modules[-1].language_model.model == model
+    assert isinstance(loaded.training_state.optimizer, FineTune)
+    assert loaded.training_state.optimizer.tuned == optimizer.tuned  # a resumed fit does not train again
+
+
+async def test_a_tuned_model_worse_on_validation_leaves_the_program_on_its_model(tiny_model, tmp_path, fake_export,
+                                                                                tuned_answers):
+    holder, _ = tuned_answers
+    holder[0] = answers("?")
+    program = await functional_program(upper())
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path))
+    x, y = labelled("paris", "rome")
+    x_val, y_val = labelled("bern", "riga")
+    recorder = Recorder()
+    history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=2, verbose=0,
+                                callbacks=[recorder])
+    assert program.modules[-1].language_model.model == "scripted/test"
+    assert [c["accepted"] for c in history.comparisons] == [False]
+    rejected = [e for e in recorder.events if e.kind == "candidate_rejected"]
+    assert "worse than the start on validation" in rejected[0]["reason"]
+
+
+async def test_traces_that_earn_min_reward_become_rows(tiny_model, tmp_path, fake_export, tuned_answers):
+    def right_on_short(request):
+        question = last_user_json(request)["question"]
+        return {"answer": question.upper() if len(question) == 4 else "?"}
+
+    program = await functional_program(ScriptedLanguageModel(respond=right_on_short))
+    optimizer = finetune(tiny_model, tmp_path, source="traces")
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+    x, y = labelled("rome", "paris", "oslo", "berlin")
+    await program.fit(x, y, validation_data=labelled("bern", "vienna"), epochs=1, batch_size=2, verbose=0)
+    rows = next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()
+    answers = [json.loads(row)["messages"][-1]["content"] for row in rows]
+    assert answers == [json.dumps({"answer": "ROME"}), json.dumps({"answer": "OSLO"})]
+
+
+async def test_no_run_earning_min_reward_is_a_clear_error(tiny_model, tmp_path):
+    program = await functional_program(always("?"))
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, source="traces"))
+    x, y = labelled("rome", "oslo")
+    with pytest.raises(FineTuneError, match=r"none of the 2 training runs earned min_reward=1 \(the best earned 0\)"):
+        await program.fit(x, y, validation_data=labelled("bern"), epochs=1, batch_size=2, verbose=0)
+
+
+async def test_a_model_it_cannot_train_is_named_before_any_call(tmp_path):
+    lm = always("?")
+    program = await functional_program(lm)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=FineTune(output_dir=str(tmp_path)))
+    x, y = labelled("rome", "oslo")
+    with pytest.raises(FineTuneError, match=r"Generator 'generator\w*' runs on 'scripted/test': cannot be trained here.*"
+                                            r"remote model's weights are not on this machine.*base_model="):
+        await program.fit(x, y, validation_data=labelled("bern"), epochs=1, batch_size=2, verbose=0)
+    assert lm.requests == []
+
+
+async def test_labels_no_generator_answers_with_are_a_clear_error(tiny_model, tmp_path):
+    # a program whose Generators each miss one end: the first does not write the output, the second does not
+    # read the input
+    class Draft(pg.DataModel):
+        draft: str
+
+    lm = ScriptedLanguageModel(respond=lambda r: {"draft": "d"} if "draft" in r.schema["properties"] else {"answer": "A"})
+    inputs = pg.Input(data_model=Question)
+    draft = await pg.Generator(data_model=Draft, language_model=lm, name="drafter")(inputs)
+    outputs = await pg.Generator(data_model=Answer, language_model=lm, name="writer")(draft)
+    program = pg.Program(inputs=inputs, outputs=outputs, name="two_steps")
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path))
+    x, y = labelled("rome", "oslo")
+    with pytest.raises(FineTuneError, match=r"no Generator reads the program's input and writes its output.*"
+                                            r"use source='traces'"):
+        await program.fit(x, y, validation_data=labelled("bern"), epochs=1, batch_size=2, verbose=0)
+    assert lm.requests == []
+
+
+async def test_a_time_budget_too_small_for_one_step_says_the_measured_step_time(tiny_model, tmp_path):
+    program = await functional_program(always("?"))
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, max_train_seconds=1e-9))
+    x, y = labelled("rome", "oslo")
+    with pytest.raises(FineTuneError, match=r"max_train_seconds=1e-09 is less than one SFT step, measured at "
+                                            r"[0-9.]+ s on this machine"):
+        await program.fit(x, y, validation_data=labelled("bern"), epochs=1, batch_size=2, verbose=0)
+
+
+async def test_training_stops_at_the_time_budget_and_keeps_the_last_checkpoint(tiny_model, tmp_path, fake_export,
+                                                                               tuned_answers, monkeypatch):
+    ticks = itertools.count()
+    monkeypatch.setattr("promptgym.finetune.optimizer.clock", lambda: float(next(ticks)))  # one "second" a look
+    program = await functional_program(always("?"))
+    optimizer = finetune(tiny_model, tmp_path, n_epochs=5, max_train_seconds=3)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+    x, y = labelled("rome", "oslo", "lima", "bern")
+    await program.fit(x, y, validation_data=labelled("riga"), epochs=1, batch_size=4, verbose=0)
+    assert 0 < optimizer.sft_steps < 10  # 5 epochs of 2 steps planned
+    run = json.loads(next((tmp_path / "ft").glob("sft-*/run.json")).read_text())
+    assert run["steps"] == optimizer.sft_steps and run["model_id"].startswith("local/ft-")
+    assert program.modules[-1].language_model.model == run["model_id"]
+
+
+def test_options_round_trip_and_the_registered_names():
+    optimizer = pg.optimizers.get({"class_name": "FineTune", "config": {"source": "both", "lora": {"r": 4},
+                                                                      "max_train_seconds": 60}})
+    again = pg.optimizers.get({"class_name": "FineTune", "config": json.loads(json.dumps(optimizer.get_config()))})
+    assert again.get_config() == optimizer.get_config() and again.lora.r == 4 and again.source == "both"
+    assert isinstance(pg.optimizers.get("finetune"), pg.optimizers.FineTune)
+    with pytest.raises(FineTuneError, match="source must be one of labels, traces, both"):
+        FineTune(source="weights")
+    with pytest.raises(FineTuneError, match="bad SFT setting"):
+        FineTune(n_epochs=0)
