@@ -87,6 +87,8 @@ class Optimizer:
         self.prompts: list[PromptState] = []
         self.owners: dict[str, str] = {}
         """The module that owns each variable, by variable name."""
+        self.last_check: Any = None
+        """The latest validation check against the start (a ``selection.Comparison``; None before one)."""
         self.checked: dict[int, Any] = {}
         """Validation checks against the start already made, by candidate id (see ``optimizers.selection``)."""
         self._ids = itertools.count()

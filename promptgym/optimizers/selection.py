@@ -112,6 +112,7 @@ async def keep_if_better_than_start(optimizer: Optimizer, ctx: OptimizerContext,
     comparison = await compare_on_validation(ctx, best, start, stage, ties_win=True)
     if comparison is None:
         return None
+    optimizer.last_check = comparison
     if comparison.accepted:
         optimizer.checked[best.id] = comparison
     else:
@@ -138,10 +139,13 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
                 compared.append((contender, comparison))
     ahead = [(c, comparison) for c, comparison in compared if comparison.accepted]
     winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
+    if winner is None and compared:
+        optimizer.last_check = replace(max(compared, key=lambda item: item[1].candidate_score.mean)[1], accepted=False)
     for contender, comparison in compared:
         if contender is winner:
             optimizer.best_id = contender.id
             optimizer.checked[contender.id] = comparison
+            optimizer.last_check = comparison
             await announce(ctx, comparison, contender, what=describe(contender))
         else:
             await announce(ctx, replace(comparison, accepted=False), contender, what=describe(contender))

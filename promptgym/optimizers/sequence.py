@@ -3,7 +3,7 @@
     program.compile(reward="exactmatch",
                     optimizer=Sequence([KNNFewShot(), FineTune(), KNNFewShot()]))   # BetterTogether's p -> w -> p
     history = await program.fit(x, y, validation_split=0.2)
-    history.history["stage"]       # ['1:knn_few_shot', '2:fine_tune', '3:knn_few_shot'] (one row per stage epoch)
+    history.history["stage"]       # ['1:KNNFewShot', '2:FineTune', '3:KNNFewShot'] (one row per stage epoch)
 
 ``fit()`` runs every stage for its ``epochs``; each stage starts from the
 program the stage before left, keeps its own budget, and ends with the check
@@ -46,7 +46,7 @@ class Sequence(Optimizer):
         super().__init__(budget=Budget(None), name=name, description=description)
 
     def stage_label(self, index: int) -> str:
-        return f"{index + 1}:{self.stages[index].name}"
+        return f"{index + 1}:{type(self.stages[index]).__name__}"
 
     @property
     def current(self) -> Optimizer:

@@ -169,10 +169,10 @@ async def fit_program(
             if program.stop_training:
                 break
         await stage.on_train_end(ctx)
-        comparison = await keep_if_better_than_start(stage, ctx, label)
+        await keep_if_better_than_start(stage, ctx, label)
         program_assign(program, stage.best.variables)
         if chained:
-            await end_stage(callback_list, rollouts, stage, label, index, comparison, stage_start)
+            await end_stage(callback_list, rollouts, stage, label, index, stage.last_check, stage_start)
             optimizer.stage = index + 1
             compiled.position = {"epoch": 0, "step": 0}
         initial_epoch = initial_step = 0
