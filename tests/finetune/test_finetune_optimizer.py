@@ -10,18 +10,13 @@ from __future__ import annotations
 import itertools
 import json
 
-import numpy as np
 import pytest
 
 import promptgym as pg
 from promptgym.finetune.optimizer import FineTune, FineTuneError
 from promptgym.modules.model_choice import set_model_factory
 from promptgym.testing import ScriptedLanguageModel, last_user_json
-from tests.support import Answer, Question, functional_program, questions
-
-
-def labelled(*texts):
-    return questions(*texts), np.array([Answer(answer=text.upper()) for text in texts], dtype=object)
+from tests.support import Answer, EventRecorder, Question, functional_program, labelled
 
 
 def answers(answer):
@@ -55,18 +50,6 @@ def tuned_answers():
     set_model_factory(previous)
 
 
-class Recorder(pg.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.events = []
-
-    def on_event(self, event):
-        self.events.append(event)
-
-    def kinds(self):
-        return [event.kind for event in self.events]
-
-
 def finetune(tiny_model, tmp_path, **options):
     defaults = dict(base_model=str(tiny_model), output_dir=str(tmp_path / "ft"), n_epochs=1, batch_size=2,
                     max_length=4096, lora={"r": 2, "target_modules": ["q_proj", "v_proj"]}, seed=0)
@@ -81,7 +64,7 @@ async def test_labels_train_a_model_that_replaces_the_start_when_it_wins(tiny_mo
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
     x, y = labelled("paris", "rome", "oslo", "lima")
     x_val, y_val = labelled("bern", "riga", "doha")
-    recorder = Recorder()
+    recorder = EventRecorder()
     history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, verbose=0,
                                 callbacks=[recorder])
 
@@ -94,7 +77,7 @@ async def test_labels_train_a_model_that_replaces_the_start_when_it_wins(tiny_mo
                                                           input_schema=x[0].get_schema())
     assert rows[0]["messages"][-1] == {"role": "assistant", "content": json.dumps({"answer": "PARIS"})}
     assert optimizer.sft_steps == 2 and optimizer.rows == {generator.name: 4}
-    assert {"sft_started", "sft_step", "model_registered"} <= set(recorder.kinds())
+    assert {"sft_started", "sft_step", "model_registered"} <= set([e.kind for e in recorder.events])
     [comparison] = history.comparisons
     assert comparison["accepted"] and comparison["candidate_score"]["mean"] == 1.0
     assert comparison["incumbent_score"]["mean"] == 0.0
@@ -116,7 +99,7 @@ async def test_a_tuned_model_worse_on_validation_leaves_the_program_on_its_model
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path))
     x, y = labelled("paris", "rome")
     x_val, y_val = labelled("bern", "riga")
-    recorder = Recorder()
+    recorder = EventRecorder()
     history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=2, verbose=0,
                                 callbacks=[recorder])
     assert program.modules[-1].language_model.model == "scripted/test"

@@ -3,14 +3,13 @@ with a stage column; a resumed fit goes on inside the stage it was in."""
 
 import json
 
-import numpy as np
 import pytest
 
 import promptgym as pg
 from promptgym.optimizers.base import Optimizer
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
 from tests.fixtures.make_v1_programs import rewire
-from tests.support import Answer, functional_program, questions
+from tests.support import EventRecorder, functional_program, labelled
 
 
 @pg.saving.register_synalinks_serializable(package="tests")
@@ -40,25 +39,12 @@ def follows_instructions(request):
     return {"answer": question.upper() if "UPPER" in system else question}
 
 
-def labelled(*texts):
-    return questions(*texts), np.array([Answer(answer=text.upper()) for text in texts], dtype=object)
-
-
-class Recorder(pg.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.events = []
-
-    def on_event(self, event):
-        self.events.append(event)
-
-
 async def test_each_stage_starts_from_the_last_best_and_a_worse_stage_is_undone():
     program = await functional_program(ScriptedLanguageModel(respond=follows_instructions))
     chain = pg.optimizers.Sequence([AddInstruction("UPPER"), AddInstruction("SHOUT"), AddInstruction("PLEASE")])
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=chain)
     x, y = labelled("a", "b")
-    recorder = Recorder()
+    recorder = EventRecorder()
     history = await program.fit(x, y, validation_data=labelled("c", "d", "e"), epochs=1, batch_size=2, verbose=0,
                                 callbacks=[recorder])
     instructions = next(iter(program.get_variables().values()))["instructions"]

@@ -10,19 +10,7 @@ import promptgym as pg
 from promptgym.optimizers.base import Optimizer
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
 from promptgym.training.fit import UncheckedTrainingWarning
-from tests.support import Answer, functional_program, questions
-
-
-class Recorder(pg.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.events = []
-
-    def on_event(self, event):
-        self.events.append(event)
-
-    def of(self, kind):
-        return [event for event in self.events if event.kind == kind]
+from tests.support import Answer, EventRecorder, functional_program, labelled, questions
 
 
 class BlindlyAccepts(Optimizer):
@@ -45,17 +33,13 @@ def upper_unless_told_to_shout(request):
     return {"answer": "NO" if "SHOUT" in request.messages[0]["content"] else question.upper()}
 
 
-def labelled(*texts):
-    return questions(*texts), np.array([Answer(answer=text.upper()) for text in texts], dtype=object)
-
-
 async def test_a_candidate_worse_on_validation_is_dropped_for_the_start_with_the_evidence():
     lm = ScriptedLanguageModel(respond=upper_unless_told_to_shout)
     program = await functional_program(lm)
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=BlindlyAccepts("SHOUT"))
     x, y = labelled("a", "b", "c", "d")
     x_val, y_val = labelled("e", "f", "g", "h", "i")
-    recorder = Recorder()
+    recorder = EventRecorder()
     history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, verbose=0,
                                 callbacks=[recorder])
     assert "SHOUT" not in json.dumps(program.get_variables())
@@ -98,7 +82,7 @@ async def test_knn_retrieval_that_hurts_is_raced_against_the_start_and_a_fixed_s
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
     x, y = labelled("apple", "banana", "cherry", "plum")
     x_val, y_val = labelled("kiwi", "lime", "mango")
-    recorder = Recorder()
+    recorder = EventRecorder()
     history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, verbose=0,
                                 callbacks=[recorder])
     state = next(iter(program.get_variables().values()))
