@@ -58,7 +58,7 @@ def split(task: str, n_train: int, n_val: int, n_test: int, seed: int) -> tuple[
 
 def optimizer_for(row: str, folder: Path, args: argparse.Namespace) -> Any:
     prompt = lambda: pg.optimizers.KNNFewShot(k=3)  # noqa: E731 - the prompt-only optimizer, three times below
-    tune = dict(n_epochs=args.sft_epochs, batch_size=4, output_dir=str(folder / row),
+    tune = dict(n_epochs=args.sft_epochs, batch_size=4, learning_rate=args.learning_rate, output_dir=str(folder / row),
                 max_train_seconds=args.max_train_seconds, seed=0)
     return {"prompt": prompt,
             "ft_labels": lambda: FineTune(source="labels", **tune),
@@ -104,6 +104,8 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
     hits = list(evaluation.scores[next(iter(evaluation.scores))])
     interval = confidence_interval(hits)
     result = {"task": task, "row": row, "n_train": len(x), "n_val": len(x_val), "n_test": len(x_test),
+              "sft": {"epochs": args.sft_epochs, "learning_rate": args.learning_rate,
+                      "max_train_seconds": args.max_train_seconds} if row.startswith(("ft_", "seq")) else None,
               "accuracy": interval.as_dict(), "training_lm_calls": training_calls,
               "sft_steps": sft_steps(optimizer) if optimizer is not None else 0,
               "train_seconds": round(train_seconds, 1), "wall_seconds": round(time.time() - started, 1),
@@ -138,6 +140,7 @@ async def main() -> None:
     parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--sft-epochs", type=int, default=1)
     parser.add_argument("--max-train-seconds", type=float, default=None)
+    parser.add_argument("--learning-rate", type=float, default=2e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="/tmp/promptgym-bench-finetune", help="SFT run folders")
     parser.add_argument("--out", default=str(RESULTS / "finetune.jsonl"))

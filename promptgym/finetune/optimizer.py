@@ -139,7 +139,9 @@ class FineTune(Optimizer):
     # -- settings -------------------------------------------------------------------------
 
     def settings_for(self, base_model: str, train_file: str) -> SFTSettings:
-        settings = {"summary_samples": 0, "validation_split": 0.0, "save_steps": 10, **self.sft}
+        # the merged GGUF is what the Generator runs: the adapter's own export would only cost time
+        settings = {"summary_samples": 0, "validation_split": 0.0, "save_steps": 10,
+                    "export": {"merged": "q8_0", "adapter": False}, **self.sft}
         try:
             return SFTSettings(base_model=base_model, train_file=train_file, n_epochs=self.n_epochs,
                                batch_size=self.batch_size, learning_rate=self.learning_rate, lora=self.lora,
