@@ -6,6 +6,7 @@
     promptgym runs list | show ID | watch ID | stop ID
     promptgym models list
     promptgym export-sft-data --run RUN_ID -o distilled.jsonl
+    promptgym doctor
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
     EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
+from promptgym.cli.doctor_command import doctor_command
 from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
@@ -39,6 +41,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(models_app, name="models")
 app.command("submit")(submit)
 app.command("export-sft-data")(export_sft_data_command)
+app.command("doctor")(doctor_command)
 
 
 def discover_config() -> list[str]:
@@ -118,6 +121,8 @@ def train(
                                 "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
+    device: Optional[str] = typer.Option(None, "--device", help="sft/rl: where weights train: auto (a GPU when "
+                                         "torch sees one), cpu, cuda or cuda:N (overrides [sft]/[rl] device)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the resolved job, then stop."),
     poll: bool = typer.Option(True, "--poll/--no-poll", help="Stream progress, or start detached and print the run id."),
@@ -138,10 +143,12 @@ def train(
     folder = runs_dir or default_runs_dir()
     if resume:
         resume_run(resume, folder, env_file, {"--config": config, "--model": model, "--dataset": dataset,
-                                              "--examples": examples, "--task-url": task_url, "--seed": seed},
+                                              "--examples": examples, "--task-url": task_url, "--seed": seed,
+                                              "--device": device},
                    yes=yes, dry_run=dry_run, poll=poll, stream_format=stream_format, backend=spec)
         return
-    overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed}
+    overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed,
+                 "device": device}
     masker = secret_masker(env_file)
     try:
         job_config = load_config(config or discover_config(), overrides)

@@ -89,6 +89,7 @@ def rl_preview_rows(job: Any, environment: Any, config: JobConfig) -> list[tuple
     return [
         ("job", f"rl '{config.job.name}' (seed {job.seed})"),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
+        ("device", job.plan.describe()),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
                     f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
         ("task app", f"{environment.name} at {config.data.task_url}: {len(splits.train)} train / "  # type: ignore[union-attr]

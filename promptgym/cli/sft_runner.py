@@ -73,7 +73,8 @@ def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float,
     trainer = backend.train_backend() if backend is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
-        ("runs on", trainer.describe() if trainer else "this process (--backend local)"),
+        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--backend local)"),
+        ("device", job.plan.describe() + ("; the batch's shared prefix encoded once" if job.shares_prefix else "")),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
                     f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
@@ -115,7 +116,7 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
 
     trainer = backend.train_backend() if backend is not None else None
     session = WeightRunSession(run, masker, listeners, job_type="sft", resume=resume)
-    run.update_status(runs_on=trainer.describe() if trainer else None)
+    run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
     with session.training(lost="steps") as stop:
         job = job or prepare_sft(config)
         result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop,
