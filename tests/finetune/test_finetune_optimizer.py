@@ -195,3 +195,14 @@ def test_options_round_trip_and_the_registered_names():
         FineTune(source="weights")
     with pytest.raises(FineTuneError, match="bad SFT setting"):
         FineTune(n_epochs=0)
+
+
+async def test_the_progress_bar_shows_the_sft_steps_and_the_tuned_model(tiny_model, tmp_path, fake_export,
+                                                                        tuned_answers, capsys):
+    program = await functional_program(always("?"))
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path))
+    x, y = labelled("rome", "oslo", "lima", "bern")
+    await program.fit(x, y, validation_data=labelled("riga"), epochs=1, batch_size=4, verbose=1)
+    out = capsys.readouterr().out
+    assert "SFT of " in out and "4 rows, 2 steps" in out and "  SFT 2/2 [" in out
+    assert "tuned model: local/ft-finetune-" in out
