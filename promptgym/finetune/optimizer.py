@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -293,8 +294,11 @@ class FineTune(Optimizer):
         """One SFT job (in a worker thread, its events forwarded to the trainer's stream); returns the model id."""
         folder.mkdir(parents=True, exist_ok=True)
         train_file = folder / "train.jsonl"
-        atomic_write_text(train_file, "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n"
-                                              for c in conversations))
+        text = "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in conversations)
+        if not train_file.is_file() or train_file.read_text(encoding="utf-8") != text:
+            # other rows than the run in this folder trained on: its checkpoints are not this run's to resume
+            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+            atomic_write_text(train_file, text)
         settings = self.settings_for(base, str(train_file))
         seed = self.seed if self.seed is not None else int(self.start_rng(ctx).integers(2**31))
         loop = asyncio.get_running_loop()

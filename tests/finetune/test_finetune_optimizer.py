@@ -206,3 +206,43 @@ async def test_the_progress_bar_shows_the_sft_steps_and_the_tuned_model(tiny_mod
     out = capsys.readouterr().out
     assert "SFT of " in out and "4 rows, 2 steps" in out and "  SFT 2/2 [" in out
     assert "tuned model: local/ft-finetune-" in out
+
+
+async def test_a_killed_sft_resumes_from_its_checkpoint_and_other_rows_start_afresh(tiny_model, tmp_path, fake_export,
+                                                                                    tuned_answers, monkeypatch):
+    from promptgym.finetune import optimizer as module
+
+    x, y = labelled("rome", "oslo", "lima", "bern")
+    calls = []
+    real = module.run_sft_job
+
+    def killed_after_the_first_checkpoint(settings, folder, seed, name, max_seconds, on_event):
+        calls.append(folder)
+        if len(calls) == 1:  # the first fit dies after step 2's checkpoint (save_steps=2 of 4 steps)
+            def stop_at_checkpoint(event):
+                on_event(event)
+                if event.kind == "checkpoint_saved":
+                    raise KeyboardInterrupt
+
+            return real(settings, folder, seed, name, max_seconds, stop_at_checkpoint)
+        return real(settings, folder, seed, name, max_seconds, on_event)
+
+    monkeypatch.setattr(module, "run_sft_job", killed_after_the_first_checkpoint)
+    options = dict(n_epochs=2, sft={"save_steps": 2})
+    program = await functional_program(always("?"))
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, **options))
+    with pytest.raises(KeyboardInterrupt):
+        await program.fit(x, y, validation_data=labelled("riga"), epochs=1, batch_size=4, verbose=0)
+    recorder = EventRecorder()
+    again = await functional_program(always("?"))
+    again.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, **options))
+    await again.fit(x, y, validation_data=labelled("riga"), epochs=1, batch_size=4, verbose=0, callbacks=[recorder])
+    [started] = recorder.of("sft_started")
+    assert started["resume_from_step"] == 2 and again.training_state.optimizer.sft_steps == 4
+
+    other = await functional_program(always("?"))  # other rows in the same folder: a fresh run, not a resume
+    other.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, **options))
+    recorder = EventRecorder()
+    await other.fit(*labelled("paris", "lima", "doha", "suva"), validation_data=labelled("riga"), epochs=1,
+                    batch_size=4, verbose=0, callbacks=[recorder])
+    assert recorder.of("sft_started")[0]["resume_from_step"] is None
