@@ -150,6 +150,31 @@ def print_preview(job: Job, masker: Masker, console: Console | None = None, back
     (console or Console()).print(table)
 
 
+def print_sft_step_times(job: Job, console: Console | None = None) -> dict[str, float]:
+    """Time one SFT step for each FineTune stage (it loads the base model) and print what training will take.
+
+    Raises the stage's error (a model it cannot train, no labels) before the run starts.
+    """
+    import tempfile
+
+    console = console or Console()
+    stages = getattr(job.optimizer, "stages", None) or [job.optimizer]
+    measured: dict[str, float] = {}
+    train = len(job.data.x_train)
+    for index, stage in enumerate(stages):
+        if not hasattr(stage, "measure_step_seconds"):
+            continue
+        with tempfile.TemporaryDirectory(prefix="promptgym-step-") as folder:
+            seconds = stage.measure_step_seconds(job.program, job.data.x_train, job.data.y_train, folder)
+        steps = stage.estimate_sft_steps(train * generator_count(job.program))
+        for base, step_s in seconds.items():
+            budget = f", stopped at max_train_seconds={stage.max_train_seconds:g}" if stage.max_train_seconds else ""
+            console.print(f"stage {index + 1} FineTune: one SFT step of {base} takes {step_s:.1f} s here: about "
+                          f"{steps * step_s / 60:.0f} min for <= {steps} steps{budget}")
+            measured[base] = step_s
+    return measured
+
+
 def validation_sample(job: Job) -> tuple[Any, Any]:
     """The validation examples fit() will use: the validation data, else the validation_split tail of train."""
     data = job.data

@@ -44,8 +44,9 @@ from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models
 from promptgym.optimizers import OPTIMIZERS
 from promptgym.optimizers.base import Candidate, Optimizer
-from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState
+from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states
 from promptgym.optimizers.selection import race_on_validation
+from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult
 from promptgym.training.sft_export import step_conversation
 
@@ -245,7 +246,10 @@ class FineTune(Optimizer):
         if self.source in ("labels", "both"):
             for state in self.prompts:
                 if state.answer_fields:
-                    rows.setdefault(state.module_name, []).extend(await self.label_rows(ctx, state))
+                    rollouts = ctx.rollouts
+                    targets = [rollouts.target_json("train", i) for i in range(rollouts.size("train"))]
+                    rows.setdefault(state.module_name, []).extend(
+                        await self.label_rows(rollouts.program, state, rollouts.inputs("train"), targets))
             if self.source == "labels" and not any(rows.values()):
                 fields = {state.module_name: sorted(state.answer_fields or ()) for state in self.prompts}
                 raise FineTuneError(f"FineTune(source='labels'): no training label holds every field a Generator "
@@ -263,12 +267,13 @@ class FineTune(Optimizer):
         self.rows = {name: len(conversations) for name, conversations in rows.items() if conversations}
         return {name: conversations for name, conversations in rows.items() if conversations}
 
-    async def label_rows(self, ctx: OptimizerContext, state: PromptState) -> list[Conversation]:
+    async def label_rows(self, program: Any, state: PromptState, xs: list[Any], targets: list[dict[str, Any]]
+                         ) -> list[Conversation]:
+        """The messages ``state``'s Generator sends for each input, each label's fields as its answer."""
         module, fields = state.module, state.answer_fields or frozenset()
-        order = list(module.output_data_model(ctx.rollouts.program.input_data_model).model_fields)
+        order = list(module.output_data_model(program.input_data_model).model_fields)
         conversations = []
-        for index, x in enumerate(ctx.rollouts.inputs("train")):
-            target = ctx.rollouts.target_json("train", index)
+        for x, target in zip(xs, targets):
             if not fields <= set(target):
                 continue
             inputs = as_json(x)
@@ -316,6 +321,29 @@ class FineTune(Optimizer):
 
     # -- estimates, state, config -----------------------------------------------------------
 
+    def measure_step_seconds(self, program: Any, xs: Any, ys: Any, folder: str | Path) -> dict[str, float]:
+        """Seconds of one SFT step per base model, on the first ``batch_size`` labelled rows (loads each model).
+
+        What the CLI preview shows before a run; Generators without labels (traces only) are not timed.
+        """
+        states = [state for state in prompt_states(program) if state.answer_fields]
+        self.prompts = prompt_states(program)
+        bases = self.base_models(program)
+        targets = [to_json(y) or {} for y in ys[:self.batch_size]]
+        timed: dict[str, float] = {}
+        for state in states:
+            base = bases[state.module_name]
+            if base in timed:
+                continue
+            rows = asyncio.run(self.label_rows(program, state, list(xs[:self.batch_size]), targets))
+            if not rows:
+                continue
+            path = Path(folder) / f"step-time-{slug(Path(base).name)}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, "".join(json.dumps({"messages": r}, ensure_ascii=False) + "\n" for r in rows))
+            timed[base] = measure_sft_step(self.settings_for(base, str(path)))
+        return timed
+
     def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
                           minibatch_size: int) -> int:
         """Program runs beyond training: the tuned program(s) and the start on every validation example."""
@@ -358,6 +386,17 @@ def check_trainable_string(model: str) -> None:
         return
     if not model.startswith("local/"):
         raise BaseModelError(f"{model!r} is not a local/... model")
+
+
+def measure_sft_step(settings: SFTSettings) -> float:
+    """Load the base model with its adapters and time one step on ``settings.train_file``."""
+    from promptgym.finetune.sft_flow import SFTJob  # torch and transformers load here
+
+    job = SFTJob.prepare(settings, seed=0, name="step-time")
+    try:
+        return job.measure_step_seconds()
+    finally:
+        job.release()
 
 
 def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_seconds: float | None,

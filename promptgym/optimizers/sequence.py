@@ -69,6 +69,16 @@ class Sequence(Optimizer):
         if hasattr(self, "stages"):
             self.current.best_id = value
 
+    def resolve_models(self) -> None:
+        """Each stage's default models (OMEGA's, ...), as ``compile()`` resolves a lone optimizer's."""
+        for stage in self.stages:
+            resolve = getattr(stage, "resolve_models", None)
+            if resolve is not None:
+                try:
+                    resolve()
+                except ValueError:  # no default set yet: the stage says which call to make when it runs
+                    pass
+
     def build(self, program: Any) -> None:
         self.current.build(program)
         self.built = True

@@ -246,3 +246,26 @@ async def test_a_killed_sft_resumes_from_its_checkpoint_and_other_rows_start_afr
     await other.fit(*labelled("paris", "lima", "doha", "suva"), validation_data=labelled("riga"), epochs=1,
                     batch_size=4, verbose=0, callbacks=[recorder])
     assert recorder.of("sft_started")[0]["resume_from_step"] is None
+
+
+def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, tmp_path):
+    import asyncio
+
+    from rich.console import Console
+
+    from promptgym.cli.build import build_job
+    from promptgym.cli.config import validate_config
+    from promptgym.cli.preview import print_sft_step_times
+
+    params = {"base_model": str(tiny_model), "max_length": 4096, "batch_size": 2, "max_train_seconds": 600,
+              "lora": {"r": 2, "target_modules": ["q_proj"]}}
+    config = validate_config({"program": {"generator": {}},
+                              "optimizer": {"stages": [{"name": "randomfewshot"}, {"name": "finetune", "params": params}]},
+                              "data": {"dataset": "arithmetic", "dataset_args": {"n_train": 6, "n_test": 2}}}, "cfg")
+    job = asyncio.run(build_job(config))
+    console = Console(record=True, width=200)
+    measured = print_sft_step_times(job, console)
+    assert list(measured) == [str(tiny_model)] and measured[str(tiny_model)] > 0
+    text = console.export_text()
+    assert f"stage 2 FineTune: one SFT step of {tiny_model} takes" in text
+    assert "for <= 3 steps, stopped at max_train_seconds=600" in text
