@@ -41,7 +41,7 @@ from promptgym.core.serialization import register_builtin
 from promptgym.finetune.base_model import BaseModelError, resolve_base_model
 from promptgym.finetune.settings import LoraSettings, SFTSettings
 from promptgym.modules.generator import as_json
-from promptgym.modules.model_choice import MODELS_KEY, current_models
+from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
 from promptgym.optimizers import OPTIMIZERS
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states
@@ -317,6 +317,7 @@ class FineTune(Optimizer):
         self.sft_seconds += result.elapsed_s
         if not result.model_id:
             raise FineTuneError(f"FineTune: the SFT run in {folder} ended without a model ({result.status})")
+        forget_model(result.model_id)  # a model retrained under the same name loads its new weights
         return result.model_id
 
     # -- estimates, state, config -----------------------------------------------------------

@@ -59,6 +59,12 @@ def model_for(base: Any, model: str) -> Any:
     return _built[key]
 
 
+def forget_model(model: str) -> None:
+    """Drop the LanguageModels built for ``model`` (a retrained model with the same name is another model)."""
+    for key in [key for key in _built if key[1] == model]:
+        del _built[key]
+
+
 def active_language_model(module: Any) -> Any:
     """``module.language_model``, or the model a running candidate names for it."""
     overrides = current_overrides()
