@@ -5,7 +5,7 @@
 # weights. A machine without promptgym's dependencies gets them from wheels in .whl/ (see docs/benchmarks.md,
 # "Weight training on a GPU"). At most about 5 minutes on one GPU; JSON lines in $OUT (default bench/results/gpu).
 #
-#     bash bench/gpu/run.sh
+#     bash bench/gpu/run.sh                                  # extra arguments go to speed.py (--profile FILE)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-bench/results/gpu}"
@@ -20,5 +20,5 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 timeout 60 "$PYTHON" -m promptgym.cli.main doctor 2>&1 | tee "$OUT/doctor.txt"
 timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider tests/finetune/test_cuda.py tests/finetune/test_shared_prefix.py \
     tests/finetune/test_device.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
-timeout 300 "$PYTHON" bench/gpu/speed.py --device cuda --out "$OUT/gpu.jsonl" 2>"$OUT/speed.stderr"
+timeout 300 "$PYTHON" bench/gpu/speed.py --device cuda --out "$OUT/gpu.jsonl" "$@" 2>"$OUT/speed.stderr"
 echo "exit $?"

@@ -32,6 +32,7 @@ import torch
 
 from promptgym.finetune.base_model import BaseModelSource
 from promptgym.finetune.batches import collate
+from promptgym.finetune.checkpoint import TrainingState
 from promptgym.finetune.device import DevicePlan, plan_device
 from promptgym.finetune.encoding import IGNORE_INDEX, EncodedConversation
 from promptgym.finetune.lora import add_lora
@@ -112,7 +113,7 @@ class _PadOnly:
 
 
 def promptgym_sft(architecture: dict[str, Any], plan: DevicePlan, rows: list[EncodedConversation], batch: int,
-                  steps: int, share_prefix: bool) -> dict[str, Any]:
+                  steps: int, share_prefix: bool | str) -> dict[str, Any]:
     """promptgym's own loop (``SFTJob.train``) on ``rows``; seconds per step after one warm-up step."""
     result: dict[str, Any] = {}
     with measured_memory(plan, result):
@@ -136,6 +137,54 @@ def promptgym_sft(architecture: dict[str, Any], plan: DevicePlan, rows: list[Enc
     tokens = sum(len(row.input_ids) for row in rows[:batch])
     step = statistics.median(seconds)
     return {**result, "step_s": round(step, 4), "tokens_per_s": round(tokens / step, 1)}
+
+
+def profile_step(architecture: dict[str, Any], plan: DevicePlan, rows: list[EncodedConversation], batch: int,
+                 out: Path) -> None:
+    """torch.profiler's table of one promptgym step and one plain step (after warm-ups), to find where time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    settings = SFTSettings(base_model="random", train_file="-", batch_size=batch, device=plan.device,
+                           precision=plan.compute, seed=0)
+    model = add_lora(random_model(architecture, plan), settings.lora, seed=0)
+    job = SFTJob(settings, BaseModelSource("random", None, Path("."), ""), model, _PadOnly(),
+                 SFTData(train=rows[:batch], validation=[], train_rows=[], validation_rows=[]), 0, "profile", plan)
+    optimizer, scheduler = make_optimizer(model, settings, 100)
+    training = TrainingState(model, optimizer, scheduler)
+    forward = job.replicas.loss_function(model, job.model_loss)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if plan.is_cuda else [])
+    sort = "cuda_time_total" if plan.is_cuda else "cpu_time_total"
+    for _ in range(2):
+        job._train_step([list(range(batch))], training, forward)
+    synchronize(plan)
+    with profile(activities=activities) as ours:
+        job._train_step([list(range(batch))], training, forward)
+        synchronize(plan)
+    del job, model, optimizer, training, forward
+    reference = with_lora(random_model(architecture, plan))
+    reference.train()
+    adam = torch.optim.AdamW([p for p in reference.parameters() if p.requires_grad], lr=2e-4)
+    tensors = collate(rows[:batch], 0)
+    input_ids, attention_mask, labels = (t.to(plan.device) for t in (tensors.input_ids, tensors.attention_mask,
+                                                                      tensors.labels))
+
+    def plain_step() -> None:
+        with plan.autocast():
+            loss = reference(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in reference.parameters() if p.requires_grad], 1.0)
+        adam.step()
+        adam.zero_grad(set_to_none=True)
+
+    for _ in range(2):
+        plain_step()
+    synchronize(plan)
+    with profile(activities=activities) as plain:
+        plain_step()
+        synchronize(plan)
+    with out.open("a") as handle:
+        for name, measured in (("promptgym", ours), ("plain transformers + peft", plain)):
+            handle.write(f"== {name} step, batch {batch}\n{measured.key_averages().table(sort_by=sort, row_limit=25)}\n")
 
 
 def plain_sft(architecture: dict[str, Any], plan: DevicePlan, rows: list[EncodedConversation], batch: int,
@@ -172,7 +221,7 @@ def sft_rows(args: argparse.Namespace, architecture: dict[str, Any], plan: Devic
     for batch in args.batches:
         for kind, shared in (("program", int(args.length * 0.7)), ("distinct", 0)):
             rows = make_rows(batch * (args.steps + 1), args.length, vocab, shared, args.answer, seed=batch)
-            ours = guarded(lambda: promptgym_sft(architecture, plan, rows, batch, args.steps, share_prefix=True))
+            ours = guarded(lambda: promptgym_sft(architecture, plan, rows, batch, args.steps, share_prefix="auto"))
             reference = guarded(lambda: plain_sft(architecture, plan, rows, batch, args.steps))
             row = {"bench": "sft", "device": plan.describe(), "rows": kind, "batch": batch, "length": args.length,
                    "promptgym": ours, "plain_transformers_peft": reference}
@@ -293,10 +342,10 @@ def rl_rows(args: argparse.Namespace, architecture: dict[str, Any], plan: Device
     ours = guarded(lambda: promptgym_rl(architecture, plan, prompts, args.group, args.new_tokens, args.rl_iterations))
     try:
         import trl  # noqa: F401 - optional: the peer of this row
-
+    except Exception as error:  # noqa: BLE001 - a missing or broken peer is reported in the row
+        reference = {"error": f"trl does not import here: {type(error).__name__}: {error}"}
+    else:
         reference = guarded(lambda: trl_rl(architecture, plan, prompts, args.group, args.new_tokens, args.rl_iterations))
-    except ImportError:
-        reference = {"error": "trl is not installed here"}
     row = {"bench": "rl", "device": plan.describe(), "seeds": args.seeds, "group": args.group,
            "new_tokens": args.new_tokens, "prompt_length": args.prompt_length, "promptgym": ours, "trl_grpo": reference}
     if "iteration_s" in ours and "iteration_s" in reference:
@@ -321,12 +370,17 @@ def main() -> None:
     parser.add_argument("--skip-sft", action="store_true")
     parser.add_argument("--skip-rl", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None, help="write torch.profiler tables of one step of each "
+                        "(first --batches size, rows with nothing in common) to this file")
     args = parser.parse_args()
     plan = plan_device(args.device, args.precision)
     plan.prepare_torch()
     architecture = QWEN_05B if args.architecture == "qwen2.5-0.5b" else TINY
     emit({"bench": "environment", "device": plan.describe(), "torch": torch.__version__,
           "python": sys.version.split()[0], "architecture": args.architecture}, args.out)
+    if args.profile is not None:
+        rows = make_rows(args.batches[0], args.length, architecture["vocab_size"], 0, args.answer, seed=0)
+        profile_step(architecture, plan, rows, args.batches[0], args.profile)
     if not args.skip_sft:
         sft_rows(args, architecture, plan, args.out)
     if not args.skip_rl:

@@ -68,6 +68,7 @@ def seed_splits(config: JobConfig, environment: Any) -> Any:
 def prepare_rl(config: JobConfig) -> Any:
     """An RLJob for the config; an unusable base model becomes a ConfigError naming the problem."""
     from promptgym.finetune.base_model import BaseModelError
+    from promptgym.finetune.device import DeviceError
     from promptgym.finetune.lora import LoraTargetError
     from promptgym.finetune.rl.grpo import RLJob
     from promptgym.lm.errors import EngineMissingError, UnknownModelError
@@ -77,6 +78,8 @@ def prepare_rl(config: JobConfig) -> Any:
         return RLJob.prepare(config.rl, seed=config.job.seed, name=config.job.name)
     except (BaseModelError, LoraTargetError, EngineMissingError, UnknownModelError) as error:
         raise ConfigError(f"rl.base_model: {error}") from None
+    except DeviceError as error:
+        raise ConfigError(f"rl.device: {error}") from None
 
 
 def rl_preview_rows(job: Any, environment: Any, config: JobConfig) -> list[tuple[str, str]]:

@@ -27,6 +27,7 @@ EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 def prepare_sft(config: JobConfig) -> Any:
     """An SFTJob for the config; bad data or an unusable base model become a ConfigError naming the problem."""
     from promptgym.finetune.base_model import BaseModelError
+    from promptgym.finetune.device import DeviceError
     from promptgym.finetune.chat_data import ChatDataError
     from promptgym.finetune.encoding import ChatTemplateError
     from promptgym.finetune.lora import LoraTargetError
@@ -40,6 +41,8 @@ def prepare_sft(config: JobConfig) -> Any:
         raise ConfigError(f"training data has problems:\n{error}") from None
     except (BaseModelError, ChatTemplateError, LoraTargetError, EngineMissingError, UnknownModelError) as error:
         raise ConfigError(str(error)) from None
+    except DeviceError as error:
+        raise ConfigError(f"sft.device: {error}") from None
 
 
 def estimated_seconds(job: Any, step_seconds: float, backend: BackendSpec | None = None) -> float:

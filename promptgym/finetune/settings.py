@@ -82,6 +82,8 @@ class SFTSettings(WeightTrainingSettings):
     train_on: Literal["assistant", "all"] = "assistant"
     skip_invalid_rows: bool = False
     loss_chunk_size: int = Field(512, ge=16, description="positions per chunk of the output layer in the loss")
-    share_prefix: bool = Field(True, description="encode the prefix every row of a batch shares (a program's system "
-                               "message) once per batch; same loss and gradients, fewer tokens computed")
+    share_prefix: bool | Literal["auto"] = Field(
+        "auto", description="encode the prefix every row of a batch shares (a program's system message) once per "
+        "batch: same loss and gradients, fewer tokens computed; 'auto': on the CPU, where compute sets the pace, "
+        "not on a GPU, where the second pass costs more than the tokens it saves")
     summary_samples: int = Field(3, ge=0, description="validation prompts answered by base and tuned model in summary.md")

@@ -121,7 +121,8 @@ class SFTJob:
     @property
     def shares_prefix(self) -> bool:
         """Whether batches encode their common prefix once (activation checkpointing can't keep a shared cache)."""
-        return self.settings.share_prefix and not self.settings.gradient_checkpointing
+        wanted = self.settings.share_prefix
+        return (not self.plan.is_cuda if wanted == "auto" else wanted) and not self.settings.gradient_checkpointing
 
     def loss(self, batch: Batch) -> tuple[Any, int]:
         """``(sum of token losses, trained tokens)`` of a batch, on the plan's device and in its formats."""
