@@ -87,6 +87,8 @@ class Optimizer:
         self.prompts: list[PromptState] = []
         self.owners: dict[str, str] = {}
         """The module that owns each variable, by variable name."""
+        self.stage_name: str | None = None
+        """The Sequence stage this optimizer runs as (``"2:FineTune"``), set by ``fit()``; None alone."""
         self.last_check: Any = None
         """The latest validation check against the start (a ``selection.Comparison``; None before one)."""
         self.checked: dict[int, Any] = {}

@@ -131,6 +131,7 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
     """
     incumbent = optimizer.best
     label = "start" if incumbent.id == optimizer.start.id else "incumbent"
+    stage = stage or optimizer.stage_name
     compared = []
     for contender in contenders:
         if contender is not None and contender.id != incumbent.id:

@@ -118,6 +118,7 @@ async def fit_program(
             await callback_list.emit(StageStarted(stage=label, index=index, stages=len(stages),
                                                   optimizer=type(stage).__name__))
         stage_start = (LEDGER.snapshot(), time.monotonic())
+        stage.stage_name = label
         ctx = OptimizerContext(rollouts, callback_list.emit, rng, epoch=initial_epoch, epochs=epochs,
                                step=initial_step, steps=steps)
         stage.build(program)

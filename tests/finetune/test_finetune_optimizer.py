@@ -269,3 +269,26 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
     text = console.export_text()
     assert f"stage 2 FineTune: one SFT step of {tiny_model} takes" in text
     assert "for <= 3 steps, stopped at max_train_seconds=600" in text
+
+
+async def test_prompts_weights_prompts_in_one_fit(tiny_model, tmp_path, fake_export, tuned_answers):
+    from promptgym.testing import HashEmbeddingModel
+
+    def knn():
+        return pg.optimizers.KNNFewShot(k=1, embedding_model=HashEmbeddingModel(dimensions=32))
+
+    program = await functional_program(always("?"))
+    chain = pg.optimizers.Sequence([knn(), finetune(tiny_model, tmp_path), knn()])
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=chain)
+    x, y = labelled("rome", "oslo", "lima", "bern")
+    history = await program.fit(x, y, validation_data=labelled("riga", "doha"), epochs=1, batch_size=4, verbose=0)
+    assert history.history["stage"] == ["1:KNNFewShot", "2:FineTune", "3:KNNFewShot"]
+    assert history.history["val_reward"] == [0.0, 1.0, 1.0]
+    assert program.modules[-1].language_model.model.startswith("local/ft-finetune-")
+    by_stage = {}
+    for comparison in history.comparisons:
+        by_stage.setdefault(comparison["stage"], []).append(comparison)
+    # the third stage starts on the tuned model: its start is scored afresh (1.0), not read from the first
+    # stage's runs of the same prompt on the base model (0.0)
+    assert all(c["incumbent_score"]["mean"] == 1.0 for c in by_stage.get("3:KNNFewShot", []))
+    assert any(c["accepted"] for c in by_stage["2:FineTune"])
