@@ -133,7 +133,7 @@ def train(
     run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="The run's id (a submitted job's)."),
 ) -> None:
     """Validate a config, preview the job, and train."""
-    from promptgym.cli.preview import print_headroom
+    from promptgym.cli.preview import print_headroom, print_sft_step_times
 
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
@@ -171,6 +171,10 @@ def train(
             console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
             return
         print_headroom(job, masker, console)
+        try:
+            print_sft_step_times(job, console)
+        except ValueError as error:  # FineTune's errors: a model it cannot train, no labels to train on
+            fail(masker.mask(str(error)))
         if not yes and not typer.confirm("Start this run?", default=True):
             raise typer.Exit(0)
         try:

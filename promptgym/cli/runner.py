@@ -165,6 +165,13 @@ def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_st
     return arguments
 
 
+def place_weight_runs(optimizer: Any, run_path: Any) -> None:
+    """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder."""
+    for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
+        if hasattr(stage, "output_dir") and stage.output_dir is None:
+            stage.output_dir = str(run_path / "finetune" / f"stage-{index + 1}")
+
+
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
                   resume: bool = False, job: Job | None = None, backend: Any = None) -> dict[str, Any]:
     """Train, checkpointing every step and on interrupt; returns the final run status.
@@ -185,6 +192,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     try:
         with cancel_on_sigterm():
             job = job or await build_job(config)
+            place_weight_runs(job.optimizer, run.path)
             job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
             recorder.set_program(job.program)
             epoch, step = 0, 0
