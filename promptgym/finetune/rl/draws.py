@@ -27,8 +27,12 @@ def completion_seed(*key: int) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
-def completion_generator(*key: int) -> Any:
-    """A CPU ``torch.Generator`` seeded from ``key`` (torch is imported here: it is heavy and optional)."""
+def completion_generator(*key: int, device: Any = "cpu") -> Any:
+    """A ``torch.Generator`` on ``device`` seeded from ``key`` (torch is imported here: it is heavy and optional).
+
+    On a GPU the generator lives there, so that a draw needs no copy of the probabilities to the host; the
+    stream then differs from the CPU's for the same key, and is as reproducible.
+    """
     import torch
 
-    return torch.Generator().manual_seed(completion_seed(*key))
+    return torch.Generator(device=device).manual_seed(completion_seed(*key))

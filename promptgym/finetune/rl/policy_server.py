@@ -181,7 +181,7 @@ class PolicyServer:
         index, rollout.requests = rollout.requests, rollout.requests + 1
         if rollout.key is None:
             return None, ()
-        return completion_generator(self.seed, *rollout.key, index), (*rollout.key, index)
+        return completion_generator(self.seed, *rollout.key, index, device=self.model.device), (*rollout.key, index)
 
     def url(self, rollout: str) -> str:
         """The OpenAI-compatible base URL (``.../v1``) of one rollout."""
@@ -203,7 +203,7 @@ class PolicyServer:
         self._expected.discard(key)
 
     def _generators(self, part: list[_Pending]) -> Any:
-        """One keyed (CPU) generator per row when every request has one; else the shared generator."""
+        """One keyed generator (on the model's device) per row when every request has one; else the shared one."""
         keyed = [pending.generator for pending in part]
         return keyed if all(generator is not None for generator in keyed) else self.generator
 

@@ -56,7 +56,9 @@ def _draw(logits: Any, temperature: float, generator: Any) -> tuple[Any, Any]:
         tokens = logprobs.argmax(dim=-1)
     elif isinstance(generator, list):
         logprobs = torch.log_softmax(logits / temperature, dim=-1)
-        probabilities = logprobs.exp().cpu()  # the rows' generators are CPU ones: a seed means one sequence anywhere
+        probabilities = logprobs.exp()
+        if generator[0].device != probabilities.device:
+            probabilities = probabilities.cpu()  # CPU generators draw from host probabilities
         tokens = torch.cat([torch.multinomial(probabilities[slot], 1, generator=row_generator)
                             for slot, row_generator in enumerate(generator)]).to(logprobs.device)
     else:
