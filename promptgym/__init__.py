@@ -118,7 +118,7 @@ from promptgym.initializers import Initializer
 from promptgym.metrics import BatchMetric, GapK, Metric, PassAtK, PassHatK
 from promptgym.modules.generator import default_prompt_template
 from promptgym.optimizers import OMEGA
-from promptgym.utils.mcp import MultiServerMCPClient
+from promptgym.modules.mcp_tools import MultiServerMCPClient
 from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.rewards import BatchReward, CosineSimilarity, ExactMatch, LMAsJudge, Reward
 from promptgym.rollouts.executor import get_default_executor, set_default_executor

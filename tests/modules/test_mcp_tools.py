@@ -17,7 +17,7 @@ pytest.importorskip("mcp")
 import promptgym as pg  # noqa: E402
 from promptgym.core.serialization import deserialize_object, serialize_object  # noqa: E402
 from promptgym.testing import ScriptedLanguageModel  # noqa: E402
-from promptgym.utils.mcp import MultiServerMCPClient  # noqa: E402
+from promptgym.modules.mcp_tools import MultiServerMCPClient  # noqa: E402
 
 SERVER = str(Path(__file__).resolve().parent.parent / "fixtures" / "mcp_math_server.py")
 STDIO = {"transport": "stdio", "command": sys.executable, "args": [SERVER, "stdio"]}
