@@ -6,6 +6,7 @@
     promptgym runs list | show ID | watch ID | stop ID
     promptgym models list
     promptgym export-sft-data --run RUN_ID -o distilled.jsonl
+    promptgym serve best_program.json | --run RUN_ID [--mcp stdio|http]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml,
 from promptgym.cli.models_commands import models_app
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
+from promptgym.cli.serve_command import serve_command
 from promptgym.cli.secrets import Masker
 from promptgym.cli.submit import submit
 
@@ -39,6 +41,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(models_app, name="models")
 app.command("submit")(submit)
 app.command("export-sft-data")(export_sft_data_command)
+app.command("serve")(serve_command)
 
 
 def discover_config() -> list[str]:

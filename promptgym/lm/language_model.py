@@ -21,7 +21,7 @@ from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.traces import record_call
-from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
+from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -362,6 +362,7 @@ class LanguageModel(UsageCounters):
     def _record(self, usage: Usage) -> None:
         self.usage.record(usage)
         LEDGER.record(usage)
+        record_in_scopes(usage)
 
     # -- serialization --------------------------------------------------------------------
 
