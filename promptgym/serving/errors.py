@@ -54,11 +54,18 @@ def describe_validation(errors: list[dict[str, Any]]) -> tuple[int, str, str | N
         return 400, f"the request body is not valid JSON ({reason})", None
     path = field_path(first.get("loc", ()))
     if not path and first.get("type") == "missing":
-        return 400, "the request has no JSON body", None
+        return 400, "the request body is empty or null: expected a JSON object", None
     if not path and first.get("type") in ("model_attributes_type", "dict_type"):
-        return 422, "the request body must be a JSON object", None
+        if isinstance(first.get("input"), bytes):  # FastAPI passes a body not sent as JSON on as bytes
+            return 400, "the request body must be JSON (send it with Content-Type: application/json)", None
+        return 422, f"the request body must be a JSON object, got {_json_type(first.get('input'))}", None
     extra = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return 422, f"{path or 'body'}: {first.get('msg', 'invalid value')}{extra}", path or None
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 async def on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -71,6 +78,12 @@ async def on_http_error(request: Request, error: StarletteHTTPException) -> JSON
     if isinstance(error.__cause__, BodyTooLarge):  # FastAPI wraps what reading the body raised
         return await on_body_too_large(request, error.__cause__)
     message = error.detail if isinstance(error.detail, str) else "request failed"
+    if error.status_code == 400 and error.__cause__ is not None:  # FastAPI could not decode the body
+        request.state.failure = "invalid_input"
+        cause = error.__cause__
+        reason = "nested too deeply" if isinstance(cause, RecursionError) else \
+            "not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
+        return error_response(400, f"the request body is not valid JSON ({reason})", code="invalid_json")
     if error.status_code == 404 and message == "Not Found":
         message = f"no route {request.method} {request.url.path}; see GET /v1/models and /docs"
     elif error.status_code == 405:

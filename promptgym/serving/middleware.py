@@ -27,6 +27,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 OPEN_PATHS = frozenset({"/healthz"})
+PREDICT_PATH = re.compile(r"^/v1/programs/([^/]+)/predict$")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 FAILURE_BY_STATUS = {400: "invalid_input", 401: "unauthorized", 404: "not_found", 405: "not_found",
                      413: "too_large", 422: "invalid_input", 429: "busy", 500: "internal", 502: "model_error"}
@@ -103,6 +104,14 @@ class ServingMiddleware:
                              f"{settings.max_body_bytes} bytes"), "request_too_large"
         return None
 
+    def _route_of(self, path: str) -> tuple[str, str | None]:
+        if path == "/v1/chat/completions":
+            return "", "chat"
+        match = PREDICT_PATH.match(path)
+        if match:
+            return (match.group(1) if match.group(1) in self.state.programs else ""), "predict"
+        return "", None
+
     @staticmethod
     async def _send_error(send: Send, status: int, message: str, code: str) -> None:
         payload = json.dumps(error_body(status, message, code=code)).encode()
@@ -114,6 +123,8 @@ class ServingMiddleware:
     def _record(self, scope: Scope, request_state: dict[str, Any], status: int, seconds: float,
                 body: bytearray | None) -> None:
         program, route = request_state.get("program", ""), request_state.get("route")
+        if route is None:  # refused before a route ran (bad body, no key): named from the path
+            program, route = self._route_of(scope.get("path", ""))
         usage = request_state.get("usage")
         if route is not None:
             self.state.metrics.observe(program, route, status, seconds, usage)
