@@ -7,6 +7,7 @@
     promptgym models list
     promptgym export-sft-data --run RUN_ID -o distilled.jsonl
     promptgym serve best_program.json | --run RUN_ID [--mcp stdio|http]
+    promptgym export-prompt best_program.json --format openai-json [--check test.jsonl]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from promptgym.cli.common import (
     EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
 from promptgym.cli.export_command import export_sft_data_command
+from promptgym.cli.export_prompt_command import export_prompt_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
 from promptgym.cli.runs import RunFolder, default_runs_dir
@@ -42,6 +44,7 @@ app.add_typer(models_app, name="models")
 app.command("submit")(submit)
 app.command("export-sft-data")(export_sft_data_command)
 app.command("serve")(serve_command)
+app.command("export-prompt")(export_prompt_command)
 
 
 def discover_config() -> list[str]:

@@ -38,6 +38,22 @@ class ChatCompletionRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     top_p: float | None = Field(None, gt=0, le=1)
+    response_format: dict[str, Any] | None = None
+
+
+def requested_schema(request: ChatCompletionRequest) -> dict[str, Any] | None:
+    """The JSON schema a direct model call must follow (``json_schema``, or ``json_object`` with a schema)."""
+    form = request.response_format or {}
+    if form.get("type") == "json_schema":
+        schema = (form.get("json_schema") or {}).get("schema")
+    elif form.get("type") == "json_object":
+        schema = form.get("schema") or {"type": "object"}
+    else:
+        return None
+    if not isinstance(schema, dict):
+        raise InputError("response_format: expected a JSON schema object under json_schema.schema",
+                         "response_format", status=400)
+    return schema
 
 
 def message_text(message: ChatMessageIn, where: str) -> str:

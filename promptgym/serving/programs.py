@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import pydantic
 
@@ -23,7 +23,7 @@ from promptgym.core.serialization import serialize_object
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import Usage, usage_scope
 from promptgym.modules.generator import as_json
-from promptgym.modules.module import Module
+from promptgym.programs.walk import iter_modules
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -103,22 +103,6 @@ def _schema(program: Any, attribute: str, model: type[DataModel] | None) -> dict
         return dict(getattr(program, attribute))
     except (AttributeError, TypeError):
         return {"type": "object"}
-
-
-def iter_modules(program: Any) -> Iterator[Module]:
-    """Every module of ``program``, nested ones included, each once."""
-    seen: set[int] = set()
-    stack = list(getattr(program, "modules", None) or []) + list(getattr(program, "submodules", None) or [])
-    while stack:
-        module = stack.pop()
-        if id(module) in seen:
-            continue
-        seen.add(id(module))
-        yield module
-        stack.extend(getattr(module, "submodules", None) or [])
-        nested = getattr(module, "modules", None)  # a program inside the program
-        if isinstance(nested, list):
-            stack.extend(nested)
 
 
 def share_language_models(programs: Iterable[Any], extra: Iterable[LanguageModel] = ()) -> dict[str, LanguageModel]:

@@ -17,7 +17,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from promptgym.lm.errors import LMError
 from promptgym.lm.usage import Usage, usage_scope
 from promptgym.serving.admission import Busy
-from promptgym.serving.chat import ChatCompletionRequest, completion, plain_messages, program_input, stream_events
+from promptgym.serving.chat import (
+    ChatCompletionRequest, completion, plain_messages, program_input, requested_schema, stream_events,
+)
 from promptgym.serving.errors import error_response
 from promptgym.serving.programs import InputError, NoOutputError, ServedProgram
 from promptgym.serving.state import ServerState
@@ -150,12 +152,13 @@ async def chat_with_model(state: ServerState, body: ChatCompletionRequest, reque
     request.state.usage = Usage()
     try:
         messages = plain_messages(body)
+        schema = requested_schema(body)
     except InputError as error:
         return _input_error(request, error)
     try:
         async with state.admission.slot():
             with usage_scope() as usage:
-                answer = await model.respond(messages, temperature=body.temperature, top_p=body.top_p,
+                answer = await model.respond(messages, schema=schema, temperature=body.temperature, top_p=body.top_p,
                                              max_tokens=body.max_completion_tokens or body.max_tokens)
         request.state.usage = usage
         return answer.content, answer.finish_reason or "stop"
