@@ -10,6 +10,7 @@ those of :mod:`promptgym.training.scalars`. Written with tensorboardX (no Tensor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ class TensorBoard(EventSinkCallback):
         super().__init__()
         self.log_dir = str(log_dir)
         self._writer: Any = None
+        self._opened = 0
 
     @property
     def writer(self) -> Any:
@@ -34,7 +36,10 @@ class TensorBoard(EventSinkCallback):
             except ImportError:
                 raise ImportError("callbacks.TensorBoard needs tensorboardX: pip install "
                                   "'promptgym[observability]'") from None
-            self._writer = SummaryWriter(logdir=self.log_dir)
+            # A writer reopened after close() (events after training ends) must not reuse the file name,
+            # which tensorboardX makes from the second and the host: the suffix keeps each file apart.
+            self._opened += 1
+            self._writer = SummaryWriter(logdir=self.log_dir, filename_suffix=f".{os.getpid()}.{self._opened}")
         return self._writer
 
     def on_event(self, event: Event) -> None:
