@@ -148,14 +148,22 @@ def describe(served: dict[str, Any], state: Any, mcp: Optional[str]) -> list[str
     return lines
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: a free one), for uvicorn to serve on."""
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without it
+    # every response waits ~40 ms for the client's delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
 def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, described: list[str]) -> None:
     """Serve until SIGTERM or Ctrl-C; requests in flight then finish (up to ``shutdown_timeout`` s)."""
     import uvicorn  # deferred with the rest of the server
 
     try:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock = listening_socket(host, port)
     except OSError as error:
         fail(f"can't listen on {host}:{port}: {error.strerror or error}" +
              (" (another server uses that port; pick another with --port)" if error.errno == 98 else ""))

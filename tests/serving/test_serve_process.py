@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 import promptgym as pg
+from promptgym.cli.serve_command import listening_socket
 from tests.lm.fake_openai_server import FakeOpenAIServer
 from tests.serving.process import REPO, serve_process
 from tests.serving.programs import qa_program
@@ -76,3 +78,11 @@ async def test_mcp_stdio_lists_and_calls_the_program(fake_server, tmp_path) -> N
     assert [tool.name for tool in tools] == ["qa"] and tools[0].input_schema["required"] == ["question"]
     assert result.structured_content == {"answer": "TOOL"} and not result.is_error
     assert bad.is_error and "arguments.question" in bad.content[0].text
+
+
+def test_the_listening_socket_is_tcp_so_responses_are_not_held_by_nagle() -> None:
+    sock = listening_socket("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP  # asyncio then sets TCP_NODELAY on each connection
+    finally:
+        sock.close()
