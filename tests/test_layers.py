@@ -6,7 +6,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "promptgym"
-ORDER = ["core", "stats", "lm", "modules", "rewards", "metrics", "rollouts", "optimizers", "training", "programs",
+ORDER = ["core", "stats", "lm", "modules", "rewards", "metrics", "rollouts", "optimizers", "training", "programs", "export",
+         "serving",
          "finetune"]
 
 
