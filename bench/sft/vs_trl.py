@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--no-turns", dest="turns", action="store_false",
                         help="run the trainers one after the other instead of step by step in turns")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--with-fp32-path", action="store_true", help="also promptgym with precision fp32 and no "
+                        "shared prefix (the path before issue 29), as a third trainer")
     args = parser.parse_args()
 
     from promptgym.finetune.base_model import ensure_hf_weights, resolve_base_model
@@ -119,7 +121,7 @@ def main() -> None:
     train = write_jsonl(scratch / "train.jsonl", date_rows(x, y))
     validation = [row["messages"] for row in date_rows(x_val, y_val)]
     common = ["--train", str(train), "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
-    runs: dict[str, list[dict]] = {"promptgym": [], "trl": []}
+    runs: dict[str, list[dict]] = {"promptgym": [], "trl": [], **({"promptgym_fp32": []} if args.with_fp32_path else {})}
     load = [round(os.getloadavg()[0], 2)]
     steps = -(-args.train_rows // args.batch_size)
     for repeat in range(args.repeats):  # alternate, so a busier moment of the machine hits both
@@ -129,6 +131,10 @@ def main() -> None:
             "trl": [str(TRL_PYTHON), str(HERE / "train_trl.py"), "--base-dir", str(base_dir),
                     "--out", str(scratch / f"trl{repeat}"), *common,
                     *(["--gradient-checkpointing"] if args.trl_gradient_checkpointing else [])]}
+        if args.with_fp32_path:
+            commands["promptgym_fp32"] = [sys.executable, str(HERE / "train_promptgym.py"), "--base", args.base,
+                                          "--out", str(scratch / f"promptgym_fp32{repeat}"), *common,
+                                          "--precision", "fp32", "--no-share-prefix"]
         if args.turns:
             for name, measured in run_in_turns(commands, steps, scratch).items():
                 runs[name].append(measured)
@@ -150,6 +156,8 @@ def main() -> None:
             "peak_rss_mb": max(row["peak_rss_mb"] for row in rows),
             "final_train_loss": rows[-1]["final_train_loss"], "trainable_parameters": rows[-1]["trainable_parameters"],
             "final_eval_loss": round(eval_loss(base_dir, measured_runs[-1]["adapter"], validation, args.batch_size), 4),
+            "epoch_s": round(statistics.mean(sum(measured["step_seconds"]) for measured in measured_runs), 1),
+            "epoch_cpu_s": round(statistics.mean(sum(measured["step_cpu_seconds"]) for measured in measured_runs), 1),
             "runs": rows, "step_seconds": [measured["step_seconds"] for measured in measured_runs],
             "step_cpu_seconds": [measured["step_cpu_seconds"] for measured in measured_runs]}
     report["ratio_step_time"] = round(report["promptgym"]["median_step_s"] / report["trl"]["median_step_s"], 3)
@@ -160,11 +168,17 @@ def main() -> None:
     out = Path(args.json) if args.json else RESULTS / f"sft_vs_trl_{args.base.split('/')[-1]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print("| | median s/step | median CPU s/step | mean s/step | mean CPU s/step | peak RSS MB | final eval loss |")
+    if args.with_fp32_path:
+        old = report["promptgym_fp32"]
+        report["speedup_over_fp32_path"] = round(old["epoch_s"] / report["promptgym"]["epoch_s"], 3)
+        report["speedup_over_fp32_path_cpu"] = round(old["epoch_cpu_s"] / report["promptgym"]["epoch_cpu_s"], 3)
+        report["eval_loss_vs_fp32_path"] = round(report["promptgym"]["final_eval_loss"] / old["final_eval_loss"], 4)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    print("| | s/epoch | CPU s/epoch | median s/step | median CPU s/step | peak RSS MB | final eval loss |")
     print("|---|---|---|---|---|---|---|")
-    for name in ("promptgym", "trl"):
+    for name in runs:
         r = report[name]
-        print(f"| {name} | {r['median_step_s']} | {r['median_step_cpu_s']} | {r['mean_step_s']} | {r['mean_step_cpu_s']} | "
+        print(f"| {name} | {r['epoch_s']} | {r['epoch_cpu_s']} | {r['median_step_s']} | {r['median_step_cpu_s']} | "
               f"{r['peak_rss_mb']:.0f} | {r['final_eval_loss']} |")
     print(f"ratios promptgym/trl: median step time {report['ratio_step_time']}, CPU per step {report['ratio_step_cpu']}; "
           f"mean {report['ratio_mean_step_time']}, {report['ratio_mean_step_cpu']}; peak RSS {report['ratio_peak_rss']}; {out}")

@@ -267,21 +267,26 @@ def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``) win over the files.
+    """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``, ``--device``) win over the files.
 
     In an sft job ``--model`` names the base model and ``--examples`` keeps the first N training rows; in an
     rl job ``--model`` names the base model (``--examples`` keeps the first N training seeds, as in prompt learning).
     """
     raw = _deep_merge(raw, {})
-    if isinstance(raw.get("job"), dict) and raw["job"].get("type") == "sft" and isinstance(raw.get("sft"), dict):
-        for flag, key in (("model", "base_model"), ("examples", "examples")):
+    job_type = raw["job"].get("type") if isinstance(raw.get("job"), dict) else None
+    if overrides.get("device") and not (job_type in ("sft", "rl") and isinstance(raw.get(job_type), dict)):
+        raise ConfigError(f"--device {overrides['device']}: only sft and rl jobs train weights on a device "
+                          f"(this job's type is {job_type or 'prompt_learning'!r})")
+    if job_type == "sft" and isinstance(raw.get("sft"), dict):
+        for flag, key in (("model", "base_model"), ("examples", "examples"), ("device", "device")):
             if overrides.get(flag):
                 raw["sft"][key] = overrides[flag]
-        overrides = {key: value for key, value in overrides.items() if key not in ("model", "examples")}
-    if isinstance(raw.get("job"), dict) and raw["job"].get("type") == "rl" and isinstance(raw.get("rl"), dict):
-        if overrides.get("model"):
-            raw["rl"]["base_model"] = overrides["model"]
-        overrides = {key: value for key, value in overrides.items() if key != "model"}
+        overrides = {key: value for key, value in overrides.items() if key not in ("model", "examples", "device")}
+    if job_type == "rl" and isinstance(raw.get("rl"), dict):
+        for flag, key in (("model", "base_model"), ("device", "device")):
+            if overrides.get(flag):
+                raw["rl"][key] = overrides[flag]
+        overrides = {key: value for key, value in overrides.items() if key not in ("model", "device")}
     if overrides.get("model"):
         raw.setdefault("model", {})["name"] = overrides["model"]
     if overrides.get("seed") is not None:

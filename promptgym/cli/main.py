@@ -8,6 +8,7 @@
     promptgym export-sft-data --run RUN_ID -o distilled.jsonl
     promptgym serve best_program.json | --run RUN_ID [--mcp stdio|http]
     promptgym export-prompt best_program.json --format openai-json [--check test.jsonl]
+    promptgym doctor
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
 from promptgym.cli.common import (
     EXIT_FAILED, EXIT_INTERRUPTED, console, fail, hide_flag_value_types, secret_env_names, secret_masker,
 )
+from promptgym.cli.doctor_command import doctor_command
 from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.export_prompt_command import export_prompt_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
@@ -45,6 +47,7 @@ app.command("submit")(submit)
 app.command("export-sft-data")(export_sft_data_command)
 app.command("serve")(serve_command)
 app.command("export-prompt")(export_prompt_command)
+app.command("doctor")(doctor_command)
 
 
 def discover_config() -> list[str]:
@@ -124,6 +127,8 @@ def train(
                                 "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
+    device: Optional[str] = typer.Option(None, "--device", help="sft/rl: where weights train: auto (a GPU when "
+                                         "torch sees one), cpu, cuda or cuda:N (overrides [sft]/[rl] device)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the resolved job, then stop."),
     poll: bool = typer.Option(True, "--poll/--no-poll", help="Stream progress, or start detached and print the run id."),
@@ -144,10 +149,12 @@ def train(
     folder = runs_dir or default_runs_dir()
     if resume:
         resume_run(resume, folder, env_file, {"--config": config, "--model": model, "--dataset": dataset,
-                                              "--examples": examples, "--task-url": task_url, "--seed": seed},
+                                              "--examples": examples, "--task-url": task_url, "--seed": seed,
+                                              "--device": device},
                    yes=yes, dry_run=dry_run, poll=poll, stream_format=stream_format, backend=spec)
         return
-    overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed}
+    overrides = {"model": model, "dataset": dataset, "examples": examples, "task_url": task_url, "seed": seed,
+                 "device": device}
     masker = secret_masker(env_file)
     try:
         job_config = load_config(config or discover_config(), overrides)

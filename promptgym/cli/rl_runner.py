@@ -69,6 +69,7 @@ def seed_splits(config: JobConfig, environment: Any) -> Any:
 def prepare_rl(config: JobConfig) -> Any:
     """An RLJob for the config; an unusable base model becomes a ConfigError naming the problem."""
     from promptgym.finetune.base_model import BaseModelError
+    from promptgym.finetune.device import DeviceError
     from promptgym.finetune.lora import LoraTargetError
     from promptgym.finetune.rl.grpo import RLJob
     from promptgym.lm.errors import EngineMissingError, UnknownModelError
@@ -78,6 +79,8 @@ def prepare_rl(config: JobConfig) -> Any:
         return RLJob.prepare(config.rl, seed=config.job.seed, name=config.job.name)
     except (BaseModelError, LoraTargetError, EngineMissingError, UnknownModelError) as error:
         raise ConfigError(f"rl.base_model: {error}") from None
+    except DeviceError as error:
+        raise ConfigError(f"rl.device: {error}") from None
 
 
 def rl_preview_rows(job: Any, environment: Any, config: JobConfig) -> list[tuple[str, str]]:
@@ -90,6 +93,7 @@ def rl_preview_rows(job: Any, environment: Any, config: JobConfig) -> list[tuple
     return [
         ("job", f"rl '{config.job.name}' (seed {job.seed})"),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
+        ("device", job.plan.describe()),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
                     f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
         ("task app", f"{environment.name} at {config.data.task_url}: {len(splits.train)} train / "  # type: ignore[union-attr]

@@ -28,6 +28,7 @@ EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 def prepare_sft(config: JobConfig) -> Any:
     """An SFTJob for the config; bad data or an unusable base model become a ConfigError naming the problem."""
     from promptgym.finetune.base_model import BaseModelError
+    from promptgym.finetune.device import DeviceError
     from promptgym.finetune.chat_data import ChatDataError
     from promptgym.finetune.encoding import ChatTemplateError
     from promptgym.finetune.lora import LoraTargetError
@@ -41,6 +42,8 @@ def prepare_sft(config: JobConfig) -> Any:
         raise ConfigError(f"training data has problems:\n{error}") from None
     except (BaseModelError, ChatTemplateError, LoraTargetError, EngineMissingError, UnknownModelError) as error:
         raise ConfigError(str(error)) from None
+    except DeviceError as error:
+        raise ConfigError(f"sft.device: {error}") from None
 
 
 def estimated_seconds(job: Any, step_seconds: float, backend: BackendSpec | None = None) -> float:
@@ -74,7 +77,8 @@ def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float,
     trainer = backend.train_backend() if backend is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
-        ("runs on", trainer.describe() if trainer else "this process (--backend local)"),
+        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--backend local)"),
+        ("device", job.plan.describe() + ("; the batch's shared prefix encoded once" if job.shares_prefix else "")),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
                     f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
@@ -117,7 +121,7 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     listeners = with_run_loggers(listeners, config, run, masker)
     trainer = backend.train_backend() if backend is not None else None
     session = WeightRunSession(run, masker, listeners, job_type="sft", resume=resume)
-    run.update_status(runs_on=trainer.describe() if trainer else None)
+    run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
     with session.training(lost="steps") as stop:
         job = job or prepare_sft(config)
         result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop,

@@ -38,7 +38,8 @@ class _FileStoreTorchBackend(_TorchBackend):
     def on_start(self, worker_group: Any, backend_config: "LoopbackTorchConfig") -> None:
         worker_group.execute(_use_loopback_interface, name=loopback_interface())
         worker_group.execute(_set_torch_distributed_env_vars)
-        ray.get([worker_group.execute_single_async(rank, _setup_torch_process_group, backend="gloo", world_rank=rank,
+        ray.get([worker_group.execute_single_async(rank, _setup_torch_process_group, backend=backend_config.backend,
+                                                   world_rank=rank,
                                                    world_size=len(worker_group),
                                                    init_method=f"file://{backend_config.store_file}",
                                                    timeout_s=backend_config.timeout_s)
@@ -47,14 +48,16 @@ class _FileStoreTorchBackend(_TorchBackend):
 
 @dataclass
 class LoopbackTorchConfig(TorchConfig):
-    """``TorchConfig(backend="gloo")`` whose workers meet in ``store_file`` (which must not exist yet)."""
+    """``TorchConfig`` (gloo, or NCCL for GPU workers) whose workers meet in ``store_file`` (which must not exist yet)."""
 
     store_file: str = ""
 
     def __post_init__(self) -> None:
         if not self.store_file:
             raise ValueError("LoopbackTorchConfig needs a store_file path")
-        self.backend = "gloo"
+        self.backend = self.backend or "gloo"
+        if self.backend not in ("gloo", "nccl"):
+            raise ValueError(f"LoopbackTorchConfig: backend {self.backend!r}, expected 'gloo' or 'nccl'")
 
     @property
     def backend_cls(self) -> type:

@@ -86,11 +86,9 @@ class RayTrainReplicas(SingleProcess):
 
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
-    def loss_function(self, model: Any, chunk_size: int) -> Any:
+    def loss_function(self, model: Any, model_loss: Any) -> Any:
         import torch
         from torch.nn.parallel import DistributedDataParallel
-
-        from promptgym.finetune.loss import chunked_causal_lm_loss
 
         class CausalLMLoss(torch.nn.Module):
             # DDP hooks the gradients of what its forward runs: the loss, not only the model, goes inside
@@ -99,7 +97,7 @@ class RayTrainReplicas(SingleProcess):
                 self.model = model
 
             def forward(self, input_ids: Any, attention_mask: Any, labels: Any) -> Any:
-                return chunked_causal_lm_loss(self.model, input_ids, attention_mask, labels, chunk_size)[0]
+                return model_loss(self.model, input_ids, attention_mask, labels)[0]
 
         # the rotary tables are the only buffers and are the same everywhere: nothing to broadcast per step
         return DistributedDataParallel(CausalLMLoss(), broadcast_buffers=False)
@@ -114,7 +112,9 @@ class RayTrainReplicas(SingleProcess):
         import torch
         import torch.distributed as dist
 
-        tensor = torch.tensor([float(value) for value in values], dtype=torch.float64)
+        # NCCL (GPU workers) reduces CUDA tensors only
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        tensor = torch.tensor([float(value) for value in values], dtype=torch.float64, device=device)
         dist.all_reduce(tensor)
         return tensor.tolist()
 
@@ -144,6 +144,7 @@ def _train_worker(config: dict[str, Any]) -> None:
     import torch
 
     from promptgym.finetune.base_model import load_base_model, quiet_transformers
+    from promptgym.finetune.device import plan_device
     from promptgym.finetune.loop import StopRequest, TrainingInterrupted
     from promptgym.finetune.lora import add_lora
     from promptgym.finetune.sft_flow import SFTJob
@@ -157,9 +158,12 @@ def _train_worker(config: dict[str, Any]) -> None:
                             f"put the runs on storage every node mounts at the same path")
     spec = ray.get(config["job"])
     settings, source = spec["settings"], spec["source"]
-    model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing)
+    # a GPU worker trains on the GPU Ray Train gave it (one per worker), in the formats the job planned
+    device = str(ray.train.torch.get_device()) if config["use_gpu"] else "cpu"
+    plan = plan_device(device if device != "cuda" else "cuda:0", spec["precision"])
+    model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing, plan=plan)
     job = SFTJob(settings, source, add_lora(model, settings.lora, spec["seed"]), tokenizer, spec["data"],
-                 spec["seed"], spec["name"])
+                 spec["seed"], spec["name"], plan)
     job.replicas = replicas
 
     def on_event(event: Any) -> None:
@@ -189,7 +193,8 @@ class RayTrainBackend:
         address: None (a local Ray instance on 127.0.0.1, started for the run and stopped by process id),
             ``"auto"`` (the cluster this process runs in), ``"ray://host:port"`` or ``"host:port"``.
             When this process is already connected to Ray, that connection is used.
-        num_workers: data-parallel copies of the model (``ScalingConfig(num_workers=..., use_gpu=False)``).
+        num_workers: data-parallel copies of the model (``ScalingConfig(num_workers=...)``; with a job planned on
+            CUDA, ``use_gpu=True`` and one GPU per worker).
         threads: torch threads per worker (default: this machine's cores shared out on a local instance, else 1).
         cpus_per_worker: the CPUs each worker reserves on the cluster.
         storage_path: where Ray Train keeps the reported checkpoints (default: ``<run folder>/ray``).
@@ -214,11 +219,12 @@ class RayTrainBackend:
             return self.threads
         return max(1, (os.cpu_count() or 1) // self.num_workers) if self.address is None else 1
 
-    def describe(self) -> str:
+    def describe(self, use_gpu: bool = False) -> str:
         where = {None: "a local Ray instance on 127.0.0.1 (started for the run)",
                  "auto": "the Ray cluster this job runs on"}.get(self.address, f"the Ray cluster at {self.address}")
-        return (f"Ray Train: {self.num_workers} CPU worker(s) x {self.worker_threads} thread(s), DDP over gloo, "
-                f"on {where}")
+        workers = "GPU worker(s) (1 GPU each), DDP over NCCL" if use_gpu else \
+            f"CPU worker(s) x {self.worker_threads} thread(s), DDP over gloo"
+        return f"Ray Train: {self.num_workers} {workers}, on {where}"
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
@@ -259,21 +265,25 @@ class RayTrainBackend:
         host = (self.address or "").removeprefix("ray://").split(":")[0]
         return self.address is None or host in ("127.0.0.1", "localhost")
 
-    def trainer(self, folder: Path, config: dict[str, Any], store_file: Path | None) -> Any:
-        """The TorchTrainer; with a ``store_file`` its workers meet in that file (one host, loopback only)."""
+    def trainer(self, folder: Path, config: dict[str, Any], store_file: Path | None, use_gpu: bool = False) -> Any:
+        """The TorchTrainer; with a ``store_file`` its workers meet in that file (one host, loopback only).
+
+        ``use_gpu``: one GPU per worker and DDP over NCCL (the job planned a CUDA device).
+        """
         from ray.train import CheckpointConfig, RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
         if store_file is not None:  # torch's TCP store would listen on every address; a file store listens nowhere
             from promptgym.distributed.loopback_torch import LoopbackTorchConfig
 
-            torch_config = LoopbackTorchConfig(store_file=str(store_file))
+            torch_config = LoopbackTorchConfig(store_file=str(store_file), backend="nccl" if use_gpu else "gloo")
         else:
-            torch_config = TorchConfig(backend="gloo")
+            torch_config = TorchConfig(backend="nccl" if use_gpu else "gloo")
         return TorchTrainer(
             _train_worker, train_loop_config=config, torch_config=torch_config,
-            scaling_config=ScalingConfig(num_workers=self.num_workers, use_gpu=False,
-                                         resources_per_worker={"CPU": self.cpus_per_worker}),
+            scaling_config=ScalingConfig(num_workers=self.num_workers, use_gpu=use_gpu,
+                                         resources_per_worker={"CPU": self.cpus_per_worker,
+                                                               **({"GPU": 1} if use_gpu else {})}),
             # Ray keeps the newest reported checkpoint; the run folder keeps them all, as a local run does
             run_config=RunConfig(name="sft", storage_path=self.storage_path or str(folder / RAY_STORAGE),
                                  checkpoint_config=CheckpointConfig(num_to_keep=1)))
@@ -289,9 +299,10 @@ class RayTrainBackend:
         folder = folder.resolve()
         with self.connection() as ray:
             relay = ray.remote(Relay).options(num_cpus=0).remote()
-            spec = {"settings": job.settings, "source": job.source, "data": job.data, "seed": job.seed, "name": job.name}
+            spec = {"settings": job.settings, "source": job.source, "data": job.data, "seed": job.seed, "name": job.name,
+                    "precision": job.plan.compute}
             config = {"job": ray.put(spec), "relay": relay, "folder": str(folder), "resume": resume,
-                      "started": started, "threads": self.worker_threads}
+                      "started": started, "threads": self.worker_threads, "use_gpu": job.plan.is_cuda}
             outcome: dict[str, Any] = {}
 
             # a local instance, or a cluster whose every node is on 127.0.0.1 (a submitted job's `auto` on a test head)
@@ -302,7 +313,7 @@ class RayTrainBackend:
 
             def fit() -> None:
                 try:
-                    outcome["result"] = self.trainer(folder, config, store).fit()
+                    outcome["result"] = self.trainer(folder, config, store, use_gpu=job.plan.is_cuda).fit()
                 except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
                     outcome["error"] = error
                 finally:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from promptgym.finetune.device import DevicePlan
 from promptgym.lm.cache import models_dir
 from promptgym.lm.model_string import parse_model_string
 
@@ -150,8 +151,9 @@ def load_tokenizer(source: BaseModelSource) -> Any:
     return tokenizer
 
 
-def load_base_model(source: BaseModelSource, gradient_checkpointing: bool = False) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` in float32 on the CPU, ready for LoRA.
+def load_base_model(source: BaseModelSource, gradient_checkpointing: bool = False,
+                    plan: DevicePlan | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` ready for LoRA: in the plan's format on its device (default: float32 on the CPU).
 
     With ``gradient_checkpointing`` each decoder layer keeps only its input for the backward pass and
     recomputes the rest (the non-reentrant kind, which needs no gradient on the frozen embeddings).
@@ -160,7 +162,11 @@ def load_base_model(source: BaseModelSource, gradient_checkpointing: bool = Fals
     from transformers import AutoModelForCausalLM
 
     folder = ensure_hf_weights(source)
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True)
+    dtype = plan.weight_dtype if plan is not None else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+    if plan is not None and plan.is_cuda:
+        plan.prepare_torch()
+        model = model.to(plan.device)
     model.config.use_cache = False  # training never decodes; the KV cache would only cost memory
     if gradient_checkpointing:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})

@@ -39,18 +39,21 @@ def _chunk_loss_sum(head: Any, softcap: float | None, hidden: Any, targets: Any)
 def chunked_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any,
                            chunk_size: int = 512) -> tuple[Any, int]:
     """``(sum of token losses, number of trained tokens)``; position t predicts label t+1."""
-    import torch
-    from torch.utils.checkpoint import checkpoint
-
     body, head, softcap = causal_lm_parts(model)
     hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     targets = labels[:, 1:]
     keep = targets != IGNORE_INDEX
-    selected, wanted = hidden[:, :-1][keep], targets[keep]
+    return _chunked_loss_sum(head, softcap, hidden[:, :-1][keep], targets[keep], chunk_size)
+
+
+def _chunked_loss_sum(head: Any, softcap: float | None, selected: Any, wanted: Any, chunk_size: int) -> tuple[Any, int]:
+    import torch  # deferred: a heavy import only the weight flows need
+    from torch.utils.checkpoint import checkpoint
+
     count = int(wanted.numel())
     if count == 0:
-        return hidden.sum() * 0.0, 0
-    total = torch.zeros((), dtype=torch.float32)
+        return selected.sum() * 0.0, 0
+    total = torch.zeros((), dtype=torch.float32, device=selected.device)
     for start in range(0, count, chunk_size):
         piece = slice(start, start + chunk_size)
         if torch.is_grad_enabled():
@@ -58,6 +61,68 @@ def chunked_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labe
         else:
             total = total + _chunk_loss_sum(head, softcap, selected[piece], wanted[piece])
     return total, count
+
+
+MIN_SHARED_PREFIX = 16
+"""Below this many shared tokens a batch is encoded row by row: the saving would not pay for the second call."""
+
+
+def shared_prefix_length(input_ids: Any, attention_mask: Any, labels: Any) -> int:
+    """How many leading tokens every row of a right-padded batch has in common, none of them a target.
+
+    Every row keeps at least one token after the prefix, and the prefix ends before the first position with
+    a label (the prefix's last position predicts it), so the loss of a prefix-shared pass covers exactly the
+    same targets as the plain one.
+    """
+    import torch  # deferred: a heavy import only the weight flows need
+
+    if input_ids.shape[0] < 2:
+        return 0
+    shortest = int(attention_mask.sum(-1).min())
+    differs = (input_ids[:, :shortest] != input_ids[:1, :shortest]).any(0)
+    labelled = (labels[:, :shortest] != IGNORE_INDEX).any(0)
+    labelled[0] = False  # the first token is never a target
+    stops = torch.nonzero(differs | labelled)
+    common = int(stops[0]) if len(stops) else shortest
+    return min(common, shortest - 1)
+
+
+def prefix_shared_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any, chunk_size: int = 512,
+                                 prefix: int | None = None) -> tuple[Any, int]:
+    """:func:`chunked_causal_lm_loss` computing the rows' common prefix once.
+
+    The prefix (in a program's own rows, its system message: most of each row) runs through the decoder as a
+    batch of one; its key/value cache is then handed to every row, which runs only its own tokens on it.
+    Gradients flow back through the shared cache, so they are those of the plain pass; the tokens computed
+    drop from ``rows x width`` to ``prefix + rows x (width - prefix)``.
+    """
+    import torch  # deferred: a heavy import only the weight flows need
+    from transformers import DynamicCache
+
+    prefix = shared_prefix_length(input_ids, attention_mask, labels) if prefix is None else prefix
+    if prefix < MIN_SHARED_PREFIX:
+        return chunked_causal_lm_loss(model, input_ids, attention_mask, labels, chunk_size)
+    body, head, softcap = causal_lm_parts(model)
+    rows, width = input_ids.shape
+    cache = DynamicCache(config=body.config)
+    shared = body(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], cache=cache,
+                  use_cache=True).last_hidden_state[:, -1:]
+    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long, device=input_ids.device))
+    own = body(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, cache=cache, use_cache=True,
+               position_ids=torch.arange(prefix, width, device=input_ids.device)[None].expand(rows, -1)).last_hidden_state
+    # position prefix-1 (the shared pass's last) predicts label `prefix`; own position j predicts label j+1
+    hidden = torch.cat([shared.expand(rows, -1, -1), own[:, :-1]], dim=1)
+    targets = labels[:, prefix:]
+    keep = targets != IGNORE_INDEX
+    return _chunked_loss_sum(head, softcap, hidden[keep], targets[keep], chunk_size)
+
+
+def sft_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any, chunk_size: int = 512,
+             share_prefix: bool = False) -> tuple[Any, int]:
+    """The SFT loss of one batch, its common prefix encoded once when ``share_prefix``."""
+    if share_prefix:
+        return prefix_shared_causal_lm_loss(model, input_ids, attention_mask, labels, chunk_size)
+    return chunked_causal_lm_loss(model, input_ids, attention_mask, labels, chunk_size)
 
 
 def _chunk_logprobs(head: Any, softcap: float | None, temperature: float, hidden: Any, targets: Any) -> Any:

@@ -1,7 +1,7 @@
 """Copies of the model that train together (data parallel), as the SFT loop sees them.
 
     replicas = SingleProcess()                  # the default: this process trains on every row
-    forward = replicas.loss_function(model, 512)
+    forward = replicas.loss_function(model, job.model_loss)
     mine = replicas.shard(indices)              # the rows of a micro-batch this copy trains on
     total, = replicas.sum([local_loss])         # summed over the copies
 
@@ -18,6 +18,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 LossFunction = Callable[[Any, Any, Any], Any]
 """``forward(input_ids, attention_mask, labels) -> sum of token losses`` (a scalar tensor)."""
+
+ModelLoss = Callable[[Any, Any, Any, Any], tuple[Any, int]]
+"""``model_loss(model, input_ids, attention_mask, labels) -> (sum of token losses, trained tokens)``."""
 
 
 class SingleProcess:
@@ -36,11 +39,11 @@ class SingleProcess:
         """Whether this copy writes the run folder (history, checkpoints) and emits events."""
         return self.rank == 0
 
-    def loss_function(self, model: Any, chunk_size: int) -> LossFunction:
-        from promptgym.finetune.loss import chunked_causal_lm_loss
+    def loss_function(self, model: Any, model_loss: ModelLoss) -> LossFunction:
+        """``forward`` for the loop: ``model_loss`` of this copy's model (here, the model itself)."""
 
         def forward(input_ids: Any, attention_mask: Any, labels: Any) -> Any:
-            return chunked_causal_lm_loss(model, input_ids, attention_mask, labels, chunk_size)[0]
+            return model_loss(model, input_ids, attention_mask, labels)[0]
 
         return forward
 

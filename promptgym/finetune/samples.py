@@ -18,7 +18,7 @@ def _generate(model: Any, tokenizer: Any, messages: list[dict[str, str]], max_ne
     import torch
 
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    input_ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+    input_ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]], device=model.device)
     with torch.no_grad():
         output = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
                                 max_new_tokens=max_new_tokens, use_cache=True, pad_token_id=tokenizer.pad_token_id)

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from promptgym.finetune.device import DEVICE_PATTERN, Precision
+
 DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -54,6 +56,11 @@ class WeightTrainingSettings(Settings):
     gradient_checkpointing: bool = Field(False, description="recompute each decoder layer's activations in the "
                                          "backward pass: far less memory on long rows, about a third more time")
     save_steps: int = Field(50, ge=1)
+    device: str = Field("auto", pattern=DEVICE_PATTERN,
+                        description="'auto' (CUDA when torch sees a GPU, else the CPU), 'cpu', 'cuda' or 'cuda:N'")
+    precision: Precision = Field("auto", description="format of the frozen base and of autocast: 'auto' (bf16 on a "
+                                 "GPU, fp16 where it has no bf16, bf16 on a CPU that computes it natively, else "
+                                 "fp32), 'fp32', 'bf16' or 'fp16' (GPU only); LoRA weights stay fp32")
     seed: int | None = Field(None, description="default: the job's seed")
     export: ExportSettings = Field(default_factory=ExportSettings)
     model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
@@ -75,4 +82,8 @@ class SFTSettings(WeightTrainingSettings):
     train_on: Literal["assistant", "all"] = "assistant"
     skip_invalid_rows: bool = False
     loss_chunk_size: int = Field(512, ge=16, description="positions per chunk of the output layer in the loss")
+    share_prefix: bool | Literal["auto"] = Field(
+        "auto", description="encode the prefix every row of a batch shares (a program's system message) once per "
+        "batch: same loss and gradients, fewer tokens computed; 'auto': on the CPU, where compute sets the pace, "
+        "not on a GPU, where the second pass costs more than the tokens it saves")
     summary_samples: int = Field(3, ge=0, description="validation prompts answered by base and tuned model in summary.md")

@@ -15,6 +15,7 @@ from promptgym.core.atomic import atomic_write_text
 from promptgym.core.events import ModelExported, ModelRegistered
 from promptgym.finetune.chat_data import describe_problems
 from promptgym.finetune.checkpoint import Progress, last_checkpoint
+from promptgym.finetune.device import peak_gpu_memory_mb
 from promptgym.finetune.export import export_adapter, export_merged
 from promptgym.finetune.history import StepHistory, plot_losses
 from promptgym.finetune.loop import EventSink, peak_rss_mb
@@ -48,7 +49,7 @@ def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSi
     samples = sample_answers(job.model, job.tokenizer, [row.messages for row in rows[:job.settings.summary_samples]])
     plot = plot_losses(StepHistory(folder / "history.csv").rows(), folder / "plots" / "loss.png",
                        title=f"{job.settings.base_model} SFT")
-    rss = peak_rss_mb()
+    rss, gpu_memory = peak_rss_mb(), peak_gpu_memory_mb(job.plan)
     job.release()
     adapter_dir = last_checkpoint(folder / "checkpoints")
     name = model_id.removeprefix("local/")
@@ -63,7 +64,8 @@ def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSi
         status="completed", model_id=entry.model_string, output_dir=folder, steps=progress.step,
         final_loss=progress.loss, final_eval_loss=progress.extra.get("final_eval_loss"),
         initial_eval_loss=progress.extra.get("initial_eval_loss"), checkpoints=progress.extra["checkpoints"],
-        files={**files, **({"loss_plot": str(plot)} if plot else {})}, elapsed_s=round(elapsed_s, 2), peak_rss_mb=round(rss, 1))
+        files={**files, **({"loss_plot": str(plot)} if plot else {})}, elapsed_s=round(elapsed_s, 2), peak_rss_mb=round(rss, 1),
+        device=job.plan.device, peak_gpu_memory_mb=None if gpu_memory is None else round(gpu_memory, 1))
     atomic_write_text(folder / "summary.md", summary_markdown(job, result, samples))
     status(**{key: value for key, value in result.status_fields().items() if key != "output_dir"},
            samples=samples, finished=time.time())
@@ -96,7 +98,9 @@ def summary_markdown(job: Any, result: Any, samples: list[dict[str, str]]) -> st
         f"modules {', '.join(settings.lora.target_modules)}; {job.trainable_parameters:,} trainable of "
         f"{job.total_parameters:,} parameters",
         f"- Hyperparameters: {json.dumps(hyper)}",
-        f"- Steps: {result.steps}; time {result.elapsed_s:.1f} s; peak RSS {result.peak_rss_mb:.0f} MB", "",
+        f"- Steps: {result.steps}; time {result.elapsed_s:.1f} s; peak RSS {result.peak_rss_mb:.0f} MB"
+        + (f"; peak GPU memory {result.peak_gpu_memory_mb:.0f} MB" if result.peak_gpu_memory_mb is not None else ""),
+        f"- Device: {job.plan.describe()}" + ("; shared prefix on" if job.shares_prefix else ""), "",
         "## Loss", "",
         "| | eval loss |", "|---|---|",
         f"| before training | {_loss(result.initial_eval_loss)} |",

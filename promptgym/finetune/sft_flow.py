@@ -24,7 +24,15 @@ from typing import Any
 
 from promptgym.core.events import CheckpointSaved, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
-from promptgym.finetune.batches import batches_of, collate, epoch_order
+from promptgym.finetune.batches import Batch, batches_of, collate, epoch_order
+from promptgym.finetune.device import (
+    DeviceOutOfMemory,
+    DevicePlan,
+    is_out_of_memory,
+    out_of_memory_message,
+    plan_device,
+    to_device,
+)
 from promptgym.finetune.checkpoint import (
     Progress,
     TrainingState,
@@ -45,7 +53,7 @@ from promptgym.finetune.loop import (
     ignore_event,
     make_optimizer,
 )
-from promptgym.finetune.loss import chunked_causal_lm_loss
+from promptgym.finetune.loss import sft_loss
 from promptgym.finetune.replicas import SingleProcess
 from promptgym.finetune.settings import SFTSettings
 from promptgym.finetune.sft_data import SFTData, prepare_sft_data
@@ -66,6 +74,8 @@ class SFTResult:
     files: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
     peak_rss_mb: float = 0.0
+    device: str = "cpu"
+    peak_gpu_memory_mb: float | None = None
 
     def status_fields(self) -> dict[str, Any]:
         data = asdict(self)
@@ -88,9 +98,10 @@ class SFTJob:
     """A prepared SFT job: base model with fresh adapters, checked and encoded data."""
 
     def __init__(self, settings: SFTSettings, source: BaseModelSource, model: Any, tokenizer: Any, data: SFTData,
-                 seed: int, name: str) -> None:
+                 seed: int, name: str, plan: DevicePlan | None = None) -> None:
         self.settings, self.source, self.model, self.tokenizer, self.data = settings, source, model, tokenizer, data
         self.seed, self.name = seed, name
+        self.plan = plan or DevicePlan(device="cpu", compute="fp32")
         self.trainable_parameters, self.total_parameters = parameter_counts(model)
         self.replicas: Any = SingleProcess()  # a Ray Train worker sets its data-parallel copy here
 
@@ -98,13 +109,30 @@ class SFTJob:
     def prepare(cls, settings: SFTSettings, seed: int | None = None, name: str = "sft") -> "SFTJob":
         """Load the base model, check every row (raises ChatDataError), add the adapters."""
         seed = settings.seed if settings.seed is not None else (seed or 0)
+        plan = plan_device(settings.device, settings.precision)  # a device the machine lacks fails before any loading
         source = resolve_base_model(settings.base_model)
         if settings.export.merged == "none" and source.gguf is None:
             raise BaseModelError(f"export.merged = 'none' keeps only the adapter, which llama.cpp applies to a GGUF base; "
                                  f"base_model {settings.base_model!r} has none: export a merged model (q8_0 or f16)")
-        model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing)
+        model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing, plan=plan)
         data = prepare_sft_data(settings, tokenizer)
-        return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, data, seed, name)
+        return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, data, seed, name, plan)
+
+    @property
+    def shares_prefix(self) -> bool:
+        """Whether batches encode their common prefix once (activation checkpointing can't keep a shared cache)."""
+        wanted = self.settings.share_prefix
+        return (not self.plan.is_cuda if wanted == "auto" else wanted) and not self.settings.gradient_checkpointing
+
+    def loss(self, batch: Batch) -> tuple[Any, int]:
+        """``(sum of token losses, trained tokens)`` of a batch, on the plan's device and in its formats."""
+        return self.model_loss(self.model, batch.input_ids, batch.attention_mask, batch.labels)
+
+    def model_loss(self, model: Any, input_ids: Any, attention_mask: Any, labels: Any) -> tuple[Any, int]:
+        """The same, for ``model`` (a data-parallel wrapper's own copy on a Ray worker)."""
+        input_ids, attention_mask, labels = to_device(self.plan, input_ids, attention_mask, labels)
+        with self.plan.autocast():
+            return sft_loss(model, input_ids, attention_mask, labels, self.settings.loss_chunk_size, self.shares_prefix)
 
     # -- sizes ----------------------------------------------------------------------------
 
@@ -129,10 +157,16 @@ class SFTJob:
         rng = torch.get_rng_state()
         batch = collate([self.data.train[i] for i in self.step_groups(0)[0][0]], self.tokenizer.pad_token_id)
         self.model.train()
+        if self.plan.is_cuda:  # the first CUDA step compiles and allocates: warm up once, then time
+            loss_sum, count = self.loss(batch)
+            (loss_sum / max(count, 1)).backward()
+            self.model.zero_grad(set_to_none=True)
+            torch.cuda.synchronize(self.plan.device)
         started = time.perf_counter()
-        loss_sum, count = chunked_causal_lm_loss(self.model, batch.input_ids, batch.attention_mask, batch.labels,
-                                                 self.settings.loss_chunk_size)
+        loss_sum, count = self.loss(batch)
         (loss_sum / max(count, 1)).backward()
+        if self.plan.is_cuda:
+            torch.cuda.synchronize(self.plan.device)
         seconds = time.perf_counter() - started
         self.model.zero_grad(set_to_none=True)
         torch.set_rng_state(rng)
@@ -151,9 +185,7 @@ class SFTJob:
         batches = batches_of(list(range(len(self.data.validation))), self.settings.batch_size)
         with torch.no_grad():
             for indices in batches[self.replicas.rank::self.replicas.world_size]:
-                batch = collate([self.data.validation[i] for i in indices], self.tokenizer.pad_token_id)
-                loss_sum, tokens = chunked_causal_lm_loss(self.model, batch.input_ids, batch.attention_mask, batch.labels,
-                                                          self.settings.loss_chunk_size)
+                loss_sum, tokens = self.loss(collate([self.data.validation[i] for i in indices], self.tokenizer.pad_token_id))
                 total, count = total + float(loss_sum), count + tokens
         self.model.train()
         total, count = self.replicas.sum([total, count])
@@ -240,10 +272,10 @@ class SFTJob:
             if main and history.path.is_file():  # a fresh run in a used folder starts a fresh history
                 history.truncate_after(-1)
         replicas.seed_rng(self.seed, progress.step, resumed=resume)
-        forward = replicas.loss_function(self.model, self.settings.loss_chunk_size)
+        forward = replicas.loss_function(self.model, self.model_loss)
         elapsed_before = float(progress.extra.get("elapsed_s", 0.0))
         status(status="running", model_id=None, planned_model_id=self.model_id(folder), total_steps=self.total_steps,
-               steps_done=progress.step, checkpoints=progress.extra.get("checkpoints", []))
+               steps_done=progress.step, checkpoints=progress.extra.get("checkpoints", []), **self.plan.record())
         on_event(SFTStarted(
             base_model=self.settings.base_model, train_rows=len(self.data.train), validation_rows=len(self.data.validation),
             skipped_rows=len(self.data.skipped), epochs=self.settings.n_epochs, steps=self.total_steps,
@@ -268,7 +300,12 @@ class SFTJob:
             groups = self.step_groups(epoch)
             first = progress.batch_in_epoch if epoch == progress.epoch else 0
             for position in range(first, len(groups)):
-                measured = self._train_step(groups[position], training, forward)
+                try:
+                    measured = self._train_step(groups[position], training, forward)
+                except Exception as error:
+                    if not is_out_of_memory(error):
+                        raise
+                    raise self._out_of_memory(groups[position], training, checkpoint) from error
                 progress.step, progress.epoch, progress.batch_in_epoch = progress.step + 1, epoch, position + 1
                 progress.loss = measured["loss"]
                 row = {"step": progress.step, "epoch": epoch + (position + 1) / len(groups), "loss": _round(measured["loss"]),
@@ -295,6 +332,19 @@ class SFTJob:
             self._emit_eval(on_event, history, progress, progress.extra["final_eval_loss"], "final")
         checkpoint("end")
         return progress
+
+    def _out_of_memory(self, groups: list[list[int]], training: TrainingState,
+                       checkpoint: Any) -> DeviceOutOfMemory:
+        """Free the failed step's memory, checkpoint the steps done, and say what to lower."""
+        import torch  # deferred: a heavy import only the weight flows need
+
+        training.optimizer.zero_grad(set_to_none=True)
+        if self.plan.is_cuda:
+            torch.cuda.empty_cache()
+        rows = [self.data.train[i] for indices in groups for i in indices]
+        path = checkpoint("out of memory") if self.replicas.is_main else None
+        return DeviceOutOfMemory(out_of_memory_message(self.plan, len(rows) // max(len(groups), 1),
+                                                       max(len(row.input_ids) for row in rows), path))
 
     def _emit_eval(self, on_event: EventSink, history: StepHistory, progress: Progress, loss: float | None,
                    label: str) -> None:

@@ -219,3 +219,15 @@ def test_sigterm_saves_a_checkpoint_and_the_run_can_resume_from_it(workdir: Path
     assert ("checkpoint_saved", done) in kinds and ("sft_step", done + 1) not in kinds
     dry = runner.invoke(app, ["train", "--resume", run.id, "--dry-run"])
     assert dry.exit_code == 0 and f"after step {done}" in dry.output
+
+
+def test_the_preview_names_the_device_and_cuda_without_a_gpu_is_one_clear_line(workdir: Path, tiny_model: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(12))
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "device" in result.output and ("cpu, bf16 base + fp32 LoRA" in result.output or "cpu, fp32" in result.output)
+    monkeypatch.setattr("promptgym.finetune.device.TorchCuda.gpus", lambda self: [])
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--device", "cuda:1"])
+    assert result.exit_code == 2
+    assert "sft.device: device 'cuda:1': torch sees no CUDA GPU" in result.output and "Traceback" not in result.output

@@ -16,6 +16,7 @@ from promptgym.core.atomic import atomic_write_json, atomic_write_text
 from promptgym.core.events import ModelRegistered
 from promptgym.finetune.checkpoint import Progress, last_checkpoint
 from promptgym.finetune.history import StepHistory
+from promptgym.finetune.device import peak_gpu_memory_mb
 from promptgym.finetune.loop import EventSink, peak_rss_mb
 from promptgym.finetune import sft_finish
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
@@ -77,7 +78,7 @@ def summary_markdown(job: Any, result: Any, rows: list[dict[str, Any]], progress
         f"- LoRA: r={settings.lora.r}, alpha={settings.lora.alpha}, dropout={settings.lora.dropout}, modules "
         f"{', '.join(settings.lora.target_modules)}; {job.trainable_parameters:,} trainable of {job.total_parameters:,}",
         f"- Hyperparameters: {json.dumps(hyper)}",
-        f"- Time {result.elapsed_s:.1f} s; peak RSS {result.peak_rss_mb:.0f} MB", "",
+        f"- Time {result.elapsed_s:.1f} s; peak RSS {result.peak_rss_mb:.0f} MB; device {job.plan.describe()}", "",
         "## Reward", "",
         "| | split | seeds | reward (greedy) | failed |", "|---|---|---|---|---|",
         f"| before training | {before.get('split', '')} | {before.get('size', '')} | {_reward(before.get('reward'))} | "
@@ -114,7 +115,7 @@ def finish_rl_run(job: Any, folder: Path, progress: Progress, on_event: EventSin
     rows = StepHistory(folder / "history.csv", HISTORY_COLUMNS, key="iteration").rows()
     plot = plot_rewards(rows, extra.get("evaluations", []), folder / "plots" / "reward.png",
                         title=f"{job.settings.base_model} GRPO")
-    rss = peak_rss_mb()
+    rss, gpu_memory = peak_rss_mb(), peak_gpu_memory_mb(job.plan)
     job.release()
     name = model_id.removeprefix("local/")
     files = sft_finish.export_files(job, folder, last_checkpoint(folder / "checkpoints"), name, on_event)
@@ -139,5 +140,6 @@ def finish_rl_run(job: Any, folder: Path, progress: Progress, on_event: EventSin
     status(**{key: value for key, value in final.items() if key != "checkpoints"}, iterations_done=progress.step,
            checkpoints=extra["checkpoints"], files=result.files, elapsed_s=result.elapsed_s,
            peak_rss_mb=result.peak_rss_mb, groups=result.groups, zero_signal_groups=result.zero_signal_groups,
-           failed_rollouts=result.failed_rollouts, finished=time.time())
+           failed_rollouts=result.failed_rollouts, finished=time.time(),
+           peak_gpu_memory_mb=None if gpu_memory is None else round(gpu_memory, 1))
     return result

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from promptgym.core.events import CheckpointSaved, RLEvaluation, RLIteration, RLStarted, RolloutFailedEvent
 from promptgym.finetune.base_model import BaseModelSource, load_base_model, resolve_base_model
+from promptgym.finetune.device import DevicePlan, plan_device
 from promptgym.finetune.checkpoint import Progress, TrainingState, checkpoint_name, load_checkpoint, save_checkpoint
 from promptgym.finetune.history import StepHistory
 from promptgym.finetune.lora import add_lora, parameter_counts
@@ -109,18 +110,22 @@ class RLJob:
     """A prepared RL job: the base model with fresh adapters, its tokenizer."""
 
     def __init__(self, settings: RLSettings, source: BaseModelSource, model: Any, tokenizer: Any, seed: int,
-                 name: str) -> None:
+                 name: str, plan: DevicePlan | None = None) -> None:
         self.settings, self.source, self.model, self.tokenizer, self.seed, self.name = (
             settings, source, model, tokenizer, seed, name)
+        self.plan = plan or DevicePlan(device="cpu", compute="fp32")
         self.trainable_parameters, self.total_parameters = parameter_counts(model)
 
     @classmethod
     def prepare(cls, settings: RLSettings, seed: int | None = None, name: str = "rl") -> "RLJob":
         """Load the base model (raises BaseModelError, LoraTargetError) and add the adapters."""
         seed = settings.seed if settings.seed is not None else (seed or 0)
+        # "auto" keeps the CPU in fp32: the update's ratio compares the sampled and the scored log-probabilities,
+        # which bf16 rounds apart, and on 2 cores sampling, not the matrix products, sets the pace
+        plan = plan_device(settings.device, settings.precision, cpu_bf16=False)
         source = resolve_base_model(settings.base_model)
-        model, tokenizer = load_base_model(source)
-        return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, seed, name)
+        model, tokenizer = load_base_model(source, plan=plan)
+        return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, seed, name, plan)
 
     @property
     def total_steps(self) -> int:
@@ -186,8 +191,10 @@ class _RunLoop:
         self.started = time.time()
         model_id = f"local/{settings.model_name or default_model_name(job.name, self.folder)}"
         self.status(status="running", model_id=None, planned_model_id=model_id, iterations=settings.iterations,
-                    iterations_done=self.progress.step, checkpoints=self.progress.extra["checkpoints"])
-        self.server = PolicyServer(job.model, job.tokenizer, settings.max_new_tokens, settings.temperature, seed=job.seed)
+                    iterations_done=self.progress.step, checkpoints=self.progress.extra["checkpoints"],
+                    **job.plan.record())
+        self.server = PolicyServer(job.model, job.tokenizer, settings.max_new_tokens, settings.temperature, seed=job.seed,
+                                   autocast=job.plan.autocast)
         try:
             await self.server.start()
             self.on_event(RLStarted(
@@ -260,7 +267,7 @@ class _RunLoop:
 
     def _update(self, rows: list[TrainingRow]) -> dict[str, Any]:
         assert self.server is not None
-        with self.server.lock:
+        with self.server.lock, self.job.plan.autocast():
             return grpo_update(self.job.model, self.training.optimizer, self.training.scheduler, rows, self.settings,
                                self.job.tokenizer.pad_token_id)
 

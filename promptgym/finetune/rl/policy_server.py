@@ -26,13 +26,14 @@ without structured output, and the policy learns valid JSON from the reward.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -90,13 +91,13 @@ class PolicyServer:
     """See the module docstring. ``lock`` is held while generating; hold it to change the weights."""
 
     def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int, temperature: float, model_name: str = "policy",
-                 seed: int = 0) -> None:
+                 seed: int = 0, autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
         import torch
 
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer, self.autocast = model, tokenizer, autocast
         self.max_new_tokens, self.temperature, self.model_name = max_new_tokens, temperature, model_name
         self.lock = threading.Lock()
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator(device=model.device).manual_seed(seed)  # draws where the logits are
         self.stop_ids = self._stop_ids()
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._rollouts: dict[str, _Rollout] = {}
@@ -285,7 +286,7 @@ class PolicyServer:
             return bool(stops[row]) and any(stop in self.tokenizer.decode(ids[-32:], skip_special_tokens=True)
                                             for stop in stops[row])
 
-        with self.lock:
+        with self.lock, self.autocast():
             started = time.perf_counter()
             self.model.eval()
             drawn = sample(self.model, [pending.prompt_ids for pending in part],

@@ -1,4 +1,4 @@
-"""Batched sampling from a causal LM on the CPU, keeping the exact tokens drawn and their log-probabilities.
+"""Batched sampling from a causal LM (on the CPU or a GPU), keeping the exact tokens drawn and their log-probabilities.
 
     samples = sample(model, [prompt_ids, prompt_ids, other_ids], max_new_tokens=[32, 32, 32], temperature=1.0,
                      stop_ids={eos_id}, pad_id=pad_id, generator=torch.Generator().manual_seed(0))
@@ -52,7 +52,10 @@ def _draw(logits: Any, temperature: float, generator: Any) -> tuple[Any, Any]:
         tokens = logprobs.argmax(dim=-1)
     else:
         logprobs = torch.log_softmax(logits / temperature, dim=-1)
-        tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(-1)
+        probabilities = logprobs.exp()
+        if generator is not None and generator.device != probabilities.device:
+            probabilities = probabilities.cpu()  # the generator's device draws, so that a seed means one sequence
+        tokens = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1).to(logprobs.device)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
@@ -70,7 +73,9 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
     for prompt in prompts:
         distinct.setdefault(tuple(prompt), len(distinct))
     rows_prompt = torch.tensor([distinct[tuple(prompt)] for prompt in prompts], dtype=torch.long)
-    input_ids, attention_mask = left_padded(list(distinct), pad_id)
+    device = model.device
+    input_ids, attention_mask = (tensor.to(device) for tensor in left_padded(list(distinct), pad_id))
+    rows_prompt = rows_prompt.to(device)
     samples = [Sample(prompt_ids=list(prompt)) for prompt in prompts]
     limits = [max(0, int(limit)) for limit in max_new_tokens]
     with torch.no_grad():
@@ -84,16 +89,17 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
         positions = attention_mask.sum(-1)
         active = [row for row in range(len(prompts)) if limits[row] > 0]
         if len(active) < len(prompts):
-            keep = torch.tensor(active, dtype=torch.long)
+            keep = torch.tensor(active, dtype=torch.long, device=device)
             cache.batch_select_indices(keep)
             logits, attention_mask, positions = logits[keep], attention_mask[keep], positions[keep]
         while active:
             tokens, logprobs = _draw(logits, temperature, generator)
+            drawn, drawn_logprobs = tokens.tolist(), logprobs.tolist()  # one device-to-host copy per step
             still = []
             for slot, row in enumerate(active):
-                token = int(tokens[slot])
+                token = drawn[slot]
                 samples[row].completion_ids.append(token)
-                samples[row].logprobs.append(float(logprobs[slot]))
+                samples[row].logprobs.append(drawn_logprobs[slot])
                 if token in stop_ids or (stopped is not None and stopped(row, samples[row].completion_ids)):
                     samples[row].finish_reason = "stop"
                 elif len(samples[row].completion_ids) < limits[row]:
@@ -101,11 +107,12 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
             if not still:
                 break
             if len(still) < len(active):
-                keep = torch.tensor(still, dtype=torch.long)
+                keep = torch.tensor(still, dtype=torch.long, device=device)
                 cache.batch_select_indices(keep)
                 tokens, attention_mask, positions = tokens[keep], attention_mask[keep], positions[keep]
                 active = [active[slot] for slot in still]
-            attention_mask = torch.cat([attention_mask, torch.ones((len(active), 1), dtype=torch.long)], dim=-1)
+            attention_mask = torch.cat([attention_mask, torch.ones((len(active), 1), dtype=torch.long, device=device)],
+                                       dim=-1)
             output = model(input_ids=tokens[:, None], attention_mask=attention_mask, position_ids=positions[:, None],
                            cache=cache, use_cache=True)
             positions = positions + 1

@@ -55,11 +55,12 @@ def row_logprobs(model: Any, rows: Sequence[TrainingRow], pad_id: int, temperatu
     from promptgym.finetune.rl.sampler import left_padded
 
     body, head, softcap = causal_lm_parts(model)
+    device = model.device
     distinct: dict[tuple[int, ...], int] = {}
     for row in rows:
         distinct.setdefault(tuple(row.prompt_ids), len(distinct))
-    rows_prompt = torch.tensor([distinct[tuple(row.prompt_ids)] for row in rows], dtype=torch.long)
-    prompt_ids, prompt_mask = left_padded(list(distinct), pad_id)
+    rows_prompt = torch.tensor([distinct[tuple(row.prompt_ids)] for row in rows], dtype=torch.long, device=device)
+    prompt_ids, prompt_mask = (tensor.to(device) for tensor in left_padded(list(distinct), pad_id))
     cache = DynamicCache(config=model.config)
     prompt_hidden = body(input_ids=prompt_ids, attention_mask=prompt_mask, cache=cache, use_cache=True,
                          position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0)).last_hidden_state[:, -1]
@@ -70,13 +71,15 @@ def row_logprobs(model: Any, rows: Sequence[TrainingRow], pad_id: int, temperatu
     for index, row in enumerate(rows):
         completion_ids[index, :len(row.completion_ids)] = torch.tensor(row.completion_ids)
         completion_mask[index, :len(row.completion_ids)] = 1
+    completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
     starts = prompt_mask.sum(-1)[rows_prompt]
     hidden = body(input_ids=completion_ids, attention_mask=torch.cat([prompt_mask[rows_prompt], completion_mask], -1),
-                  position_ids=starts[:, None] + torch.arange(width)[None], cache=cache, use_cache=True).last_hidden_state
+                  position_ids=starts[:, None] + torch.arange(width, device=device)[None], cache=cache,
+                  use_cache=True).last_hidden_state
     # token 1 is predicted at the prompt's last position, token j+1 at completion position j
     selected = torch.cat([torch.cat([prompt_hidden[rows_prompt[index]][None], hidden[index, :len(row.completion_ids) - 1]])
                           for index, row in enumerate(rows)])
-    targets = torch.tensor([token for row in rows for token in row.completion_ids], dtype=torch.long)
+    targets = torch.tensor([token for row in rows for token in row.completion_ids], dtype=torch.long, device=device)
     return chunked_token_logprobs(head, softcap, selected, targets, temperature, chunk_size)
 
 
@@ -106,8 +109,10 @@ def grpo_update(model: Any, optimizer: Any, scheduler: Any, rows: Sequence[Train
         loss_sum, kl_sum = 0.0, 0.0
         for batch, reference in zip(batches, references):
             logprobs = row_logprobs(model, batch, pad_id, settings.temperature, settings.loss_chunk_size)
-            sampled = torch.tensor([value for row in batch for value in row.logprobs], dtype=torch.float32)
-            advantage = torch.tensor([row.advantage for row in batch for _ in row.completion_ids], dtype=torch.float32)
+            sampled = torch.tensor([value for row in batch for value in row.logprobs], dtype=torch.float32,
+                                   device=logprobs.device)
+            advantage = torch.tensor([row.advantage for row in batch for _ in row.completion_ids], dtype=torch.float32,
+                                     device=logprobs.device)
             ratio = torch.exp(logprobs - sampled)
             bounded = torch.clamp(ratio, 1 - settings.clip, 1 + settings.clip)
             per_token = -torch.minimum(ratio * advantage, bounded * advantage)
