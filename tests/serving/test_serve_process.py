@@ -10,9 +10,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import httpx2
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 import promptgym as pg
 from promptgym.cli.serve_command import listening_socket
@@ -86,3 +88,14 @@ def test_the_listening_socket_is_tcp_so_responses_are_not_held_by_nagle() -> Non
         assert sock.proto == socket.IPPROTO_TCP  # asyncio then sets TCP_NODELAY on each connection
     finally:
         sock.close()
+
+
+async def test_mcp_over_streamable_http_behind_the_api_key(fake_server, tmp_path) -> None:
+    program = await save_program(fake_server, tmp_path / "qa.json")
+    with serve_process([program, "--mcp", "http", "--api-key-env", "SERVE_TEST_KEY"],
+                       env={"SERVE_TEST_KEY": "k-456"}) as server:
+        assert httpx.post(f"{server.url}/mcp", json={}).status_code == 401
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer k-456"}) as http:
+            async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+                result = await client.call_tool("qa", {"question": "over http"})
+    assert result.structured_content == {"answer": "OVER HTTP"}
