@@ -9,7 +9,7 @@ the request-log middleware turns that into the log line and the metrics.
 
 import json
 import logging
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from fastapi import Body, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -129,21 +129,11 @@ def _input_error(request: Request, error: InputError) -> Response:
 async def run_served(state: ServerState, served: ServedProgram, inputs: Any, request: Request) -> Any:
     """The program's output JSON, or the error response (429 busy, 422 input, 502 model, 500 other)."""
     request.state.usage = Usage()
-    try:
-        async with state.admission.slot():
-            output, request.state.usage = await served.run(inputs)
-        return output
-    except Busy as error:
-        request.state.failure = "busy"
-        return error_response(429, str(error), code="server_busy", headers={"Retry-After": "1"})
-    except InputError as error:
-        return _input_error(request, error)
-    except NoOutputError as error:
-        return _failed(request, 502, "no_output", str(error))
-    except LMError as error:
-        return _failed(request, 502, "model_error", f"the language model failed: {error}")
-    except Exception as error:  # noqa: BLE001 - one failing request must not show a traceback or stop the server
-        return _failed(request, 500, "internal", f"program {served.name!r} failed: {type(error).__name__}: {error}")
+    outcome = await in_slot(state, request, f"program {served.name!r}", lambda: served.run(inputs))
+    if isinstance(outcome, Response):
+        return outcome
+    output, request.state.usage = outcome
+    return output
 
 
 async def chat_with_model(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
@@ -155,20 +145,33 @@ async def chat_with_model(state: ServerState, body: ChatCompletionRequest, reque
         schema = requested_schema(body)
     except InputError as error:
         return _input_error(request, error)
+
+    async def answer() -> Any:
+        with usage_scope() as usage:
+            reply = await model.respond(messages, schema=schema, temperature=body.temperature, top_p=body.top_p,
+                                        max_tokens=body.max_completion_tokens or body.max_tokens)
+        request.state.usage = usage
+        return reply.content, reply.finish_reason or "stop"
+
+    return await in_slot(state, request, f"model {body.model!r}", answer)
+
+
+async def in_slot(state: ServerState, request: Request, what: str, work: Callable[[], Awaitable[Any]]) -> Any:
+    """``work()`` run in one of the server's slots, or the error response its failure maps to."""
     try:
         async with state.admission.slot():
-            with usage_scope() as usage:
-                answer = await model.respond(messages, schema=schema, temperature=body.temperature, top_p=body.top_p,
-                                             max_tokens=body.max_completion_tokens or body.max_tokens)
-        request.state.usage = usage
-        return answer.content, answer.finish_reason or "stop"
+            return await work()
     except Busy as error:
         request.state.failure = "busy"
         return error_response(429, str(error), code="server_busy", headers={"Retry-After": "1"})
+    except InputError as error:
+        return _input_error(request, error)
+    except NoOutputError as error:
+        return _failed(request, 502, "no_output", str(error))
     except LMError as error:
         return _failed(request, 502, "model_error", f"the language model failed: {error}")
-    except Exception as error:  # noqa: BLE001 - as in run_served
-        return _failed(request, 500, "internal", f"model {body.model!r} failed: {type(error).__name__}: {error}")
+    except Exception as error:  # noqa: BLE001 - one failing request must not show a traceback or stop the server
+        return _failed(request, 500, "internal", f"{what} failed: {type(error).__name__}: {error}")
 
 
 def _failed(request: Request, status: int, reason: str, message: str) -> Response:
