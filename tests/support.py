@@ -34,3 +34,22 @@ async def functional_program(lm: ScriptedLanguageModel, name: str = "qa") -> pg.
 
 def questions(*texts: str) -> np.ndarray:
     return np.array([Question(question=text) for text in texts], dtype=object)
+
+
+def labelled(*texts: str) -> tuple[np.ndarray, np.ndarray]:
+    """Questions and their upper-cased answers."""
+    return questions(*texts), np.array([Answer(answer=text.upper()) for text in texts], dtype=object)
+
+
+class EventRecorder(pg.callbacks.Callback):
+    """Keeps every event of a fit; ``of(kind)`` lists those of one kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list = []
+
+    def on_event(self, event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: str) -> list:
+        return [event for event in self.events if event["event"] == kind]

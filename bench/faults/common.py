@@ -191,7 +191,7 @@ def run_case(case: Case) -> Verdict:
         write_files(folder, case.files)
         if case.prepare:
             case.prepare(folder)
-        env = {**base_env(folder), **case.env}
+        env = {**base_env(folder), **{name: value.replace("{folder}", str(folder)) for name, value in case.env.items()}}
         ran = run_command(case.argv, folder, env, case.timeout)
         try:
             return judge(case, ran)

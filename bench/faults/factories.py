@@ -24,6 +24,14 @@ def scripted(language_model=None, delay_s: float = 0.0) -> pg.Program:
     return pg.Sequential([pg.Input(data_model=Question), generator], name="qa")
 
 
+def half_wrong(language_model=None) -> pg.Program:
+    """Right on questions of an even length, wrong ("WRONG") on the others: a program export-sft-data must filter."""
+    lm = ScriptedLanguageModel(respond=lambda request: {"answer": (lambda q: q.upper() if len(q) % 2 == 0 else "WRONG")(
+        last_user_json(request)["question"])})
+    generator = pg.Generator(data_model=Answer, language_model=lm, name="answerer", instructions="Upper-case it.")
+    return pg.Sequential([pg.Input(data_model=Question), generator], name="qa")
+
+
 def served(language_model=None) -> pg.Program:
     """The same program on the config's model (a server)."""
     generator = pg.Generator(data_model=Answer, language_model=language_model, name="answerer")

@@ -11,7 +11,7 @@ Modes: ``ok``, ``401``, ``403``, ``500`` (always), ``429`` (always), ``nonjson``
 prompt length), ``first_400`` (the first chat call only), ``rf_422`` (json_schema refused with 422,
 the rest answered), ``slow`` (sleeps 5 s), ``close`` (drops the connection), ``truncated`` (a short
 body), ``garbage_answer`` (a valid reply whose content is not JSON), ``flaky`` (every
-``fail_every``-th request answers 500). ``/stats`` counts requests by mode and response format.
+``fail_every``-th request answers 500), ``key`` (401 unless the request carries ``Bearer <want>``). ``/stats`` counts requests by mode and response format.
 """
 
 from __future__ import annotations
@@ -116,6 +116,8 @@ class FaultHandler(FastHandler):
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"choices\": [")
             self.close_connection = True
             self.connection.shutdown(2)
+        elif mode == "key" and self.headers.get("Authorization") != f"Bearer {options.get('want', '')}":
+            self.send_json(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
         elif mode == "garbage_answer" and chat:
             self.send_json(200, {"choices": [{"message": {"role": "assistant", "content": "I think the answer is 42"}}]})
         elif mode == "flaky" and chat and number % int(options.get("fail_every", 3)) == 0:

@@ -161,54 +161,50 @@ def profile_step(architecture: dict[str, Any], plan: DevicePlan, rows: list[Enco
         job._train_step([list(range(batch))], training, forward)
         synchronize(plan)
     del job, model, optimizer, training, forward
-    reference = with_lora(random_model(architecture, plan))
-    reference.train()
-    adam = torch.optim.AdamW([p for p in reference.parameters() if p.requires_grad], lr=2e-4)
-    tensors = collate(rows[:batch], 0)
-    input_ids, attention_mask, labels = (t.to(plan.device) for t in (tensors.input_ids, tensors.attention_mask,
-                                                                      tensors.labels))
-
-    def plain_step() -> None:
-        with plan.autocast():
-            loss = reference(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in reference.parameters() if p.requires_grad], 1.0)
-        adam.step()
-        adam.zero_grad(set_to_none=True)
-
+    plain_step = PlainStep(architecture, plan)
     for _ in range(2):
-        plain_step()
+        plain_step(rows[:batch])
     synchronize(plan)
     with profile(activities=activities) as plain:
-        plain_step()
+        plain_step(rows[:batch])
         synchronize(plan)
     with out.open("a") as handle:
         for name, measured in (("promptgym", ours), ("plain transformers + peft", plain)):
             handle.write(f"== {name} step, batch {batch}\n{measured.key_averages().table(sort_by=sort, row_limit=25)}\n")
 
 
+class PlainStep:
+    """The reference: transformers + peft as their docs show (full logits, ``labels=``), the plan's formats."""
+
+    def __init__(self, architecture: dict[str, Any], plan: DevicePlan) -> None:
+        self.plan, self.model = plan, with_lora(random_model(architecture, plan))
+        self.model.train()
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.trainable, lr=2e-4)
+
+    def __call__(self, rows: list[EncodedConversation]) -> None:
+        tensors = collate(rows, 0)
+        input_ids, attention_mask, labels = (t.to(self.plan.device) for t in
+                                             (tensors.input_ids, tensors.attention_mask, tensors.labels))
+        with self.plan.autocast():
+            loss = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.trainable, 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
 def plain_sft(architecture: dict[str, Any], plan: DevicePlan, rows: list[EncodedConversation], batch: int,
               steps: int) -> dict[str, Any]:
-    """The reference: transformers + peft as their docs show, full logits, the same formats and batches."""
-
+    """:class:`PlainStep` on the same batches as promptgym's loop; seconds per step after one warm-up step."""
     result: dict[str, Any] = {}
     with measured_memory(plan, result):
-        model = with_lora(random_model(architecture, plan))
-        model.train()
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
+        step_once = PlainStep(architecture, plan)
         seconds = []
         for step in range(steps + 1):
-            tensors = collate(rows[step * batch:(step + 1) * batch], 0)
             synchronize(plan)
             started = time.perf_counter()
-            input_ids, attention_mask, labels = (t.to(plan.device) for t in
-                                                 (tensors.input_ids, tensors.attention_mask, tensors.labels))
-            with plan.autocast():
-                loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            step_once(rows[step * batch:(step + 1) * batch])
             synchronize(plan)
             seconds.append(time.perf_counter() - started)
     step = statistics.median(seconds[1:])

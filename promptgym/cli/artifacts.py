@@ -142,6 +142,23 @@ def validation_lines(run: Any) -> list[str]:
     return [f"Validation, last epoch (95% CI): {shown}", ""]
 
 
+def stage_lines(run: Any) -> list[str]:
+    """A chain's stages: each one's validation score with its interval, and its check against its start."""
+    ended = [event for event in run.events() if event["event"] == "stage_ended"]
+    if not ended:
+        return []
+    lines = ["## Stages", "", "| stage | validation (95% CI) | vs its start | LM calls | seconds |", "|---|---|---|---|---|"]
+    for event in ended:
+        val, check = event.get("val"), event.get("comparison")
+        score = f"{val['mean']:.3f} [{val['low']:.3f}, {val['high']:.3f}] (n={val['n']})" if val else "-"
+        versus = "kept its start" if not check else (
+            f"{'kept' if check['accepted'] else 'undone'}: {check['test']['difference']:+.3f}, "
+            f"p={check['test']['p_value']:.3g}")
+        lines.append(f"| {event['stage']} | {score} | {versus} | {event.get('lm_calls', 0)} | "
+                     f"{event.get('seconds', 0):.0f} |")
+    return [*lines, ""]
+
+
 def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
     baseline, final = status.get("baseline") or {}, status.get("final") or {}
     reward = job.reward.name
@@ -162,7 +179,7 @@ def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[di
         f"| baseline | {_score(before)} | {_interval(baseline, reward)} | {baseline.get('split', '-')} | "
         f"{baseline.get('size', '-')} |",
         f"| best | {_score(after)} | {_interval(final, reward)} | {final.get('split', '-')} | {final.get('size', '-')} |",
-        "", *improvement_lines(status, reward), *validation_lines(run),
+        "", *improvement_lines(status, reward), *validation_lines(run), *stage_lines(run),
     ]
     lines += prompt_section(job.program)
     lines += ["## Top candidates", "", "| id | origin | parent | score | split | examples | best |",

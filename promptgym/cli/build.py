@@ -60,7 +60,7 @@ def build_language_model(config: JobConfig) -> Any:
         raise ConfigError(f"model.api_key_env: environment variable {section.api_key_env} is not set "
                           "(put it in your .env and pass --env-file)")
     try:
-        return LanguageModel(model=section.name, api_base=section.api_base, api_key=api_key,
+        return LanguageModel(model=section.name, api_base=section.api_base, api_key=api_key, api_key_env=section.api_key_env,
                              temperature=section.temperature, max_tokens=section.max_tokens,
                              concurrency=section.concurrency, cache=section.cache)
     except Exception as error:  # noqa: BLE001 - surface as a config error naming the key
@@ -275,12 +275,26 @@ def build_optimizer(config: JobConfig) -> Any:
 
     from promptgym.core.identifiers import normalize_identifier
 
-    params = dict(config.optimizer.params)
-    cls = optimizers.OPTIMIZERS.get(normalize_identifier(config.optimizer.name))
-    if isinstance(cls, type) and "seed" in inspect.signature(cls.__init__).parameters:
-        params.setdefault("seed", config.job.seed)
+    def spec(name: str, given: dict[str, Any]) -> dict[str, Any]:
+        params = dict(given)
+        cls = optimizers.OPTIMIZERS.get(normalize_identifier(name))
+        if isinstance(cls, type) and "seed" in inspect.signature(cls.__init__).parameters:
+            params.setdefault("seed", config.job.seed)
+        return {"class_name": name, "config": params}
+
+    optimizers.load_lazy_optimizers()  # FineTune's name resolves
+    if config.optimizer.stages:
+        stages = []
+        for index, stage in enumerate(config.optimizer.stages):
+            try:
+                stages.append(optimizers.get(spec(stage.name, stage.params)))
+            except (ValueError, TypeError) as error:
+                given = ", ".join(f"{key}={value!r}" for key, value in stage.params.items())
+                raise ConfigError(f"optimizer.stages[{index}] ({stage.name}): {error}"
+                                  + (f" (params: {given})" if given else "")) from None
+        return optimizers.Sequence(stages)
     try:
-        return optimizers.get({"class_name": config.optimizer.name, "config": params})
+        return optimizers.get(spec(config.optimizer.name, config.optimizer.params))
     except (ValueError, TypeError) as error:
         given = ", ".join(f"{key}={value!r}" for key, value in config.optimizer.params.items())
         raise ConfigError(f"optimizer: {error}" + (f" (optimizer.params: {given})" if given else "")) from None

@@ -24,8 +24,8 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
 def secret_masker(env_file: Optional[str], config: JobConfig | None = None) -> Masker:
     try:
         masker = load_env_file(env_file)
-    except FileNotFoundError as error:
-        fail(str(error))
+    except (FileNotFoundError, ValueError) as error:
+        fail(f"--env-file: {error}")
     if config is not None:
         masker.add_from_environment(secret_env_names(config))
     show_warnings(masker)  # the masker is shared: secrets added to it later are masked in warnings too

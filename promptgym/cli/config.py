@@ -17,6 +17,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from promptgym.core.identifiers import normalize_identifier
 from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.settings import SFTSettings
 
@@ -145,9 +146,29 @@ class ScorerSpec(Section):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class OptimizerStage(Section):
+    """One ``[[optimizer.stages]]`` table: an optimizer of a chain."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class OptimizerSection(Section):
     name: str = "randomfewshot"
     params: dict[str, Any] = Field(default_factory=dict)
+    stages: list[OptimizerStage] | None = Field(None, description="optimizers run one after another in one fit() "
+                                                "(name then defaults to \"sequence\"), e.g. knnfewshot, finetune, knnfewshot")
+
+    @model_validator(mode="after")
+    def _stages_make_a_sequence(self) -> "OptimizerSection":
+        if self.stages is not None:
+            if not self.stages:
+                raise ValueError("optimizer.stages: give at least one [[optimizer.stages]] table")
+            if "name" in self.model_fields_set and normalize_identifier(self.name) != "sequence":
+                raise ValueError(f"optimizer.name = {self.name!r} with [[optimizer.stages]]: stages make a "
+                                 "\"sequence\"; leave name out or set it to \"sequence\"")
+            self.name = "sequence"
+        return self
 
 
 class EarlyStoppingSpec(Section):

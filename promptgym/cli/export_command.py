@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from promptgym.cli.common import console, fail, secret_masker
+from promptgym.cli.common import EXIT_FAILED, console, fail, secret_masker
 from promptgym.cli.config import ConfigError, load_config, read_toml, validate_config
 from promptgym.cli.runs import RunFolder, default_runs_dir
 
@@ -35,8 +35,18 @@ def export_sft_data_command(
     """Write SFT rows made of the messages a program's Generators send and the answers that earned the reward."""
     from promptgym.cli.build import build_job
 
+    from promptgym.training.sft_export import check_min_reward
+
     if split not in SPLITS:
         fail(f"--split: expected one of {', '.join(SPLITS)}, got {split!r}")
+    try:
+        check_min_reward(min_reward)
+    except ValueError as error:
+        fail(f"--min-reward: {str(error).split(': ', 1)[1]}")
+    if output.is_dir():
+        fail(f"--output: {output} is a directory; give the JSONL file to write (e.g. {output / 'distilled.jsonl'})")
+    if program_file is not None and not program_file.is_file():
+        fail(f"--program: no such file: {program_file}")
     if (run_id is None) == (not config):
         fail("give either --run RUN_ID or --config FILE")
     masker = secret_masker(env_file)
@@ -57,8 +67,13 @@ def export_sft_data_command(
         from promptgym.core.atomic import read_json
 
         try:
-            program.set_variables(read_json(program_file)["variables"], source=str(program_file))
-        except (FileNotFoundError, KeyError, ValueError) as error:
+            saved = read_json(program_file)
+            variables = saved.get("variables") if isinstance(saved, dict) else None
+            if not isinstance(variables, dict):
+                raise ValueError(f"expected a saved program: a JSON object whose 'variables' is an object, got "
+                                 f"{type(variables).__name__ if isinstance(saved, dict) else type(saved).__name__}")
+            program.set_variables(variables, source=str(program_file))
+        except (OSError, KeyError, TypeError, ValueError) as error:
             fail(f"--program: {program_file}: {error}")
     program.compile(reward=job.reward)
     data = job.data
@@ -70,4 +85,7 @@ def export_sft_data_command(
                                                  with_demonstrations=with_demonstrations))
     console.print(masker.mask(str(report)), markup=False, soft_wrap=True)
     console.print(f"mean reward {report.mean_reward:.3f}; rows per Generator: {report.rows_per_module}", markup=False)
+    if report.rows == 0:
+        fail(f"no run earned --min-reward {min_reward:g}: {output} has no rows to fine-tune on (lower --min-reward, "
+             "or export a program that scores better)", EXIT_FAILED)
     console.print(f"fine-tune on it: [sft] train_file = \"{output}\"", markup=False)

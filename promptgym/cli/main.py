@@ -32,6 +32,7 @@ from promptgym.cli.export_command import export_sft_data_command
 from promptgym.cli.export_prompt_command import export_prompt_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
+from promptgym.cli.process_identity import process_identity
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
 from promptgym.cli.serve_command import serve_command
@@ -109,7 +110,7 @@ def start_detached(run: RunFolder, runs_dir: Path, backend: BackendSpec) -> None
     with (run.path / "worker.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, cwd=os.getcwd())
-    run.update_status(pid=process.pid, status="starting")
+    run.update_status(pid=process.pid, process=process_identity(process.pid), status="starting")
     console.print(f"started run {run.id} (pid {process.pid})")
     console.print(f"follow it with: promptgym runs watch {run.id}")
 
@@ -138,7 +139,7 @@ def train(
     run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="The run's id (a submitted job's)."),
 ) -> None:
     """Validate a config, preview the job, and train."""
-    from promptgym.cli.preview import print_headroom
+    from promptgym.cli.preview import print_headroom, print_sft_step_times
 
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
@@ -161,6 +162,7 @@ def train(
     except ConfigError as error:
         fail(masker.mask(str(error)))
     masker.add_from_environment(secret_env_names(job_config))
+    refuse_taken_model_name(job_config, None)
     if job_config.job.type == "sft":
         from promptgym.cli.sft_command import train_sft
 
@@ -175,6 +177,10 @@ def train(
             console.print("dry run: nothing started (the headroom check, which calls the model, is skipped too)")
             return
         print_headroom(job, masker, console)
+        try:
+            print_sft_step_times(job, console)
+        except ValueError as error:  # FineTune's errors: a model it cannot train, no labels to train on
+            fail(masker.mask(str(error)))
         if not yes and not typer.confirm("Start this run?", default=True):
             raise typer.Exit(0)
         try:
@@ -219,6 +225,17 @@ def prepare_job(job_config: JobConfig, masker: Masker, backend: BackendSpec | No
         fail(masker.mask(str(error)))
 
 
+def refuse_taken_model_name(job_config: JobConfig, run: RunFolder | None) -> None:
+    """A weight run whose ``model_name`` another run registered would fail after training and export: exit 2 now."""
+    from promptgym.lm.finetuned_models import name_taken_problem
+
+    section = job_config.job.type
+    name = getattr(getattr(job_config, section, None), "model_name", None)
+    problem = name_taken_problem(name, str(run.path.resolve()) if run else None) if name else None
+    if problem:
+        fail(f"{section}.model_name: {problem}")
+
+
 def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict[str, Any], yes: bool, dry_run: bool,
                poll: bool, stream_format: str, backend: BackendSpec) -> None:
     """``train --resume``: the run's own config, previewed (and checked) like a new run, confirmed unless ``--yes``."""
@@ -235,6 +252,7 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     if status.get("status") == "completed":
         fail(f"run {run.id} already completed")
     masker = secret_masker(env_file or status.get("env_file"), job_config)
+    refuse_taken_model_name(job_config, run)
     if job_config.job.type == "rl":
         from promptgym.cli.rl_command import resume_rl
 

@@ -15,6 +15,10 @@ models_app = typer.Typer(help="Models usable as model strings: embedded and fine
 console = Console(highlight=False)
 
 
+MIN_OTHER_COLUMNS = 90
+"""What the table's other columns need (kind, base, size, files, borders) beside the model string to stay readable."""
+
+
 def _mb(size: int) -> str:
     return f"{size / 1e6:,.0f} MB" if size else "-"
 
@@ -40,26 +44,41 @@ def embedded_rows() -> list[tuple[str, str, str, str, str]]:
 
 
 def finetuned_rows() -> list[tuple[str, str, str, str, str]]:
-    from promptgym.lm.finetuned_models import list_finetuned_models
+    """One row per usable entry, then one per unreadable entry saying what is wrong (``models remove`` deletes it)."""
+    from promptgym.lm.finetuned_models import scan_finetuned_models
 
     rows = []
-    for entry in list_finetuned_models():
+    entries, unreadable = scan_finetuned_models()
+    for entry in entries:
         files = entry.files()
         missing = [path for path in files.values() if not Path(path).is_file()]
         where = "\n".join(f"{kind}: {path}" for kind, path in files.items()) + ("\n(missing files!)" if missing else "")
         created = datetime.fromtimestamp(entry.created).strftime("%Y-%m-%d %H:%M")
         rows.append((entry.model_string, f"{entry.method} {created}", entry.base, _mb(entry.size_bytes()), where))
+    for bad in unreadable:
+        rows.append((f"local/{bad.name}", "unreadable", "-", "-",
+                     f"{bad.path}: {bad.problem} (delete it with: promptgym models remove {bad.name})"))
     return rows
 
 
 @models_app.command("list")
 def list_command() -> None:
     """Every model string that names a local model, with its base, size and files."""
+    rows = embedded_rows() + finetuned_rows()
+    longest = max(len(row[0]) for row in rows)
+    if longest + MIN_OTHER_COLUMNS > console.width:  # never cut a model string (users copy it): a block per model
+        for model, kind, base, size, where in rows:
+            console.print(model, markup=False, soft_wrap=True)
+            console.print(f"  {kind}, base {base}, {size}", markup=False, soft_wrap=True)
+            for line in where.splitlines():
+                console.print(f"  {line}", markup=False, soft_wrap=True)
+        return
     table = Table()
-    for column in ("model", "kind", "base", "size"):
-        table.add_column(column, no_wrap=True)
+    table.add_column("model", no_wrap=True, min_width=longest)
+    for column in ("kind", "base", "size"):
+        table.add_column(column, overflow="fold")
     table.add_column("files", overflow="fold")
-    for row in embedded_rows() + finetuned_rows():
+    for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     console.print(table)
 
@@ -70,9 +89,14 @@ def remove_command(name: str) -> None:
     from promptgym.lm.errors import UnknownModelError
     from promptgym.lm.finetuned_models import remove_finetuned_model
 
+    from promptgym.lm.finetuned_models import UnreadableEntry
+
     try:
         entry = remove_finetuned_model(name.removeprefix("local/"))
     except UnknownModelError as error:
         console.print(f"error: {error}", markup=False)
         raise typer.Exit(2)
+    if isinstance(entry, UnreadableEntry):
+        console.print(f"removed the unreadable entry {entry.path} ({entry.problem})", markup=False, soft_wrap=True)
+        return
     console.print(f"removed {entry.model_string} (files kept in {entry.run})", markup=False)

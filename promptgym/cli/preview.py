@@ -59,6 +59,36 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
     return parts
 
 
+def stage_estimates(job: Job) -> list[tuple[str, str]]:
+    """Per stage of a chain (or for a lone FineTune): what it will cost in LM calls and SFT steps."""
+    stages = getattr(job.optimizer, "stages", None)
+    if not stages and not hasattr(job.optimizer, "estimate_sft_steps"):
+        return []
+    training, sizes = job.config.training, job.data.sizes()
+    train, val = sizes["train"], sizes["validation"]
+    if not val and job.config.data:
+        val = int(math.floor(train * job.config.data.validation_split))
+        train -= val
+    calls_per_run = generator_count(job.program)
+    rows = []
+    for index, stage in enumerate(stages or [job.optimizer]):
+        estimate = getattr(stage, "estimate_lm_calls", None)
+        calls = int(estimate(train_size=train, val_size=val, epochs=training.epochs, batch_size=training.batch_size,
+                             minibatch_size=training.minibatch_size)) if callable(estimate) else 0
+        runs = getattr(stage, "estimate_training_runs", None)
+        calls += (int(runs(job.program, train_size=train, epochs=training.epochs)) if callable(runs)
+                  else training.epochs * train) * calls_per_run
+        text = f"{type(stage).__name__}: <= {calls} LM calls (check against its start on {val} validation examples included)"
+        steps = getattr(stage, "estimate_sft_steps", None)
+        if callable(steps):
+            text += (f"; SFT <= {steps(train * calls_per_run)} steps per base model "
+                     f"({train} rows, batch {stage.batch_size}, {stage.n_epochs} epoch(s)); the step time is measured "
+                     "when training starts" + (f", stopped at max_train_seconds={stage.max_train_seconds:g}"
+                                                if stage.max_train_seconds else ""))
+        rows.append((f"stage {index + 1}" if stages else "weights", text))
+    return rows
+
+
 def optimizer_description(job: Job) -> str:
     config = job.optimizer.get_config() if hasattr(job.optimizer, "get_config") else {}
     budget = {k: v for k, v in config.items() if "budget" in k or "calls" in k}
@@ -101,6 +131,7 @@ def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[st
         ("reward", scorer_description(job.reward)),
         *([("metrics", ", ".join(scorer_description(metric) for metric in job.metrics))] if job.metrics else []),
         ("optimizer", optimizer_description(job)),
+        *stage_estimates(job),
         ("training", ", ".join(f"{k}={v}" for k, v in config.training.model_dump().items() if v is not None)),
         ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")
          + "); cached calls are free"),
@@ -117,6 +148,31 @@ def print_preview(job: Job, masker: Masker, console: Console | None = None, back
     for key, value in preview_rows(job, masker, backend):
         table.add_row(key, value)
     (console or Console()).print(table)
+
+
+def print_sft_step_times(job: Job, console: Console | None = None) -> dict[str, float]:
+    """Time one SFT step for each FineTune stage (it loads the base model) and print what training will take.
+
+    Raises the stage's error (a model it cannot train, no labels) before the run starts.
+    """
+    import tempfile
+
+    console = console or Console()
+    stages = getattr(job.optimizer, "stages", None) or [job.optimizer]
+    measured: dict[str, float] = {}
+    train = len(job.data.x_train)
+    for index, stage in enumerate(stages):
+        if not hasattr(stage, "measure_step_seconds"):
+            continue
+        with tempfile.TemporaryDirectory(prefix="promptgym-step-") as folder:
+            seconds = stage.measure_step_seconds(job.program, job.data.x_train, job.data.y_train, folder)
+        steps = stage.estimate_sft_steps(train * generator_count(job.program))
+        for base, step_s in seconds.items():
+            budget = f", stopped at max_train_seconds={stage.max_train_seconds:g}" if stage.max_train_seconds else ""
+            console.print(f"stage {index + 1} FineTune: one SFT step of {base} takes {step_s:.1f} s here: about "
+                          f"{steps * step_s / 60:.0f} min for <= {steps} steps{budget}")
+            measured[base] = step_s
+    return measured
 
 
 def validation_sample(job: Job) -> tuple[Any, Any]:

@@ -16,7 +16,7 @@ from promptgym.cli.main import save_resolved_config, start_detached, task_app_fo
 from promptgym.cli.rl_runner import connect_environment, execute_rl, prepare_rl, print_rl_preview
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.sft_runner import has_checkpoint
+from promptgym.cli.sft_runner import has_checkpoint, resume_message
 
 
 def _local_only(backend: BackendSpec) -> None:
@@ -94,8 +94,7 @@ def resume_rl(run: RunFolder, config: JobConfig, masker: Masker, runs_dir: Path,
     """Continue after the last checkpoint (adapter, optimiser, schedule, RNG), or start over without one."""
     _local_only(backend)
     resume = has_checkpoint(run)
-    console.print(f"resuming run {run.id} after iteration {run.status().get('iterations_done', 0)}" if resume
-                  else f"run {run.id} has no checkpoint yet: starting it over")
+    console.print(resume_message(run, "iteration"), markup=False, soft_wrap=True)
     final = None
     with task_app_for(config, masker, runs_dir) as effective:
         environment, job = _prepare(effective, masker)

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from promptgym.cli.artifacts import failure_counts, write_artifacts, write_failure_summary
 from promptgym.cli.build import Job, build_job
 from promptgym.cli.config import JobConfig
+from promptgym.cli.process_identity import process_identity
 from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import SESSION_CALLS, RunFolder
@@ -165,6 +166,13 @@ def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Any], initial_st
     return arguments
 
 
+def place_weight_runs(optimizer: Any, run_path: Any) -> None:
+    """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder."""
+    for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
+        if hasattr(stage, "output_dir") and stage.output_dir is None:
+            stage.output_dir = str(run_path / "finetune" / f"stage-{index + 1}")
+
+
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
                   resume: bool = False, job: Job | None = None, backend: Any = None) -> dict[str, Any]:
     """Train, checkpointing every step and on interrupt; returns the final run status.
@@ -177,7 +185,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     listeners = with_run_loggers(listeners, config, run, masker)
     started, usage_start = time.time(), LEDGER.total()
     run.stamp = lambda: {SESSION_CALLS: LEDGER.total().calls - usage_start.calls}
-    status = run.update_status(status="running", pid=os.getpid(), error=None,
+    status = run.update_status(status="running", pid=os.getpid(), process=process_identity(os.getpid()), error=None,
                                runs_on=backend.describe() if backend is not None else None)
     executor = backend.executor() if backend is not None else None
     recorder = RunRecorder(run, masker, listeners)
@@ -186,6 +194,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     try:
         with cancel_on_sigterm():
             job = job or await build_job(config)
+            place_weight_runs(job.optimizer, run.path)
             job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
             recorder.set_program(job.program)
             epoch, step = 0, 0
@@ -233,7 +242,7 @@ def finish(run: RunFolder, recorder: RunRecorder, started: float, usage_start: U
     session = LEDGER.total().minus(usage_start)
     previous = run.status()
     status = run.update_status(
-        **changes, pid=None, finished=time.time(),
+        **changes, pid=None, process=None, finished=time.time(),
         elapsed_s=round(sum(s["elapsed_s"] for s in earlier) + time.time() - started, 2),
         lm_calls=int(sum(s["lm_calls"] for s in earlier)) + session.calls,
         lm_failures=previous.get("lm_failures", 0) + session.failures,

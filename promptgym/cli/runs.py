@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from promptgym.cli.process_identity import is_same_process
 from promptgym.core.atomic import atomic_write_json, atomic_write_text, read_json
 
 logger = logging.getLogger("promptgym")
@@ -95,8 +96,10 @@ class RunFolder:
         """One JSON line, appended and flushed (the log is never rewritten)."""
         stamped = {"time": round(time.time(), 3), **event, **(self.stamp() if self.stamp else {})}
         line = json.dumps(stamped, ensure_ascii=False, default=str)
-        with self.events_path.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        with self.events_path.open("ab") as handle:
+            if handle.tell() and not _ends_with_newline(self.events_path):
+                handle.write(b"\n")  # a session killed mid-write left half a line: never glue this event to it
+            handle.write((line + "\n").encode("utf-8"))
             handle.flush()
 
     def events(self) -> list[dict[str, Any]]:
@@ -178,18 +181,30 @@ class RunFolder:
         return sessions
 
 
-def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
-    """Status of every run, newest first."""
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def list_runs(runs_dir: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[dict[str, Any]]:
+    """Status of every run, newest first; a run whose run.json can't be read is left out and, when
+    ``unreadable`` is given, appended to it as (folder, why)."""
     if not runs_dir.is_dir():
         return []
     found = []
     for path in runs_dir.iterdir():
         if (path / "run.json").is_file():
             try:
-                found.append(RunFolder(path).status())
-            except (ValueError, OSError):
-                continue
-    return sorted(found, key=lambda status: status.get("created", 0), reverse=True)
+                status = RunFolder(path).status()
+            except (ValueError, OSError) as error:
+                status = f"{type(error).__name__}: {error}"
+            if isinstance(status, dict) and isinstance(status.get("id"), str):
+                found.append(status)
+            elif unreadable is not None:
+                unreadable.append((path, status if isinstance(status, str) else "run.json is not a run's status object"))
+    return sorted(found, key=lambda status: status.get("created", 0) if isinstance(status.get("created"), (int, float))
+                  else 0, reverse=True)
 
 
 def process_alive(pid: int | None) -> bool:
@@ -200,3 +215,15 @@ def process_alive(pid: int | None) -> bool:
     except OSError:
         return False
     return True
+
+
+def run_process_state(status: dict[str, Any]) -> str:
+    """``"alive"`` when the process ``run.json`` records still runs, ``"gone"`` when it died (its pid may now be
+    another program's), ``"unverified"`` for a live pid recorded without its identity (an older promptgym)."""
+    pid = status.get("pid")
+    if not process_alive(pid):
+        return "gone"
+    recorded = status.get("process")
+    if recorded is None:
+        return "unverified"
+    return "alive" if isinstance(recorded, dict) and recorded.get("pid") == pid and is_same_process(recorded) else "gone"

@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from promptgym.cli.render import make_renderer
-from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, process_alive
+from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
-LIST_COLUMNS_WIDTH = 50
-"""What ``runs list``'s columns after the id need (status, epochs, scores, date, gaps)."""
+LIST_COLUMNS_WIDTH = 62
+"""What ``runs list``'s columns beside the id and the model need (status, progress, scores, date, gaps)."""
 
 
 def _open(run_id: str, runs_dir: Optional[Path]) -> RunFolder:
@@ -48,8 +48,28 @@ def _when(timestamp: float | None, short: bool = False) -> str:
 
 
 def _reward(entry: Any) -> str:
-    value = entry.get("reward") if isinstance(entry, dict) else None
-    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
+    value = entry.get("reward") if isinstance(entry, dict) else entry
+    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _count(value: Any) -> str:
+    return str(value) if isinstance(value, int) else "?"
+
+
+def progress_cells(status: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(progress, baseline, final, model) of a run in its own terms: epochs and rewards for prompt learning,
+    steps and loss for SFT, iterations and test reward (before/after) for RL."""
+    job_type = status.get("job_type")
+    model = str(status.get("model_id") or status.get("planned_model_id") or "-")
+    if job_type == "sft":
+        loss = status.get("final_loss")
+        return (f"{_count(status.get('steps_done', 0))}/{_count(status.get('total_steps'))} steps", "-",
+                f"loss {loss:.3f}" if isinstance(loss, (int, float)) else "-", model)
+    if job_type == "rl":
+        return (f"{_count(status.get('iterations_done', 0))}/{_count(status.get('iterations'))} iterations",
+                _reward(status.get("eval_reward_before")), _reward(status.get("eval_reward_after")), model)
+    return (f"{_count(status.get('epochs_done', 0))} epoch(s)", _reward(status.get("baseline")),
+            _reward(status.get("final")), "-")
 
 
 def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
@@ -69,7 +89,7 @@ def effective_status(status: dict, run: RunFolder | None = None) -> str:
     """A submitted run asks its cluster; a running run whose process is gone was killed: say so."""
     if status.get("ray_address") and run is not None and status.get("status") not in TERMINAL:
         return submitted_status(run, status)
-    if status.get("status") in ("running", "starting") and status.get("pid") and not process_alive(status["pid"]):
+    if status.get("status") in ("running", "starting") and status.get("pid") and run_process_state(status) == "gone":
         return "stopped (killed?)"
     return str(status.get("status"))
 
@@ -88,21 +108,25 @@ def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
         console.print(table)
         return
     folder = runs_dir or default_runs_dir()
-    rows = [(status["id"], effective_status(status, RunFolder(folder / status["id"])), str(status.get("epochs_done", 0)),
-             _reward(status.get("baseline")), _reward(status.get("final")), _when(status.get("created"), short=True))
-            for status in list_runs(folder)]
+    unreadable: list[tuple[Path, str]] = []
+    rows = [(status["id"], effective_status(status, RunFolder(folder / status["id"])), *progress_cells(status),
+             _when(status.get("created") if isinstance(status.get("created"), (int, float)) else None, short=True))
+            for status in list_runs(folder, unreadable)]
     id_width = max((len(row[0]) for row in rows), default=2)
-    if id_width + LIST_COLUMNS_WIDTH > console.width:  # never cut an id (users copy it): one block per run instead
-        for run_id, state, epochs, baseline, final, created in rows:
+    model_width = max((len(row[5]) for row in rows), default=5)
+    if id_width + model_width + LIST_COLUMNS_WIDTH > console.width:  # never cut an id or a model (users copy them)
+        for run_id, state, progress, baseline, final, model, created in rows:
             console.print(run_id, markup=False, soft_wrap=True)
-            console.print(f"  {state}, {epochs} epoch(s), baseline {baseline}, final {final}, created {created}",
-                          markup=False, soft_wrap=True)
-        return
-    table = Table(Column("id", no_wrap=True, min_width=id_width), "status", "epochs", "baseline", "final", "created",
-                  box=None, pad_edge=False)
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+            console.print(f"  {state}, {progress}, baseline {baseline}, final {final}, created {created}"
+                          + (f"\n  model {model}" if model != "-" else ""), markup=False, soft_wrap=True)
+    else:
+        table = Table(Column("id", no_wrap=True, min_width=id_width), "status", "progress", "baseline", "final",
+                      Column("model", no_wrap=True, min_width=model_width), "created", box=None, pad_edge=False)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for path, problem in unreadable:
+        console.print(f"{path.name}: not listed, its run.json can't be read ({problem})", markup=False, soft_wrap=True)
 
 
 @runs_app.command("show")
@@ -191,7 +215,7 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
     run = _open(run_id, runs_dir)
     status = _status(run)
     state = effective_status(status, run)
-    if state in TERMINAL or state.startswith("stopped"):
+    if state in TERMINAL or (state.startswith("stopped") and not status.get("pid")):
         console.print(f"run {run.id} is not running ({state})", markup=False)
         return
     if status.get("ray_address"):
@@ -200,8 +224,19 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
         RayJobs(status["ray_address"]).stop(run.id)
         console.print(f"stop requested for job {run.id} on {status['ray_address']}", markup=False)
         return
-    if not process_alive(status.get("pid")):
-        console.print(f"run {run.id} has no live process", markup=False)
+    state = run_process_state(status)
+    if state != "alive":
+        pid = status.get("pid")
+        if state == "unverified":
+            console.print(f"run {run.id}: pid {pid} is alive but run.json does not record which process it was "
+                          f"(written by an older promptgym), so it is not signalled; if `ps -p {pid}` shows the "
+                          f"run's worker, stop it with: kill {pid}", markup=False, soft_wrap=True)
+            raise typer.Exit(1)
+        run.update_status(status="interrupted", pid=None,
+                          error=f"its process (pid {pid}) was gone (killed, out of memory, or the machine restarted)")
+        console.print(f"run {run.id}'s process (pid {pid}) is gone: nothing to stop (any process now holding that pid "
+                      f"is another program and was left alone); marked interrupted. Continue with: promptgym train "
+                      f"--resume {run.id}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
     os.kill(status["pid"], signal.SIGTERM)  # the run checkpoints and records 'interrupted'
     console.print(f"sent SIGTERM to run {run.id} (pid {status['pid']})", markup=False)

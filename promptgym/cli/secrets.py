@@ -95,10 +95,31 @@ def load_env_file(path: str | Path | None, masker: Masker | None = None) -> Mask
 
 
 def env_file_values(path: str | Path) -> dict[str, str]:
-    """The ``KEY=value`` pairs of an env file (without touching ``os.environ``)."""
+    """The ``KEY=value`` pairs of an env file (without touching ``os.environ``).
+
+    A line that is not ``KEY=value`` (``JUSTAWORD``, ``=value``) is a ValueError naming the file and line,
+    never the line's text (it may hold a secret).
+    """
+    import io
+
+    from dotenv.parser import parse_stream
+
     source = Path(path)
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such env file")
-    from dotenv import dotenv_values
-
-    return {name: value for name, value in dotenv_values(source).items() if value is not None}
+    try:
+        text = source.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{source}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+    values, problems = {}, []
+    for binding in parse_stream(io.StringIO(text)):
+        line = binding.original.line
+        if binding.error:
+            problems.append(f"{source}:{line}: not a KEY=value line (a name is needed before '=')")
+        elif binding.key is not None and binding.value is None:
+            problems.append(f"{source}:{line}: {binding.key} has no value (expected {binding.key}=value)")
+        elif binding.key is not None:
+            values[binding.key] = binding.value
+    if problems:
+        raise ValueError("; ".join(problems))
+    return values

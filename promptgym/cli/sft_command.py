@@ -13,7 +13,7 @@ from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.main import save_resolved_config, start_detached
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.sft_runner import has_checkpoint, prepare_sft, print_sft_preview, run_sft_in_process
+from promptgym.cli.sft_runner import has_checkpoint, prepare_sft, print_sft_preview, resume_message, run_sft_in_process
 
 
 def run_sft(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool, job: object = None,
@@ -60,10 +60,8 @@ def train_sft(config: JobConfig, config_files: list[str], env_file: Optional[str
 def announce_sft_resume(run: RunFolder, backend: BackendSpec) -> bool:
     """Say where the run continues: after its last checkpoint (optimizer, schedule and RNG included), or from the
     start when it has none; returns whether a checkpoint is resumed."""
-    resume = has_checkpoint(run)
-    console.print(f"resuming run {run.id} after step {run.status().get('steps_done', 0)}" if resume
-                  else f"run {run.id} has no checkpoint yet: starting it over")
-    return resume
+    console.print(resume_message(run, "step"), markup=False, soft_wrap=True)
+    return has_checkpoint(run)
 
 
 def sft_worker(run: RunFolder, config: JobConfig, masker: Masker, backend: BackendSpec | None = None) -> None:

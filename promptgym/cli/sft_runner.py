@@ -89,12 +89,17 @@ def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float,
                      f"{settings.learning_rate:g}, warmup {settings.warmup_ratio:g}; max_length {settings.max_length}; "
                      f"loss on {settings.train_on} tokens"
                      + ("; activation checkpointing" if settings.gradient_checkpointing else "")),
-        ("checkpoints", f"every {settings.save_steps} steps and at the end"
-                        + (f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after")),
+        ("checkpoints", f"every {settings.save_steps} steps and at the end" + _evaluation_note(settings, len(data.validation))),
         ("export", f"merged {settings.export.merged}" + (", LoRA adapter GGUF" if settings.export.adapter else "")),
         ("est. time", f"{_duration(estimated_seconds(job, step_seconds, backend))} ({step_seconds:.2f} s per step, "
                       "measured" + (", plus starting Ray Train)" if trainer else ")")),
     ]
+
+
+def _evaluation_note(settings: Any, validation_rows: int) -> str:
+    if not validation_rows:
+        return "; no evaluation (0 validation rows: set validation_file or validation_split)"
+    return f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after"
 
 
 def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: Masker, console: Console,
@@ -134,6 +139,17 @@ def has_checkpoint(run: RunFolder) -> bool:
     from promptgym.finetune.checkpoint import last_checkpoint
 
     return last_checkpoint(run.path / "checkpoints") is not None
+
+
+def resume_message(run: RunFolder, unit: str) -> str:
+    """What ``--resume`` says: after which step (iteration) it continues, from which checkpoint when that is not
+    the one ``last.json`` names, or that it starts over."""
+    from promptgym.finetune.checkpoint import find_checkpoint, read_progress
+
+    checkpoint, note = find_checkpoint(run.path / "checkpoints")
+    if checkpoint is None:
+        return f"run {run.id} has no checkpoint yet: starting it over"
+    return f"resuming run {run.id} after {unit} {read_progress(checkpoint).step}" + (f" ({note})" if note else "")
 
 
 def run_sft_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,

@@ -53,6 +53,10 @@ def running_task_app(config: JobConfig, masker: Masker, runs_dir: Path) -> Itera
     try:
         yield with_task_url(config, app.url)
     finally:
+        exited = app.process.poll()
+        if exited is not None:  # the calls to it failed as connection errors: say why
+            console.print(f"error: task app {path.name} exited with code {exited} during the run (pid {app.pid}); "
+                          f"its log: {log}", markup=False, soft_wrap=True)
         app.stop()
         if previous is None:
             os.environ.pop(name, None)

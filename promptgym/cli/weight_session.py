@@ -17,6 +17,7 @@ import os
 import time
 from typing import Any, Iterator
 
+from promptgym.cli.process_identity import process_identity
 from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
@@ -28,13 +29,14 @@ class WeightRunSession:
                  resume: bool) -> None:
         self.run, self.masker = run, masker
         self.started, self.previous = time.time(), run.status()
-        run.update_status(status="running", pid=os.getpid(), error=None, job_type=job_type)
+        run.update_status(status="running", pid=os.getpid(), process=process_identity(os.getpid()), error=None,
+                          job_type=job_type)
         self.recorder = RunRecorder(run, masker, listeners)
         self.recorder.emit(RunStarted(run_id=run.id, resume=resume))
 
     def finish(self, **changes: Any) -> dict[str, Any]:
         """Record how the session ended (its time added to the earlier sessions'), and say so in the events."""
-        status = self.run.update_status(**changes, pid=None, finished=time.time(),
+        status = self.run.update_status(**changes, pid=None, process=None, finished=time.time(),
                                         elapsed_s=round(self.previous.get("elapsed_s", 0.0) + time.time() - self.started, 2))
         self.recorder.emit(RunFinished(status=status["status"], error=status.get("error"), elapsed_s=status["elapsed_s"]))
         return status

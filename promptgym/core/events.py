@@ -142,6 +142,31 @@ class CheckpointSaved(Event):
 
 
 @dataclass(frozen=True)
+class StageStarted(Event):
+    """A stage of an ``optimizers.Sequence`` starts from the previous stage's best program."""
+
+    kind: ClassVar[str] = "stage_started"
+    stage: str
+    index: int
+    stages: int
+    optimizer: str
+
+
+@dataclass(frozen=True)
+class StageEnded(Event):
+    """A stage ended: its validation score (``val``: an interval as a dict, None without validation data)
+    and its check against the program it started from (``comparison``, None when it kept that program)."""
+
+    kind: ClassVar[str] = "stage_ended"
+    stage: str
+    index: int
+    val: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None
+    lm_calls: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class CandidateProposed(Event):
     kind: ClassVar[str] = "candidate_proposed"
     candidate: int
@@ -165,20 +190,26 @@ class CandidateScored(Event):
 
 @dataclass(frozen=True)
 class CandidateAccepted(Event):
+    """A candidate became the incumbent; ``comparison``: its validation check against the start (see
+    :mod:`promptgym.optimizers.selection`), when that is what decided."""
+
     kind: ClassVar[str] = "candidate_accepted"
     candidate: int
     parent: int | None
     reason: str
+    comparison: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class CandidateRejected(Event):
-    """A candidate that was scored and lost (GEPA: its minibatch did not beat its parent's)."""
+    """A candidate that was scored and lost (GEPA: its minibatch did not beat its parent's; any optimizer's
+    best that was not better than the start on validation, with the ``comparison``)."""
 
     kind: ClassVar[str] = "candidate_rejected"
     candidate: int
     parent: int | None
     reason: str
+    comparison: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+from unittest import mock
+
+from rich.progress import track
 
 from promptgym.finetune.device import DevicePlan
 from promptgym.lm.cache import models_dir
@@ -35,6 +39,9 @@ def quiet_transformers() -> None:
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
+
+GGUF_MAGIC = b"GGUF"
 
 
 class BaseModelError(ValueError):
@@ -71,8 +78,14 @@ def resolve_base_model(name: str) -> BaseModelSource:
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise BaseModelError(f"base_model {name!r}: folder has no config.json (expected a Hugging Face format model)")
+        _check_hf_config(name, path / "config.json")
         return BaseModelSource(name=name, gguf=None, hf_dir=path.resolve(), fingerprint="")
     if path.suffix == ".gguf" and path.is_file():
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+        if magic != GGUF_MAGIC:
+            raise BaseModelError(f"base_model {name!r}: not a GGUF file (it starts with {magic!r}, a GGUF file with "
+                                 f"{GGUF_MAGIC!r}); give a llama.cpp model file, local/<name> or a Hugging Face folder")
         fingerprint = _gguf_fingerprint(path, None)
         return BaseModelSource(name=name, gguf=path.resolve(), hf_dir=hf_cache_dir(path.stem, fingerprint),
                                fingerprint=fingerprint)
@@ -87,6 +100,32 @@ def resolve_base_model(name: str) -> BaseModelSource:
     gguf = ensure_local_model(parsed.name)
     fingerprint = _gguf_fingerprint(gguf, spec.sha256)
     return BaseModelSource(name=name, gguf=gguf, hf_dir=hf_cache_dir(parsed.name, fingerprint), fingerprint=fingerprint)
+
+
+def _check_hf_config(name: str, config: Path) -> None:
+    """A Hugging Face folder's config.json must be a JSON object naming its ``model_type`` (transformers needs it)."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BaseModelError(f"base_model {name!r}: {config} can't be read as JSON ({error})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise BaseModelError(f"base_model {name!r}: {config} names no model_type (e.g. \"llama\"); expected the "
+                             "config.json of a Hugging Face format causal LM")
+
+
+@contextlib.contextmanager
+def gguf_progress(source: BaseModelSource) -> Iterator[None]:
+    """While a GGUF is dequantised, promptgym's own one-line progress instead of transformers' tqdm bar (which
+    ignores ``disable_progress_bar``)."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils  # heavy: only when a GGUF is converted
+
+    label = f"converting {source.gguf.name if source.gguf else source.name} to float32, once (kept for later runs)"
+
+    def progress(iterable: Any, *args: Any, **kwargs: Any) -> Any:
+        return track(iterable, description=label, transient=True)
+
+    with mock.patch.object(gguf_utils, "tqdm", progress):
+        yield
 
 
 def hf_cache_dir(stem: str, fingerprint: str) -> Path:
@@ -121,8 +160,9 @@ def ensure_hf_weights(source: BaseModelSource) -> Path:
 
         quiet_transformers()
         folder, file_name = str(source.gguf.parent), source.gguf.name
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file_name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file_name, dtype=torch.float32)
+        with gguf_progress(source):
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file_name)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file_name, dtype=torch.float32)
         # A model loaded from GGUF remembers its quantizer and refuses save_pretrained; its weights are
         # already plain float32 tensors, so forgetting the quantizer is safe.
         model.hf_quantizer = None

@@ -34,7 +34,7 @@ class DataProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
+        return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
 
 
 class ChatDataError(ValueError):
@@ -94,13 +94,22 @@ def row_messages(row: Any) -> list[dict[str, str]]:
 def read_chat_jsonl(path: str | Path, limit: int | None = None) -> tuple[list[ChatRow], list[DataProblem]]:
     """Every row of ``path`` (the first ``limit`` non-blank ones), and the problems of the bad ones."""
     source = Path(path)
+    if source.is_dir():
+        raise ChatDataError([DataProblem(str(path), 0, "is a directory; expected a chat JSONL file")])
     if not source.is_file():
         raise ChatDataError([DataProblem(str(path), 0, "no such file")])
     rows: list[ChatRow] = []
     problems: list[DataProblem] = []
     seen = 0
-    with source.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with source.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8").removeprefix("\ufeff")
+            except UnicodeDecodeError as error:
+                problems.append(DataProblem(str(path), number, f"not UTF-8 text (byte 0x{raw[error.start]:02x} at "
+                                                               f"column {error.start + 1}); save the file as UTF-8"))
+                seen += 1
+                continue
             if not line.strip():
                 continue
             if limit is not None and seen >= limit:

@@ -115,12 +115,51 @@ def _python_rng_state() -> list[Any]:
     return [version, list(internal), gauss]
 
 
-def last_checkpoint(directory: Path) -> Path | None:
+def _pointed(directory: Path) -> tuple[Path | None, str]:
+    """The checkpoint ``last.json`` names, or None and what is wrong with the pointer."""
     pointer = directory / POINTER
     if not pointer.is_file():
-        return None
-    path = directory / read_json(pointer)["path"]
-    return path if path.is_dir() else None
+        return None, "is missing"
+    try:
+        name = read_json(pointer)["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, "can't be read"
+    path = directory / str(name)
+    return (path, "") if isinstance(name, str) and path.is_dir() else (None, f"names {name!r}, which is not there")
+
+
+def complete_checkpoints(directory: Path) -> list[Path]:
+    """The ``step_NNNNNN`` folders that hold everything a resume needs, newest (highest step) first.
+
+    A kill mid-save leaves a hidden ``.step_NNNNNN.tmp`` (never listed); older checkpoints lose their
+    optimizer state when a newer one is written, so they are not complete.
+    """
+    if not directory.is_dir():
+        return []
+    found = [path for path in directory.glob("step_*") if path.is_dir() and path.name[5:].isdigit()
+             and all((path / name).is_file() for name in (STATE_FILE, ADAPTER_FILE, RNG_FILE, OPTIMIZER_FILE))]
+    return sorted(found, key=lambda path: int(path.name[5:]), reverse=True)
+
+
+def find_checkpoint(directory: Path) -> tuple[Path | None, str]:
+    """The checkpoint to continue from, and a note saying which when it is not the one ``last.json`` names.
+
+    ``last.json``'s checkpoint when it is there; else (the pointer was deleted, or a disk error broke it)
+    the newest complete ``step_NNNNNN``; else None.
+    """
+    pointed, problem = _pointed(directory)
+    if pointed is not None:
+        return pointed, ""
+    candidates = complete_checkpoints(directory)
+    if not candidates:
+        return None, ""
+    return candidates[0], (f"checkpoints/{POINTER} {problem}; resuming from checkpoints/{candidates[0].name}, "
+                           "the newest complete checkpoint")
+
+
+def last_checkpoint(directory: Path) -> Path | None:
+    """The newest usable checkpoint of ``directory`` (see :func:`find_checkpoint`), or None."""
+    return find_checkpoint(directory)[0]
 
 
 def read_adapter(checkpoint: Path) -> dict[str, Any]:

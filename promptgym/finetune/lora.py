@@ -23,11 +23,11 @@ def add_lora(model: Any, settings: LoraSettings, seed: int) -> Any:
 
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     missing = [name for name in settings.target_modules if name not in present]
-    if missing:
+    if missing or not settings.target_modules:
         linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                          if isinstance(module, torch.nn.Linear)})
-        raise LoraTargetError(f"lora.target_modules: the model has no layer named {missing}; "
-                              f"its linear layers are {linear}")
+        problem = f"the model has no layer named {missing}" if missing else "empty: no layer would be trained"
+        raise LoraTargetError(f"lora.target_modules: {problem}; its linear layers are {linear}")
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=list(settings.target_modules), bias="none", task_type="CAUSAL_LM")
     torch.manual_seed(seed)

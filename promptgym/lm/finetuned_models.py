@@ -76,22 +76,64 @@ def check_model_name(name: str) -> str:
     return name
 
 
+def name_taken_problem(name: str, run: str | None) -> str | None:
+    """Why run ``run`` (its folder, resolved; None for a new run) can't register ``name``, or None when it can."""
+    path = registry_dir() / f"{name}.json"
+    if not path.is_file():
+        return None
+    try:
+        existing: FineTunedModel | None = _from_json(read_json(path), path)
+    except (ValueError, TypeError, OSError):
+        existing = None
+    if existing is not None and run is not None and existing.run == run:
+        return None  # a rerun of the same run replaces its own entry
+    return (f"a fine-tuned model named {name!r} already exists (from run {existing.run if existing else 'unknown'}); "
+            f"choose another model_name, or remove it with `promptgym models remove {name}`")
+
+
 def register_finetuned_model(entry: FineTunedModel, replace_run: str | None = None) -> FineTunedModel:
     """Record ``entry``; a name already taken by another run is an error (a rerun of the same run replaces it)."""
     check_model_name(entry.name)
-    existing = finetuned_model(entry.name)
-    if existing is not None and existing.run != (replace_run or entry.run):
-        raise ValueError(f"a fine-tuned model named {entry.name!r} already exists (from run {existing.run}); "
-                         "choose another model_name, or remove it with `promptgym models remove " + entry.name + "`")
+    problem = name_taken_problem(entry.name, replace_run or entry.run)
+    if problem:
+        raise ValueError(problem)
     atomic_write_json(registry_dir() / f"{entry.name}.json", asdict(entry))
     return entry
 
 
+FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "a string"), "base": ((str,), "a string"), "method": ((str,), "a string"),
+    "merged": ((str, type(None)), "a path or null"), "adapter": ((str, type(None)), "a path or null"),
+    "base_gguf": ((str, type(None)), "a path or null"), "run": ((str, type(None)), "a string or null"),
+    "created": ((int, float), "a number (seconds since 1970)"), "details": ((dict,), "an object"),
+}
+
+
+@dataclass(frozen=True)
+class UnreadableEntry:
+    """A registry file that is not a usable entry (not JSON, a wrong field, a name that differs from the file's)."""
+
+    path: Path
+    problem: str
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
 def _from_json(data: dict[str, Any], source: Path) -> FineTunedModel:
-    known = set(FineTunedModel.__dataclass_fields__)
+    """The entry in ``data``, or a ValueError naming ``source`` and every bad field."""
     if not isinstance(data, dict) or "name" not in data or "base" not in data:
         raise ValueError(f"{source}: not a fine-tuned model entry (needs name and base)")
-    return FineTunedModel(**{key: value for key, value in data.items() if key in known})
+    problems = [f"{key}: expected {wanted}, got {type(data[key]).__name__} {data[key]!r:.40}"
+                for key, (types, wanted) in FIELD_TYPES.items()
+                if key in data and (not isinstance(data[key], types) or (key == "created" and isinstance(data[key], bool)))]
+    if isinstance(data["name"], str) and data["name"] != source.stem:
+        problems.append(f"name: {data['name']!r} differs from the file's name {source.stem!r} (it is listed and "
+                        "removed under the file's name)")
+    if problems:
+        raise ValueError(f"{source}: " + "; ".join(problems))
+    return FineTunedModel(**{key: value for key, value in data.items() if key in FIELD_TYPES})
 
 
 def finetuned_model(name: str) -> FineTunedModel | None:
@@ -101,22 +143,31 @@ def finetuned_model(name: str) -> FineTunedModel | None:
     return _from_json(read_json(path), path) if path.is_file() else None
 
 
-def list_finetuned_models() -> list[FineTunedModel]:
-    """Every registered fine-tuned model, newest first (unreadable entries are skipped)."""
+def scan_finetuned_models() -> tuple[list[FineTunedModel], list[UnreadableEntry]]:
+    """Every registered fine-tuned model, newest first, and every registry file that is not a usable entry."""
     folder = registry_dir()
-    found = []
+    found, unreadable = [], []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             found.append(_from_json(read_json(path), path))
-        except (ValueError, TypeError, OSError):
-            continue
-    return sorted(found, key=lambda entry: entry.created, reverse=True)
+        except (ValueError, TypeError, OSError) as error:
+            unreadable.append(UnreadableEntry(path, str(error).removeprefix(f"{path}: ")))
+    return sorted(found, key=lambda entry: entry.created, reverse=True), unreadable
 
 
-def remove_finetuned_model(name: str) -> FineTunedModel:
-    """Forget ``name`` (its files stay in the run folder)."""
-    entry = finetuned_model(name)
-    if entry is None:
+def list_finetuned_models() -> list[FineTunedModel]:
+    """Every usable registered fine-tuned model, newest first (:func:`scan_finetuned_models` names the others)."""
+    return scan_finetuned_models()[0]
+
+
+def remove_finetuned_model(name: str) -> FineTunedModel | UnreadableEntry:
+    """Forget ``name`` (its files stay in the run folder); an unreadable entry is removed too, and returned as such."""
+    path = registry_dir() / f"{name}.json"
+    if not NAME_PATTERN.match(name) or not path.is_file():
         raise UnknownModelError(f"no fine-tuned model named {name!r}")
-    (registry_dir() / f"{name}.json").unlink()
+    try:
+        entry: FineTunedModel | UnreadableEntry = _from_json(read_json(path), path)
+    except (ValueError, TypeError, OSError) as error:
+        entry = UnreadableEntry(path, str(error).removeprefix(f"{path}: "))
+    path.unlink()
     return entry

@@ -59,6 +59,8 @@ class LanguageModel(UsageCounters):
             ``vllm/<model>``; a bare name means ``openai/``.
         api_base: server URL for OpenAI-compatible providers.
         api_key: defaults to ``$OPENAI_API_KEY`` (never saved).
+        api_key_env: the environment variable that holds the key, when ``api_key`` is not given (its name is
+            saved, never its value), so that a copy rebuilt elsewhere (a Ray worker) reads the key there.
         temperature / max_tokens / seed: sampling defaults.
         cache: reuse answers of identical temperature-0 requests (SQLite).
         concurrency: simultaneous requests (local models run one at a time).
@@ -97,6 +99,7 @@ class LanguageModel(UsageCounters):
         name: str | None = None,
         description: str | None = None,
         hooks: Any = None,
+        api_key_env: str | None = None,
         **sampling: Any,
     ) -> None:
         from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model
@@ -120,6 +123,7 @@ class LanguageModel(UsageCounters):
         if self.model_string.provider != "local":
             check_api_base(self.model, self.api_base)
         self.api_key = api_key
+        self.api_key_env = api_key_env
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
@@ -156,12 +160,24 @@ class LanguageModel(UsageCounters):
         return OpenAICompatibleBackend(
             model=self.model_string.name,
             api_base=self.api_base or PROVIDER_API_BASES["openai"],
-            api_key=self.api_key or os.environ.get("OPENAI_API_KEY"),
+            api_key=self._api_key(),
             timeout=self.timeout,
             retries=self.retries,
             concurrency=self.concurrency or 8,
             slots=self._slots,
         )
+
+    def _api_key(self) -> str | None:
+        """The key given, else the one in ``$<api_key_env>`` (an error when that is unset here), else $OPENAI_API_KEY."""
+        if self.api_key or not self.api_key_env:
+            return self.api_key or os.environ.get("OPENAI_API_KEY")
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise LMConfigurationError(
+                f"{self.model}: the environment variable {self.api_key_env} (api_key_env) that holds its key is not "
+                f"set in this process (pid {os.getpid()}); on a Ray cluster set it on every node, or send it with "
+                "promptgym submit --env-file")
+        return value
 
     @property
     def backend(self) -> Backend:
@@ -397,6 +413,7 @@ class LanguageModel(UsageCounters):
             "retries": self.retries,
             "output_retries": self.output_retries,
             "n_ctx": self.n_ctx,
+            **({"api_key_env": self.api_key_env} if self.api_key_env else {}),
             **({"fallback": serialize_object(self.fallback)} if self.fallback is not None else {}),
             **({"cache_dir": self.cache_dir} if self.cache_dir is not None else {}),
             **self.sampling,

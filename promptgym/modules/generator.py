@@ -37,6 +37,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
+from promptgym.modules.model_choice import active_language_model
 from promptgym.modules.module import Module
 from promptgym.modules.prompt_layout import PROMPT_TEMPLATE, structured_system_prompt
 from promptgym.lm.chat_calls import wire_messages
@@ -269,18 +270,19 @@ class Generator(Module):
         input_json = as_json(inputs)
         schema = inputs.get_schema() if callable(getattr(inputs, "get_schema", None)) else None
         messages = self.messages(input_json, await self.demonstrations(input_json), input_schema=schema)
+        language_model = active_language_model(self)
         if self.data_model is None:
             if self.streaming and not training and not self.return_inputs:
-                return self.language_model.stream(messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                return language_model.stream(messages, temperature=self.temperature, max_tokens=self.max_tokens,
                                                   **self._sampling())
-            answer = await self.language_model.respond(messages, temperature=self.temperature,
-                                                       max_tokens=self.max_tokens, **self._sampling())
+            answer = await language_model.respond(messages, temperature=self.temperature,
+                                                  max_tokens=self.max_tokens, **self._sampling())
             output: Any = ChatMessage(role="assistant", content=answer.content, reasoning_content=answer.reasoning)
         else:
-            answer = await self.language_model.respond(messages, schema=self._schema,
-                                                       validation_schema=self.data_model.get_schema(),
-                                                       temperature=self.temperature, max_tokens=self.max_tokens,
-                                                       **self._sampling())
+            answer = await language_model.respond(messages, schema=self._schema,
+                                                  validation_schema=self.data_model.get_schema(),
+                                                  temperature=self.temperature, max_tokens=self.max_tokens,
+                                                  **self._sampling())
             output = self._validated(self._with_reasoning(answer.value, answer.reasoning))
         record_step(self.name, input_json, output.model_dump(mode="json"))
         if self.return_inputs:

@@ -22,6 +22,11 @@ _overrides: contextvars.ContextVar[Mapping[str, dict[str, Any]] | None] = contex
     "promptgym_variable_values", default=None)
 
 
+def current_overrides() -> Mapping[str, Any] | None:
+    """The values ``variable_values`` set for the running task (None outside such a block)."""
+    return _overrides.get()
+
+
 @contextlib.contextmanager
 def variable_values(values: Mapping[str, dict[str, Any]] | None) -> Iterator[None]:
     """Inside the block (and the tasks it starts), variables named in ``values`` read those values."""

@@ -35,6 +35,7 @@ import numpy as np
 
 from promptgym.core.events import CandidateAccepted
 from promptgym.lm.usage import LEDGER
+from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states, variable_owners
 from promptgym.rollouts import ExampleResult
 
@@ -86,6 +87,12 @@ class Optimizer:
         self.prompts: list[PromptState] = []
         self.owners: dict[str, str] = {}
         """The module that owns each variable, by variable name."""
+        self.stage_name: str | None = None
+        """The Sequence stage this optimizer runs as (``"2:FineTune"``), set by ``fit()``; None alone."""
+        self.last_check: Any = None
+        """The latest validation check against the start (a ``selection.Comparison``; None before one)."""
+        self.checked: dict[int, Any] = {}
+        """Validation checks against the start already made, by candidate id (see ``optimizers.selection``)."""
         self._ids = itertools.count()
         self._rng: np.random.Generator | None = None
         self._rng_state: dict[str, Any] | None = None
@@ -195,6 +202,13 @@ class Optimizer:
         raise KeyError(f"no candidate {candidate_id}")
 
     @property
+    def start(self) -> Candidate:
+        """The program the optimizer started from (its first ``"initial"`` candidate): always a candidate."""
+        if not self.candidates:
+            raise RuntimeError("the optimizer is not built yet: call program.fit() first")
+        return next((c for c in self.candidates if c.origin == "initial"), self.candidates[0])
+
+    @property
     def best(self) -> Candidate:
         if self.best_id is None:
             raise RuntimeError("the optimizer is not built yet: call program.fit() first")
@@ -211,11 +225,14 @@ class Optimizer:
         """
         candidate = self.best if candidate_id is None else self.get_candidate(candidate_id)
         by_name = {variable.name: variable for variable in program.variables}
-        unknown = sorted(set(candidate.variables) - set(by_name))
+        unknown = sorted(set(candidate.variables) - set(by_name) - {MODELS_KEY})
         if unknown:
             raise ValueError(f"candidate {candidate.id} has variables the program lacks: {', '.join(unknown)}")
         for name, value in candidate.variables.items():
-            by_name[name].assign(value)
+            if name == MODELS_KEY:
+                assign_models(program, value)
+            else:
+                by_name[name].assign(value)
         return candidate.variables
 
     def export_candidates(self) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from promptgym.modules.retrieval import example_text, retrieval_state
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.few_shot import FewShotOptimizer
 from promptgym.optimizers.kit import OptimizerContext, prompt_states
+from promptgym.optimizers.selection import race_on_validation
 
 
 def embedding_model_from(value: EmbeddingModel | str | dict[str, Any] | None) -> EmbeddingModel:
@@ -74,7 +75,7 @@ class KNNFewShot(FewShotOptimizer):
         self.embedding_model = embedding_model_from(embedding_model)
 
     async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
-        """Collect traces for the Generators that need them (none when labels serve); no candidate races."""
+        """Collect traces for the Generators that need them (none when labels serve); the race is at epoch end."""
         if self.demos.needs_traces(self.prompts) and not self.budget.exhausted:
             shown = self.shown(self.best)
             unseen = self.affordable(ctx, "train", [i for i in batch if i not in shown], self.best)
@@ -83,13 +84,39 @@ class KNNFewShot(FewShotOptimizer):
         return {"metric_calls": self.metric_calls, "demo_pool": self.demos.pool.size()}
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
-        candidate = await self.retrieval_candidate()
-        if candidate is not None and candidate.id != self.best_id:
-            sizes = ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for "
-                              f"{state.module_name}" for state in self.prompts
-                              if candidate.variables[state.variable].get("retrieval"))
-            await self.accept(ctx, candidate, reason=f"{self.k} nearest of a pool ({sizes})")
+        """Race the retrieval (and a fixed set of ``k`` pool demonstrations) against the incumbent on validation.
+
+        The better of the two replaces the incumbent only when it is strictly ahead on every validation
+        example; without validation data the retrieval is kept unchecked (``fit()`` warns about that).
+        """
+        retrieval = await self.retrieval_candidate()
+        if retrieval is not None and retrieval.id != self.best_id:
+            if ctx.rollouts.size("val") == 0:
+                await self.accept(ctx, retrieval, reason=f"{self.k} nearest of a pool ({self.pool_sizes(retrieval)}); "
+                                                         "unchecked: no validation data")
+            else:
+                await race_on_validation(self, ctx, [retrieval, self.fixed_candidate(ctx)],
+                                         describe=lambda c: f"{c.origin} ({self.k} demonstrations) candidate {c.id}: ")
         await super().on_epoch_end(ctx, epoch)
+
+    def pool_sizes(self, candidate: Candidate) -> str:
+        return ", ".join(f"{len(candidate.variables[state.variable]['retrieval']['pool'])} for {state.module_name}"
+                         for state in self.prompts if candidate.variables[state.variable].get("retrieval"))
+
+    def fixed_candidate(self, ctx: OptimizerContext) -> Candidate | None:
+        """The incumbent showing ``k`` pool demonstrations drawn once (seeded), the same for every input."""
+        rng = self.start_rng(ctx)
+        variables = {name: dict(value) for name, value in self.best.variables.items()}
+        for state in self.prompts:
+            demos = sorted(self.demos.pool.for_module(state.module_name), key=lambda demo: demo.index)
+            if not demos:
+                continue
+            picks = sorted(rng.choice(len(demos), size=min(self.k, len(demos)), replace=False).tolist())
+            variables[state.variable]["examples"] = [*variables[state.variable].get("examples", []),
+                                                     *(demos[i].as_example() for i in picks)]
+        if variables == self.best.variables:
+            return None
+        return self.find(variables) or self.add_candidate(variables, parent=self.best.id, origin="fixed_few_shot")
 
     async def retrieval_candidate(self) -> Candidate | None:
         """The incumbent with each Generator's pool as its retrieval (None when no pool changed)."""
@@ -111,8 +138,8 @@ class KNNFewShot(FewShotOptimizer):
 
     def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
                           minibatch_size: int) -> int:
-        """Program runs beyond the training ones: none (nothing is raced)."""
-        return 0
+        """Program runs beyond the training ones: the retrieval and a fixed set on every validation example."""
+        return 2 * val_size * epochs
 
     def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
         """None when labels serve every Generator; otherwise each training example once an epoch (within budget)."""

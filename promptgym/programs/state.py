@@ -122,15 +122,21 @@ class ProgramState:
 def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = None) -> Any:
     """A program from :meth:`ProgramState.to_json`'s text (or a program file's dict); nothing in it runs.
 
-    synalinks' program JSON (``class_name`` / ``config`` at the top) is read by
-    :mod:`promptgym.programs.synalinks_format`. ``custom_objects`` is accepted
-    for synalinks code: register your classes with ``register_synalinks_serializable``.
+    An architecture alone (``{"class_name": ..., "config": ...}``, as ``serialize_object`` writes it) is
+    rebuilt with fresh variables. A file synalinks wrote (``synalinks_version`` at the top) is a ValueError
+    saying how to take its trained variables (``program.load_variables``): promptgym never rebuilds a program
+    from synalinks' architecture configs. ``custom_objects`` is accepted for synalinks code: register your
+    classes with ``register_synalinks_serializable``.
     """
-    from promptgym.programs.saving import program_from_json as load
+    from promptgym.core.serialization import deserialize_object
+    from promptgym.programs.saving import load_problem, program_from_json as load
+    from promptgym.programs.synalinks_files import is_synalinks_file
 
+    source = "program_from_json"
     data = json.loads(json_string) if isinstance(json_string, (str, bytes)) else json_string
-    if isinstance(data, dict) and "format" not in data and "class_name" in data:
-        from promptgym.programs.synalinks_format import program_from_synalinks_json
-
-        return program_from_synalinks_json(data)
-    return load(data, source="program_from_json")
+    if isinstance(data, dict) and "format" not in data and "class_name" in data and not is_synalinks_file(data):
+        try:
+            return deserialize_object(data, expected="program class")
+        except Exception as error:  # noqa: BLE001 - a bad architecture: say where in it, never a bare KeyError
+            raise ValueError(f"{source}: {load_problem(data, 'program', error, source)}") from None
+    return load(data, source=source)

@@ -27,6 +27,7 @@ import numpy as np
 
 from promptgym.core.events import Event, ExampleFailed
 from promptgym.lm.usage import lm_phase
+from promptgym.modules.model_choice import MODELS_KEY, current_models
 from promptgym.modules.tracing import Trace, TraceStep
 from promptgym.rewards.base import to_json
 from promptgym.rollouts.executor import Executor, OnOutcome, Outcome, Rollout, get_default_executor
@@ -85,6 +86,7 @@ class RolloutService:
         self.train_results: dict[int, ExampleResult] = {}
         """Training-split results handed out since :meth:`start_step` (the trainer logs them)."""
         self._memo: dict[tuple[str, str, int], ExampleResult] = {}
+        self._start_models = current_models(program)
         self._held_out_order: list[int] | None = None
 
     # -- the data -------------------------------------------------------------------------
@@ -128,7 +130,13 @@ class RolloutService:
     # -- running --------------------------------------------------------------------------
 
     def _key(self, variables: dict[str, Any] | None) -> str:
-        return variables_key(variables if variables is not None else self.program.get_variables())
+        values = dict(variables if variables is not None else self.program.get_variables())
+        # the models the program runs on are part of what is memoised (a tuned model is another program);
+        # on the models the fit started with, the key is the plain variables' (as saved runs have it)
+        models = {**current_models(self.program), **(values.pop(MODELS_KEY, None) or {})}
+        if models != self._start_models:
+            values[MODELS_KEY] = models
+        return variables_key(values)
 
     def pending(self, split: str, indices: Sequence[int], variables: dict[str, Any] | None = None) -> list[int]:
         """The examples of ``indices`` that :meth:`run` would really run (the others are memoised)."""

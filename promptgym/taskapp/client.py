@@ -65,6 +65,9 @@ class TaskAppClient:
                 http = await self._clients.get()
                 body = payload() if callable(payload) else payload
                 response = await http.request(method, url, json=body, headers=self._headers())
+            except httpx.TimeoutException as error:
+                raise Retry(f"{type(error).__name__}: no answer within {self.timeout:g} s (the client's timeout; "
+                            "data.task_timeout in a config)") from None
             except httpx.HTTPError as error:
                 raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
             if response.status_code >= 500 or response.status_code == 429:

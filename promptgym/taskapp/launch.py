@@ -139,7 +139,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port-file", type=Path, required=True)
     arguments = parser.parse_args(argv)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    app = load_app(arguments.path)
+    try:
+        app = load_app(arguments.path)
+    except TaskAppLaunchError as error:  # the launcher's own check: one line, not its traceback
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        sys.exit(2)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))

@@ -81,6 +81,7 @@ def restore_state(config: dict[str, Any], optimizer_state: dict[str, Any] | None
                   trainer_state: dict[str, Any] | None = None) -> CompiledState:
     """The compiled state of a loaded program, with the optimizer's progress and the trainer's."""
     reward = deserialize_object(config["reward"], expected="reward")
+    optimizers_module.load_lazy_optimizers()  # a saved FineTune (or a Sequence holding one) resolves by name
     optimizer = deserialize_object(config["optimizer"], expected="optimizer")
     metrics = [deserialize_object(item, expected="metric") for item in config.get("metrics", [])]
     optimizer.set_state(optimizer_state)

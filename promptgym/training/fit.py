@@ -5,24 +5,32 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import time
+import warnings
 from typing import Any
 
 import numpy as np
 
-from promptgym.core.events import EpochEnd, TrainBegin, TrainEnd
+from promptgym.core.events import EpochEnd, StageEnded, StageStarted, TrainBegin, TrainEnd
 from promptgym.lm.usage import LEDGER
+from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import OptimizerContext
+from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.headroom import check_starting_candidate
 from promptgym.training.history import History
-from promptgym.stats import Evaluation
+from promptgym.stats import Evaluation, confidence_interval
 from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
 from promptgym.training.progress import ProgressBar
 
 logger = logging.getLogger("promptgym")
+
+
+class UncheckedTrainingWarning(UserWarning):
+    """``fit()`` had no validation data, so it could not check the trained program against the start."""
 
 
 def require_compiled(program: Any, method: str) -> Any:
@@ -83,74 +91,121 @@ async def fit_program(
     limit = max_errors if max_errors is not None else max(10, len(x_train) + len(x_val))
     rollouts = RolloutService(program, compiled.reward, compiled.metrics, splits, executor=executor,
                               emit=callback_list.emit, max_errors=limit, rng=rng, minibatch_size=minibatch_size)
-    if (initial_epoch or initial_step) and compiled.restored:  # a resumed run: the rollouts it already paid for
+    optimizer = compiled.optimizer
+    stages: list[Any] = list(getattr(optimizer, "stages", None) or [optimizer])
+    chained = stages[0] is not optimizer  # an optimizers.Sequence: one History, a stage column
+    first_stage = getattr(optimizer, "stage", 0) if chained else 0
+    if first_stage >= len(stages):  # a finished chain fitted again runs again
+        first_stage = 0
+    if (initial_epoch or initial_step or first_stage) and compiled.restored:  # resumed: the rollouts it paid for
         rollouts.set_state(compiled.restored.get("rollouts") or {})
     compiled.rollouts, compiled.restored = rollouts, None
     compiled.position = {"epoch": initial_epoch, "step": initial_step}
+    if not len(x_val):
+        warnings.warn(NO_VALIDATION_ADVICE, UncheckedTrainingWarning, stacklevel=3)
     steps = math.ceil(len(x_train) / batch_size)
-    ctx = OptimizerContext(rollouts, callback_list.emit, rng, epoch=initial_epoch, epochs=epochs, step=initial_step,
-                           steps=steps)
-    optimizer = compiled.optimizer
-    optimizer.build(program)
     program.stop_training = False
     await callback_list.call("on_train_begin", {"epochs": epochs, "steps": steps, "train_size": len(x_train),
                                                 "val_size": len(x_val)})
     await callback_list.emit(TrainBegin(epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val)))
     usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in the first epoch
-    await optimizer.on_train_begin(ctx)
-    if verbose not in (0, False, None) and not (initial_epoch or initial_step):
-        for warning in await check_starting_candidate(optimizer, ctx, minibatch_size):
-            print(f"promptgym: {warning.message}", file=sys.stderr, flush=True)
-    for epoch in range(initial_epoch, epochs):
-        ctx.epoch = epoch
-        failures_start = len(rollouts.failure_log)
-        await callback_list.call("on_epoch_begin", epoch, {"steps": steps})
-        await optimizer.on_epoch_begin(ctx, epoch)
-        order = np.random.default_rng(seed + epoch).permutation(len(x_train)) if shuffle else np.arange(len(x_train))
-        train_results: list[ExampleResult] = []
-        for step in range(initial_step if epoch == initial_epoch else 0, steps):
-            ctx.step = step
-            batch = [int(i) for i in order[step * batch_size:(step + 1) * batch_size]]
-            await callback_list.call("on_train_batch_begin", step, {"size": len(batch)})
-            rollouts.start_step()
-            step_logs = await optimizer.train_step(ctx, batch)
-            results = list(rollouts.train_results.values())  # what the optimizer ran on training examples: no extra call
-            await rollouts.add_metrics(results)
-            train_results += results
-            program_assign(program, optimizer.best.variables)
-            compiled.position = {"epoch": epoch, "step": step + 1}
-            logs = {**scored_logs(train_results, compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
-            await callback_list.call("on_train_batch_end", step, logs)
-        ctx.step = 0
-        await optimizer.on_epoch_end(ctx, epoch)
-        program_assign(program, optimizer.best.variables)
-        compiled.position = {"epoch": epoch + 1, "step": 0}
-        epoch_logs: dict[str, Any] = scored_logs(train_results, compiled)
-        intervals = {}
-        if len(x_val) and (epoch + 1) % validation_freq == 0:
-            validation = await validate(rollouts, callback_list, validation_batch_size, compiled)
-            epoch_logs.update(validation)
-            intervals = validation.intervals()
-            history.pending_intervals = intervals
-        epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
-        usage_start = LEDGER.snapshot()
-        epoch_logs["failures"] = len(set(rollouts.failure_log[failures_start:]))
-        await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=optimizer.best.id,
-                                          intervals={key: value.as_dict() for key, value in intervals.items()}))
-        await callback_list.call("on_epoch_end", epoch, epoch_logs)
+    resumed = bool(initial_epoch or initial_step or first_stage)
+    for index in range(first_stage, len(stages)):
+        stage = stages[index]
+        label = optimizer.stage_label(index) if chained else None
+        if chained:
+            optimizer.stage = index
+            await callback_list.emit(StageStarted(stage=label, index=index, stages=len(stages),
+                                                  optimizer=type(stage).__name__))
+        stage_start = (LEDGER.snapshot(), time.monotonic())
+        stage.stage_name = label
+        ctx = OptimizerContext(rollouts, callback_list.emit, rng, epoch=initial_epoch, epochs=epochs,
+                               step=initial_step, steps=steps)
+        stage.build(program)
+        await stage.on_train_begin(ctx)
+        if verbose not in (0, False, None) and not resumed:
+            for warning in await check_starting_candidate(stage, ctx, minibatch_size):
+                print(f"promptgym: {warning.message}", file=sys.stderr, flush=True)
+        for epoch in range(initial_epoch, epochs):
+            ctx.epoch = epoch
+            failures_start = len(rollouts.failure_log)
+            await callback_list.call("on_epoch_begin", epoch, {"steps": steps})
+            await stage.on_epoch_begin(ctx, epoch)
+            order = np.random.default_rng(seed + epoch).permutation(len(x_train)) if shuffle else np.arange(len(x_train))
+            train_results: list[ExampleResult] = []
+            for step in range(initial_step if epoch == initial_epoch else 0, steps):
+                ctx.step = step
+                batch = [int(i) for i in order[step * batch_size:(step + 1) * batch_size]]
+                await callback_list.call("on_train_batch_begin", step, {"size": len(batch)})
+                rollouts.start_step()
+                step_logs = await stage.train_step(ctx, batch)
+                results = list(rollouts.train_results.values())  # what the optimizer ran on training examples
+                await rollouts.add_metrics(results)
+                train_results += results
+                program_assign(program, stage.best.variables)
+                compiled.position = {"epoch": epoch, "step": step + 1}
+                logs = {**scored_logs(train_results, compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
+                await callback_list.call("on_train_batch_end", step, logs)
+            ctx.step = 0
+            await stage.on_epoch_end(ctx, epoch)
+            validating = bool(len(x_val)) and (epoch + 1) % validation_freq == 0
+            if validating:  # the epoch's validation pass shows the program fit() would return now
+                await keep_if_better_than_start(stage, ctx, label)
+            program_assign(program, stage.best.variables)
+            compiled.position = {"epoch": epoch + 1, "step": 0}
+            epoch_logs: dict[str, Any] = {"stage": label} if chained else {}
+            epoch_logs.update(scored_logs(train_results, compiled))
+            intervals = {}
+            if validating:
+                validation = await validate(rollouts, callback_list, validation_batch_size, compiled)
+                epoch_logs.update(validation)
+                intervals = validation.intervals()
+                history.pending_intervals = intervals
+            epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
+            usage_start = LEDGER.snapshot()
+            epoch_logs["failures"] = len(set(rollouts.failure_log[failures_start:]))
+            await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=stage.best.id,
+                                              intervals={key: value.as_dict() for key, value in intervals.items()}))
+            await callback_list.call("on_epoch_end", epoch, epoch_logs)
+            if program.stop_training:
+                break
+        await stage.on_train_end(ctx)
+        await keep_if_better_than_start(stage, ctx, label)
+        program_assign(program, stage.best.variables)
+        if chained:
+            await end_stage(callback_list, rollouts, stage, label, index, stage.last_check, stage_start)
+            optimizer.stage = index + 1
+            compiled.position = {"epoch": 0, "step": 0}
+        initial_epoch = initial_step = 0
         if program.stop_training:
             break
-    await optimizer.on_train_end(ctx)
-    program_assign(program, optimizer.best.variables)
     await callback_list.emit(TrainEnd(history=history.as_rows()))
     await callback_list.call("on_train_end", history.history and {k: v[-1] for k, v in history.history.items()})
     return history
 
 
+async def end_stage(callback_list: CallbackList, rollouts: RolloutService, stage: Any, label: str, index: int,
+                    comparison: Any, started: tuple[dict[str, Any], float]) -> None:
+    """Announce a Sequence stage's end: its best program's validation score (memoised: no call) and its check."""
+    val = None
+    if rollouts.size("val"):
+        results = await rollouts.run("val", list(range(rollouts.size("val"))), variables=stage.best.variables)
+        val = confidence_interval([result.reward for result in results]).as_dict()
+    usage, began = started
+    calls = sum(u.calls - u.cache_hits for u in LEDGER.since(usage).values())
+    await callback_list.emit(StageEnded(stage=label, index=index, val=val,
+                                        comparison=comparison.as_dict() if comparison is not None else None,
+                                        lm_calls=calls, seconds=round(time.monotonic() - began, 2)))
+
+
 def program_assign(program: Any, variables: dict[str, Any]) -> None:
+    """Give ``program`` a candidate's variable values (and the models it names, see ``modules.model_choice``)."""
     by_name = {variable.name: variable for variable in program.variables}
     for name, value in variables.items():
-        by_name[name].assign(value)
+        if name == MODELS_KEY:
+            assign_models(program, value)
+        else:
+            by_name[name].assign(value)
 
 
 async def validate(rollouts: RolloutService, callback_list: CallbackList, batch_size: int, compiled: Any

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from promptgym.core.events import Event
 from promptgym.stats import Interval
 from promptgym.training.callback import Callback
 
@@ -13,11 +14,16 @@ class History(Callback):
 
     ``history.intervals["val_reward"][epoch]`` is the 95% confidence interval
     (a :class:`promptgym.stats.Interval`) of that epoch's validation score, or
-    None for an epoch without a validation pass.
+    None for an epoch without a validation pass. ``history.comparisons`` lists
+    each check of the optimizer's best against the starting program (scores,
+    intervals, paired test, whether it was kept).
     """
 
     def __init__(self) -> None:
         super().__init__()
+        self.comparisons: list[dict[str, Any]] = []
+        """Every validation check of a best candidate against the start: both scores with their
+        intervals, the paired test, ``accepted`` and the ``stage`` (see :mod:`promptgym.optimizers.selection`)."""
         self.history: dict[str, list[Any]] = {}
         self.intervals: dict[str, list[Interval | None]] = {}
         self.epoch: list[int] = []
@@ -34,6 +40,11 @@ class History(Callback):
             series = self.intervals.setdefault(key, [None] * (len(self.epoch) - 1))
             series.append(self.pending_intervals.get(key))
         self.pending_intervals = {}
+
+    def on_event(self, event: Event) -> None:
+        comparison = event.get("comparison") if event.kind in ("candidate_accepted", "candidate_rejected") else None
+        if comparison:
+            self.comparisons.append(dict(comparison))
 
     def as_rows(self) -> list[dict[str, Any]]:
         return [{"epoch": epoch, **{key: values[i] for key, values in self.history.items()}}

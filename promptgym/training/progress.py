@@ -83,6 +83,22 @@ class ProgressBar(Callback):
         self.stream.write(f"  epoch {epoch + 1} done in {time.perf_counter() - self._started:.0f}s - {summary}\n")
         self.stream.flush()
 
+    # weights trained inside fit() (FineTune), and the stages of a chain
+    def on_event(self, event: Any) -> None:
+        kind = event.kind
+        if kind == "stage_started":
+            self.stream.write(f"Stage {event['stage']} ({event['index'] + 1}/{event['stages']})\n")
+        elif kind == "sft_started":
+            self._begin("  SFT", int(event["steps"]))
+            self.stream.write(f"  SFT of {event['base_model']}: {event['train_rows']} rows, {event['steps']} steps\n")
+        elif kind == "sft_step":
+            self._update(int(event["step"]), {"loss": event["loss"]}, final=event["step"] >= event["total_steps"])
+        elif kind == "model_registered":
+            self.stream.write(f"  tuned model: {event['model_id']}\n")
+        else:
+            return
+        self.stream.flush()
+
     # evaluate / predict
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         if not (logs or {}).get("in_fit"):

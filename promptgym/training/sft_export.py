@@ -14,6 +14,7 @@ demonstrations removed (``with_demonstrations=True`` keeps them, exactly as sent
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,18 @@ class SFTExport:
                 f"{len(self.below_reward)} below the threshold, {len(self.failed)} failed")
 
 
+def check_min_reward(min_reward: Any) -> float:
+    """``min_reward`` as a float, or ValueError: it must be a finite number in [0, 1], the range rewards score in.
+
+    >>> check_min_reward(0.5)
+    0.5
+    """
+    if isinstance(min_reward, bool) or not isinstance(min_reward, (int, float)) or not math.isfinite(min_reward) \
+            or not 0.0 <= min_reward <= 1.0:
+        raise ValueError(f"min_reward: expected a number between 0 and 1 (rewards score in [0, 1]), got {min_reward!r}")
+    return float(min_reward)
+
+
 async def step_conversation(program: Any, step: Any, with_demonstrations: bool) -> list[dict[str, str]] | None:
     """The messages a Generator step sent plus its answer; None for a module that builds no chat prompt."""
     module = program.get_module(step.module)
@@ -55,7 +68,14 @@ async def step_conversation(program: Any, step: Any, with_demonstrations: bool) 
 async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_reward: float = 1.0,
                           with_demonstrations: bool = False, batch_size: int = 32,
                           executor: Executor | None = None) -> SFTExport:
-    """Write the conversations of the runs that earned ``min_reward``; returns counts (see the module doc)."""
+    """Write the conversations of the runs that earned ``min_reward``; returns counts (see the module doc).
+
+    Raises ValueError for a ``min_reward`` that is not a number in [0, 1] (NaN compares false with every
+    reward, so it would keep every run, wrong answers included) and for a ``path`` that is a directory.
+    """
+    check_min_reward(min_reward)
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a directory: give the JSONL file to write")
     compiled = require_compiled(program, "export_sft_data")
     xs, ys = as_object_array(x, "x"), as_object_array(y, "y")
     if len(xs) != len(ys):

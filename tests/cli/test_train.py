@@ -68,7 +68,8 @@ def test_knn_few_shot_from_toml_plans_no_training_run(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "-c", str(ROOT / "examples/configs/dates_knn.toml"), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "KNNFewShot" in result.output and "training runs 0" in result.output
-    assert "<= 68 (headroom check 8, training runs 0" in result.output  # 68: headroom 8 + 2 x 30 test
+    # 88: headroom 8 + retrieval and a fixed set raced on 10 validation examples + 2 x 30 test
+    assert "<= 88 (headroom check 8, training runs 0, candidate scoring" in result.output
 
 
 def test_config_discovery_and_confirmation(workdir: Path) -> None:
@@ -214,3 +215,41 @@ def test_export_sft_data_distils_a_finished_run(workdir: Path) -> None:
         assert json.loads(row["messages"][2]["content"]) == {"answer": question.upper()}
     refused = runner.invoke(app, ["export-sft-data", "-o", str(output)])
     assert refused.exit_code == 2 and "either --run RUN_ID or --config FILE" in refused.output
+
+
+def chain_config(workdir: Path, stages: str) -> Path:
+    config = write_config(workdir, epochs=1)
+    single = '[optimizer]\nname = "randomfewshot"\nparams = { nb_max_examples = 2 }\n'
+    text = config.read_text()
+    assert single in text
+    config.write_text(text.replace(single, stages))
+    return config
+
+
+def test_a_chain_of_stages_from_toml_previews_and_summarises_each_stage(workdir: Path) -> None:
+    config = chain_config(workdir, '[[optimizer.stages]]\nname = "randomfewshot"\nparams = { nb_max_examples = 2 }\n\n'
+                                   '[[optimizer.stages]]\nname = "greedy"\n')
+    result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "stage 1" in result.output and "stage 2" in result.output and "Sequence" in result.output
+    run = only_run(workdir)
+    summary = (run.path / "summary.md").read_text()
+    assert "## Stages" in summary and "| 1:RandomFewShot | 1.000 [0.439, 1.000] (n=3) |" in summary
+    assert "| 2:GreedyOptimizer |" in summary
+    rows = list(csv.DictReader(io.StringIO((run.path / "history.csv").read_text())))
+    assert [row["stage"] for row in rows] == ["1:RandomFewShot", "2:GreedyOptimizer"]
+
+
+def test_a_finetune_stage_previews_its_sft_steps(workdir: Path) -> None:
+    config = chain_config(workdir, '[[optimizer.stages]]\nname = "randomfewshot"\n\n'
+                                   '[[optimizer.stages]]\nname = "finetune"\nparams = { n_epochs = 2, batch_size = 3 }\n')
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "FineTune: <=" in result.output and "SFT <= 6 steps per base model (9 rows, batch 3, 2 epoch(s))" \
+        in result.output.replace("│\n│", "").replace("\n", " ").replace("  ", " ") or "SFT <= 6 steps" in result.output
+
+
+def test_stages_with_another_optimizer_name_are_an_error(workdir: Path) -> None:
+    config = chain_config(workdir, '[optimizer]\nname = "gepa"\n\n[[optimizer.stages]]\nname = "randomfewshot"\n')
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert result.exit_code != 0 and "stages make a \"sequence\"" in result.output

@@ -52,5 +52,5 @@ def test_limit_keeps_the_first_rows_and_a_missing_file_is_named(tmp_path: Path) 
     path = write(tmp_path / "train.jsonl", [json.dumps(GOOD)] * 5)
     rows, _ = read_chat_jsonl(path, limit=3)
     assert len(rows) == 3
-    with pytest.raises(ChatDataError, match="absent.jsonl:0: no such file"):
+    with pytest.raises(ChatDataError, match="absent.jsonl: no such file"):
         read_chat_jsonl(tmp_path / "absent.jsonl")

@@ -54,3 +54,20 @@ def test_rl_samples_and_scores_the_same_tokens_on_the_gpu(tiny_model: Path) -> N
     again = sample(model, prompts, [6, 6, 6], 1.0, stop_ids=set(), pad_id=0,
                    generator=torch.Generator(device="cuda:0").manual_seed(0))
     assert [item.completion_ids for item in again] == [item.completion_ids for item in drawn]
+
+
+def test_keyed_draws_stay_on_the_gpu_and_repeat(tiny_model: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from promptgym.finetune.rl.draws import completion_generator
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32).to("cuda:0").eval()
+    prompts = [[5, 6, 7, 8], [5, 6, 7, 8], [9, 10]]
+
+    def draw(order: list[int]) -> dict[int, list[int]]:
+        generators = [completion_generator(3, 1, row, 0, 0, device=model.device) for row in order]
+        drawn = sample(model, [prompts[row] for row in order], [6] * len(order), 1.0, stop_ids=set(), pad_id=0,
+                       generator=generators)
+        return {row: item.completion_ids for row, item in zip(order, drawn)}
+
+    assert draw([0, 1, 2]) == draw([2, 0, 1])  # a row's tokens depend on its key, not on its place in the batch

@@ -26,7 +26,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[2]))  # the launched app imports tests.finetune
     for name in ("TASK_APP_API_KEY", "TINY_FAIL_SEEDS", "TINY_SLOW_SEEDS", "TINY_BAD_JSON_SEEDS", "TINY_CONSTANT",
-                 "TINY_DELAY_S"):
+                 "TINY_DELAY_S", "TINY_EXIT_SEEDS"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 

@@ -138,6 +138,7 @@ async def test_failed_rollouts_are_logged_left_out_and_never_fatal(tiny_model: P
     assert sorted({e.seed for e in failed}) == [0, 1, 2, 3] and len(failed) == 8  # each bad seed's 2 rollouts
     errors = {e.seed: e.error for e in failed}
     assert "HTTP 500" in errors[0] and "Timeout" in errors[2] and "not JSON" in errors[3]
+    assert "no answer within 2.5 s" in errors[2] and "data.task_timeout" in errors[2]  # which setting to raise
     assert sum(e.failed_rollouts for e in of(events, RLIteration)) == 8
     assert result.status == "completed" and result.failed_rollouts == 8
 

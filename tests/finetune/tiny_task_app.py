@@ -4,7 +4,8 @@ characters are letters a-m (partial credit, so the rollouts of a seed differ).
 Faults are switched on by environment variables (the CLI's launched copy inherits them):
 ``TINY_FAIL_SEEDS`` (500 every time), ``TINY_SLOW_SEEDS`` (answers after 5 s), ``TINY_BAD_JSON_SEEDS``
 (a 200 whose body is not JSON), ``TINY_CONSTANT=1`` (every reward 0.5: no signal anywhere),
-``TINY_DELAY_S`` (every rollout waits that long: a run a test can signal mid-way). Without a
+``TINY_DELAY_S`` (every rollout waits that long: a run a test can signal mid-way), ``TINY_EXIT_SEEDS`` (the
+app's process exits with code 3: an app that dies mid-run). Without a
 ``policy.inference_url`` (prompt learning) the reward is 1 when the instructions say "please".
 """
 
@@ -35,6 +36,8 @@ def score(text: str) -> float:
 async def rollout(request: RolloutRequest) -> RolloutResponse:
     if request.seed in seeds_in("TINY_FAIL_SEEDS"):
         raise RuntimeError("the environment crashed")
+    if request.seed in seeds_in("TINY_EXIT_SEEDS"):
+        os._exit(3)
     if request.seed in seeds_in("TINY_SLOW_SEEDS"):
         await asyncio.sleep(5)
     await asyncio.sleep(float(os.environ.get("TINY_DELAY_S") or 0))

@@ -182,4 +182,7 @@ async def test_a_close_call_on_full_validation_is_settled_on_held_out_training_e
     # Zero-shot is perfect on validation and demo sets tie it (or slip once): only held-out training examples
     # tell them apart.
     assert any(f"({close_call}: too close to call) and 4 held-out train examples" in r for r in accepted), accepted
-    assert len(program.get_variables()["qa/state"]["examples"]) == 3
+    # fit()'s final check keeps a level winner, and returns the start when the winner is one behind on validation
+    kept = [e for e in events if e["event"] in ("candidate_accepted", "candidate_rejected") and e["comparison"]]
+    assert [e["event"] for e in kept] == ["candidate_accepted" if not slips else "candidate_rejected"]
+    assert len(program.get_variables()["qa/state"]["examples"]) == (0 if slips else 3)

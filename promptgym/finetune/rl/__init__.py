@@ -19,6 +19,7 @@ _LAZY = {
     "RLJob": "promptgym.finetune.rl.grpo",
     "RLResult": "promptgym.finetune.rl.grpo",
     "RLAborted": "promptgym.finetune.rl.grpo",
+    "PolicyNeverCalled": "promptgym.finetune.rl.rollouts",
     "SeedSplits": "promptgym.finetune.rl.grpo",
     "PolicyServer": "promptgym.finetune.rl.policy_server",
     "group_advantages": "promptgym.finetune.rl.advantages",

@@ -31,6 +31,7 @@ from promptgym.finetune.rl.environment import Environment
 from promptgym.finetune.rl.policy_server import PolicyServer
 from promptgym.finetune.rl.rollouts import (
     RolloutResult,
+    check_policy_called,
     evaluation_reward,
     group_results,
     iteration_tasks,
@@ -274,7 +275,7 @@ class _RunLoop:
     async def _rollouts(self, tasks: Sequence[tuple[int, str]], greedy: bool, iteration: int) -> list[RolloutResult]:
         """Run ``tasks``, watching for a stop request; failures are logged and counted against ``max_errors``."""
         assert self.server is not None
-        gathered = asyncio.ensure_future(run_rollouts(self.environment, self.server, tasks, greedy))
+        gathered = asyncio.ensure_future(run_rollouts(self.environment, self.server, tasks, greedy, iteration))
         while True:
             done, _ = await asyncio.wait({gathered}, timeout=0.2)
             if done:
@@ -290,6 +291,7 @@ class _RunLoop:
                 self.on_event(RolloutFailedEvent(iteration=iteration, seed=result.seed, split=result.split,
                                                  error=result.error))
         self.progress.extra["failed_rollouts"] = self.failed_total
+        check_policy_called(results, f"the evaluation at iteration {iteration}" if greedy else f"iteration {iteration}")
         limit = self.settings.max_errors
         if limit is not None and self.failed_total > limit:
             raise RLAborted(f"{self.failed_total} rollouts failed, more than max_errors = {limit}; last: "

@@ -37,12 +37,15 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from promptgym.finetune.rl.draws import completion_generator
 from promptgym.finetune.rl.sampler import Sample, sample
 from promptgym.lm.openai_backend import schema_instruction
 
 GATHER_S = 0.02
 """How long the batcher waits for more requests after the last one arrived, before it generates."""
 MAX_BATCH = 64
+BARRIER_S = 1.0
+"""How long a batch waits at most for the rollouts the trainer said are in flight (:meth:`PolicyServer.expect`)."""
 
 
 @dataclass
@@ -64,6 +67,9 @@ class Completion:
 class _Rollout:
     greedy: bool
     completions: list[Completion] = field(default_factory=list)
+    key: tuple[int, ...] | None = None
+    """Where the rollout sits in the run (iteration, rollout index, attempt): its completions' random streams."""
+    requests: int = 0
 
 
 @dataclass
@@ -73,6 +79,8 @@ class _Pending:
     greedy: bool
     stops: list[str]
     future: asyncio.Future[Sample]
+    generator: Any = None
+    order: tuple[int, ...] = ()
 
 
 class ServerStopping(RuntimeError):
@@ -97,10 +105,12 @@ class PolicyServer:
         self.model, self.tokenizer, self.autocast = model, tokenizer, autocast
         self.max_new_tokens, self.temperature, self.model_name = max_new_tokens, temperature, model_name
         self.lock = threading.Lock()
+        self.seed = seed
         self.generator = torch.Generator(device=model.device).manual_seed(seed)  # draws where the logits are
         self.stop_ids = self._stop_ids()
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._rollouts: dict[str, _Rollout] = {}
+        self._expected: set[tuple[int, ...]] = set()
         self._queue: asyncio.Queue[_Pending] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
         self._runner: web.AppRunner | None = None
@@ -159,10 +169,19 @@ class PolicyServer:
 
     # -- rollouts -------------------------------------------------------------------------
 
-    def open_rollout(self, greedy: bool = False) -> str:
+    def open_rollout(self, greedy: bool = False, key: tuple[int, ...] | None = None) -> str:
+        """A new rollout URL id; with a ``key`` each of its completions draws from its own keyed stream
+        (:mod:`promptgym.finetune.rl.draws`), so that the tokens do not depend on the order requests arrive in."""
         rollout = secrets.token_urlsafe(12)
-        self._rollouts[rollout] = _Rollout(greedy=greedy)
+        self._rollouts[rollout] = _Rollout(greedy=greedy, key=key)
         return rollout
+
+    def _draws(self, rollout: _Rollout) -> tuple[Any, tuple[int, ...]]:
+        """(generator, batch order) of the rollout's next request; the shared generator when it has no key."""
+        index, rollout.requests = rollout.requests, rollout.requests + 1
+        if rollout.key is None:
+            return None, ()
+        return completion_generator(self.seed, *rollout.key, index, device=self.model.device), (*rollout.key, index)
 
     def url(self, rollout: str) -> str:
         """The OpenAI-compatible base URL (``.../v1``) of one rollout."""
@@ -172,6 +191,29 @@ class PolicyServer:
         """The rollout's completions, in the order they were served; its URL answers 404 from now on."""
         entry = self._rollouts.pop(rollout, None)
         return entry.completions if entry else []
+
+    def expect(self, keys: list[tuple[int, ...]]) -> None:
+        """The rollouts now in flight, by key: a batch waits (up to ``BARRIER_S``) until each has a request in it or
+        has :meth:`settle`-d, so that batches hold the same requests however they arrive, and the CPU's sums,
+        whose rounding depends on the batch's shape, come out the same from run to run."""
+        self._expected = set(keys)
+
+    def settle(self, key: tuple[int, ...]) -> None:
+        """The rollout ``key`` ended: batches stop waiting for it."""
+        self._expected.discard(key)
+
+    def _generators(self, part: list[_Pending]) -> Any:
+        """One keyed generator (on the model's device) per row when every request has one; else the shared one."""
+        keyed = [pending.generator for pending in part]
+        return keyed if all(generator is not None for generator in keyed) else self.generator
+
+    def _awaiting(self, batch: list[_Pending], since: float) -> bool:
+        """Whether an expected rollout that has started (its URL was handed out) has no request in ``batch`` yet,
+        and the barrier has not timed out. Rollouts not started yet (a task app that runs fewer at a time than
+        the trainer sends) are not waited for: they may wait for a batch to finish."""
+        started = {rollout.key[:2] for rollout in self._rollouts.values() if rollout.key is not None}
+        present = {pending.order[:2] for pending in batch}
+        return bool((self._expected & started) - present) and time.monotonic() - since < BARRIER_S
 
     # -- HTTP -----------------------------------------------------------------------------
 
@@ -195,7 +237,8 @@ class PolicyServer:
             return _error(400, str(error) or "the body is not JSON")
         future: asyncio.Future[Sample] = asyncio.get_running_loop().create_future()
         assert self._queue is not None
-        await self._queue.put(_Pending(prompt_ids, max_new_tokens, rollout.greedy, stops, future))
+        generator, order = self._draws(rollout)
+        await self._queue.put(_Pending(prompt_ids, max_new_tokens, rollout.greedy, stops, future, generator, order))
         try:
             drawn = await future
         except ServerStopping as error:
@@ -257,14 +300,16 @@ class PolicyServer:
         assert self._queue is not None
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
+            batch, since = [await self._queue.get()], time.monotonic()
             while len(batch) < MAX_BATCH:
                 try:
                     batch.append(await asyncio.wait_for(self._queue.get(), GATHER_S))
                 except asyncio.TimeoutError:
-                    break
+                    if not self._awaiting(batch, since):
+                        break
             for greedy in (False, True):
-                part = [pending for pending in batch if pending.greedy == greedy and not pending.future.done()]
+                part = sorted((pending for pending in batch if pending.greedy == greedy and not pending.future.done()),
+                              key=lambda pending: pending.order)  # rows in run order, not arrival order
                 if not part:
                     continue
                 self._generating = part
@@ -291,7 +336,8 @@ class PolicyServer:
             self.model.eval()
             drawn = sample(self.model, [pending.prompt_ids for pending in part],
                            [pending.max_new_tokens for pending in part], 0.0 if greedy else self.temperature,
-                           self.stop_ids, self.tokenizer.pad_token_id, self.generator,
+                           self.stop_ids, self.tokenizer.pad_token_id,
+                           self._generators(part),
                            stopped=stopped if any(stops) else None)
             self.generation_s += time.perf_counter() - started
             self.tokens_sampled += sum(len(item.completion_ids) for item in drawn)

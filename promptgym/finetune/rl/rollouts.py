@@ -35,14 +35,21 @@ class RolloutResult:
         return sum(completion.tokens for completion in self.completions)
 
 
-async def run_rollout(environment: Environment, server: PolicyServer, seed: int, split: str, greedy: bool) -> RolloutResult:
-    """One episode; each attempt gets a fresh policy URL, and only the last attempt's completions are kept."""
+async def run_rollout(environment: Environment, server: PolicyServer, seed: int, split: str, greedy: bool,
+                      key: tuple[int, ...] | None = None) -> RolloutResult:
+    """One episode; each attempt gets a fresh policy URL, and only the last attempt's completions are kept.
+
+    ``key`` (iteration, rollout index) keys the attempt's sampling (with the attempt's number appended).
+    """
     current: list[str] = []
+    attempts = 0
 
     def policy_url() -> str:
+        nonlocal attempts
         if current:
             server.close_rollout(current.pop())
-        current.append(server.open_rollout(greedy=greedy))
+        current.append(server.open_rollout(greedy=greedy, key=None if key is None else (*key, attempts)))
+        attempts += 1
         return server.url(current[-1])
 
     try:
@@ -55,6 +62,9 @@ async def run_rollout(environment: Environment, server: PolicyServer, seed: int,
         if current:
             server.close_rollout(current.pop())
         return RolloutResult(seed, split, None, error=f"{type(error).__name__}: {error}")
+    finally:
+        if key is not None:
+            server.settle(key)
     completions = server.close_rollout(current.pop()) if current else []
     reward = episode.reward
     if not isinstance(reward, (int, float)) or not math.isfinite(reward):
@@ -63,9 +73,34 @@ async def run_rollout(environment: Environment, server: PolicyServer, seed: int,
 
 
 async def run_rollouts(environment: Environment, server: PolicyServer, tasks: Sequence[tuple[int, str]],
-                       greedy: bool) -> list[RolloutResult]:
-    """All ``(seed, split)`` episodes at once (the server batches their policy calls), results in order."""
-    return list(await asyncio.gather(*(run_rollout(environment, server, seed, split, greedy) for seed, split in tasks)))
+                       greedy: bool, iteration: int = 0) -> list[RolloutResult]:
+    """All ``(seed, split)`` episodes at once (the server batches their policy calls), results in order.
+
+    Rollout ``i`` of iteration ``iteration`` samples from the stream keyed (run seed, iteration, i, attempt,
+    request), whatever order its requests reach the server in: a seeded run is reproducible.
+    """
+    keys = [(iteration, index) for index in range(len(tasks))]
+    server.expect(keys)  # batches wait for every one of them: the same batches in every run
+    try:
+        return list(await asyncio.gather(*(run_rollout(environment, server, seed, split, greedy, key=key)
+                                           for key, (seed, split) in zip(keys, tasks))))
+    finally:
+        server.expect([])
+
+
+class PolicyNeverCalled(RuntimeError):
+    """Rollouts returned rewards but the task app never asked the policy server for a completion."""
+
+
+def check_policy_called(results: Sequence[RolloutResult], where: str) -> None:
+    """Raise PolicyNeverCalled when rewards came back and not one completion was served: nothing was sampled,
+    so training would 'complete' on nothing and register an untrained model."""
+    rewarded = [result for result in results if result.reward is not None]
+    if rewarded and not any(result.completions for result in results):
+        raise PolicyNeverCalled(
+            f"{where}: {len(rewarded)} rollout(s) returned a reward but the task app never called "
+            "policy.inference_url (the policy server served no completion), so there is nothing to train on; "
+            "the app must ask the policy at request.policy.inference_url (promptgym.taskapp.ask_policy)")
 
 
 @dataclass

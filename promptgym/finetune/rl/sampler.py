@@ -43,13 +43,24 @@ def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any
 
 
 def _draw(logits: Any, temperature: float, generator: Any) -> tuple[Any, Any]:
-    """(tokens, their log-probabilities) for one step; temperature 0 is greedy (log-probabilities at T=1)."""
+    """(tokens, their log-probabilities) for one step; temperature 0 is greedy (log-probabilities at T=1).
+
+    ``generator`` is one generator for the batch, or a list with one per row (a row's draws then do not
+    depend on which other rows share its batch).
+    """
     import torch
 
     logits = logits.float()
     if temperature <= 0:
         logprobs = torch.log_softmax(logits, dim=-1)
         tokens = logprobs.argmax(dim=-1)
+    elif isinstance(generator, list):
+        logprobs = torch.log_softmax(logits / temperature, dim=-1)
+        probabilities = logprobs.exp()
+        if generator[0].device != probabilities.device:
+            probabilities = probabilities.cpu()  # CPU generators draw from host probabilities
+        tokens = torch.cat([torch.multinomial(probabilities[slot], 1, generator=row_generator)
+                            for slot, row_generator in enumerate(generator)]).to(logprobs.device)
     else:
         logprobs = torch.log_softmax(logits / temperature, dim=-1)
         probabilities = logprobs.exp()
@@ -61,7 +72,10 @@ def _draw(logits: Any, temperature: float, generator: Any) -> tuple[Any, Any]:
 
 def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], temperature: float,
            stop_ids: set[int], pad_id: int, generator: Any = None, stopped: StopCheck | None = None) -> list[Sample]:
-    """Continue every prompt until a stop token, ``stopped(row, ids)`` or its own token limit; one batch, one KV cache."""
+    """Continue every prompt until a stop token, ``stopped(row, ids)`` or its own token limit; one batch, one KV cache.
+
+    ``generator``: one ``torch.Generator`` for the batch, or a list with one per prompt.
+    """
     import torch
     from transformers import DynamicCache
 
@@ -93,7 +107,8 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
             cache.batch_select_indices(keep)
             logits, attention_mask, positions = logits[keep], attention_mask[keep], positions[keep]
         while active:
-            tokens, logprobs = _draw(logits, temperature, generator)
+            drawing = [generator[row] for row in active] if isinstance(generator, list) else generator
+            tokens, logprobs = _draw(logits, temperature, drawing)
             drawn, drawn_logprobs = tokens.tolist(), logprobs.tolist()  # one device-to-host copy per step
             still = []
             for slot, row in enumerate(active):

@@ -1,0 +1,169 @@
+"""Prompts, weights, and both: untrained vs prompt-only vs FineTune (labels, traces) vs Sequence, one table.
+
+Every row trains a fresh program (one Generator, the default embedded model) on the same seeded
+split, then scores it on the same test items; the table gives the test accuracy with its 95%
+interval and the paired test against the untrained program, the training LM calls (model calls
+that were not cache hits, inference and validation together), the SFT steps and the wall time.
+
+    # the whole table (3 tasks x 5 rows; hours on a 2-core CPU):
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/finetune/run.py
+    # one task, some rows, fewer training rows:
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/finetune/run.py --tasks mmlu_topics \\
+        --rows untrained,ft_labels --n-train 120
+
+Each finished row is appended to ``--out`` (JSON lines) at once, so a long run that is stopped keeps
+what it measured; ``--markdown`` prints the table of a results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import promptgym as pg
+from promptgym.finetune.optimizer import FineTune
+from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL
+from promptgym.lm.usage import LEDGER
+from promptgym.stats import confidence_interval, paired_test
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "results"
+
+TASKS: dict[str, dict[str, Any]] = {
+    # the untrained 0.5B model is at chance on mmlu_topics, weak on dates_dmy, middling on boolq
+    "mmlu_topics": {"module": "mmlu_topics", "kwargs": {}},
+    "dates_dmy": {"module": "dates", "kwargs": {"output_format": "%d.%m.%Y"}, "generated": True},
+    "boolq": {"module": "boolq", "kwargs": {}},
+}
+ROWS = ("untrained", "prompt", "ft_labels", "ft_traces", "sequence")
+
+
+def split(task: str, n_train: int, n_val: int, n_test: int, seed: int) -> tuple[Any, ...]:
+    """(x_train, y_train), (x_val, y_val), (x_test, y_test): the same for every row of a task."""
+    spec = TASKS[task]
+    module = getattr(pg.datasets, spec["module"])
+    if spec.get("generated"):
+        (x, y), (x_test, y_test) = module.load_data(n_train=n_train + n_val, n_test=n_test, seed=seed, **spec["kwargs"])
+    else:
+        (x, y), (x_test, y_test) = module.load_data(n_train=n_train + n_val, seed=seed, **spec["kwargs"])
+    return (x[:n_train], y[:n_train]), (x[n_train:], y[n_train:]), (x_test[:n_test], y_test[:n_test])
+
+
+def optimizer_for(row: str, folder: Path, args: argparse.Namespace) -> Any:
+    prompt = lambda: pg.optimizers.KNNFewShot(k=3)  # noqa: E731 - the prompt-only optimizer, three times below
+    tune = dict(n_epochs=args.sft_epochs, batch_size=4, learning_rate=args.learning_rate, output_dir=str(folder / row),
+                max_train_seconds=args.max_train_seconds, seed=0)
+    return {"prompt": prompt,
+            "ft_labels": lambda: FineTune(source="labels", **tune),
+            "ft_traces": lambda: FineTune(source="traces", min_reward=1.0, **tune),
+            "sequence": lambda: pg.optimizers.Sequence([prompt(), FineTune(source="labels", **tune), prompt()]),
+            }[row]()
+
+
+async def build(task: str, x: Any, y: Any) -> pg.Program:
+    module = getattr(pg.datasets, TASKS[task]["module"])
+    inputs = pg.Input(data_model=module.get_input_data_model())
+    outputs = await pg.Generator(data_model=module.get_output_data_model(),
+                                 language_model=pg.LanguageModel(model=f"local/{DEFAULT_LOCAL_MODEL}"))(inputs)
+    return pg.Program(inputs=inputs, outputs=outputs, name=f"{task}_bench")
+
+
+def calls_since(snapshot: dict[str, Any]) -> int:
+    return sum(usage.calls - usage.cache_hits for usage in LEDGER.since(snapshot).values())
+
+
+def sft_steps(optimizer: Any) -> int:
+    stages = getattr(optimizer, "stages", None) or [optimizer]
+    return sum(int(getattr(stage, "sft_steps", 0)) for stage in stages)
+
+
+async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Namespace,
+                  baseline: list[float] | None) -> dict[str, Any]:
+    (x, y), (x_val, y_val), (x_test, y_test) = data
+    program = await build(task, x, y)
+    started, usage = time.time(), LEDGER.snapshot()
+    optimizer = None
+    stages = []
+    if row != "untrained":
+        optimizer = optimizer_for(row, Path(args.work) / task, args)
+        program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+        history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=len(x), verbose=0)
+        stages = [{"stage": c.get("stage"), "accepted": c["accepted"], "val": c["candidate_score"],
+                   "start": c["incumbent_score"]} for c in history.comparisons]
+    else:
+        program.compile(reward=pg.rewards.ExactMatch())
+    training_calls, train_seconds = calls_since(usage), time.time() - started
+    evaluation = await program.evaluate(x_test, y_test, batch_size=8, verbose=0)
+    hits = list(evaluation.scores[next(iter(evaluation.scores))])
+    interval = confidence_interval(hits)
+    result = {"task": task, "row": row, "n_train": len(x), "n_val": len(x_val), "n_test": len(x_test),
+              "sft": {"epochs": args.sft_epochs, "learning_rate": args.learning_rate,
+                      "max_train_seconds": args.max_train_seconds} if row.startswith(("ft_", "seq")) else None,
+              "accuracy": interval.as_dict(), "training_lm_calls": training_calls,
+              "sft_steps": sft_steps(optimizer) if optimizer is not None else 0,
+              "train_seconds": round(train_seconds, 1), "wall_seconds": round(time.time() - started, 1),
+              "models": sorted({getattr(m.language_model, "model", "?") for m in program.modules
+                                if hasattr(m, "language_model")}),
+              "comparisons": stages, "hits": hits}
+    if baseline is not None and row != "untrained":
+        result["vs_untrained"] = paired_test(baseline, hits).as_dict()
+    return result
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| task | row | test accuracy [95% CI] | vs untrained (paired) | training LM calls | SFT steps | "
+             "wall s |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        a = r["accuracy"]
+        versus = r.get("vs_untrained")
+        paired = (f"{versus['difference']:+.3f} [{versus['low']:+.3f}, {versus['high']:+.3f}], "
+                  f"p={versus['p_value']:.3g} ({versus['wins']}/{versus['losses']})") if versus else ""
+        lines.append(f"| {r['task']} (n_train={r['n_train']}) | {r['row']} | {a['mean']:.3f} [{a['low']:.3f}, "
+                     f"{a['high']:.3f}] (n={a['n']}) | {paired} | {r['training_lm_calls']} | {r['sft_steps']} | "
+                     f"{r['wall_seconds']:.0f} |")
+    return "\n".join(lines)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--rows", default=",".join(ROWS))
+    parser.add_argument("--n-train", type=int, default=360)
+    parser.add_argument("--n-val", type=int, default=40)
+    parser.add_argument("--n-test", type=int, default=200)
+    parser.add_argument("--sft-epochs", type=int, default=1)
+    parser.add_argument("--max-train-seconds", type=float, default=None)
+    parser.add_argument("--learning-rate", type=float, default=2e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", default="/tmp/promptgym-bench-finetune", help="SFT run folders")
+    parser.add_argument("--out", default=str(RESULTS / "finetune.jsonl"))
+    parser.add_argument("--markdown", help="print the table of this results file and exit")
+    args = parser.parse_args()
+    if args.markdown:
+        print(markdown([json.loads(line) for line in Path(args.markdown).read_text().splitlines() if line.strip()]))
+        return
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for task in args.tasks.split(","):
+        data = split(task, args.n_train, args.n_val, args.n_test, args.seed)
+        baseline = None
+        for row in args.rows.split(","):
+            print(f"[{time.strftime('%H:%M:%S')}] {task} / {row} ...", file=sys.stderr, flush=True)
+            result = await run_row(task, row, data, args, baseline)
+            if row == "untrained":
+                baseline = result["hits"]
+            with out.open("a") as handle:
+                handle.write(json.dumps(result) + "\n")
+            print(markdown([result]).splitlines()[-1], file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    asyncio.run(main())

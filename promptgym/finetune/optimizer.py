@@ -1,0 +1,435 @@
+"""``FineTune``: weights as one more lever of ``fit()``: SFT rows from the program, LoRA, the tuned model as a candidate.
+
+In ``fit()``, for every trainable Generator, FineTune builds SFT rows in the
+program's own message format, from
+
+- ``source="labels"``: the labelled training examples (the messages the
+  Generator sends for the example's input, the label's fields as its answer;
+  only Generators that read the program's input and write its output have labels);
+- ``source="traces"``: the program's own training runs that earn
+  ``min_reward`` (each Generator step of such a run: what it sent, what it answered);
+- ``source="both"``: the two together;
+
+trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`:
+same settings, run folder, checkpoints, resume, events), registers the tuned
+model, and proposes the program with each Generator on it. Like any
+candidate it replaces the start only when it is ahead on validation
+(:mod:`promptgym.optimizers.selection`); the program then runs on (and
+``save()`` stores) the tuned model string::
+
+    program.compile(reward="exactmatch", optimizer=FineTune(source="labels", n_epochs=1))
+    await program.fit(x_train, y_train, validation_split=0.2)
+    program.modules[-1].language_model.model       # 'local/ft-finetune-sentiment-1a2b3c' when it won
+
+``Sequence([KNNFewShot(), FineTune(), KNNFewShot()])`` chains prompts and weights (docs/optimizers/finetune.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from promptgym.core.atomic import atomic_write_text
+from promptgym.core.serialization import register_builtin
+from promptgym.finetune.base_model import BaseModelError, resolve_base_model
+from promptgym.finetune.settings import LoraSettings, SFTSettings
+from promptgym.modules.generator import as_json
+from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
+from promptgym.optimizers import OPTIMIZERS
+from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states
+from promptgym.optimizers.selection import race_on_validation
+from promptgym.rewards.base import to_json
+from promptgym.rollouts import ExampleResult
+from promptgym.training.sft_export import step_conversation
+
+logger = logging.getLogger("promptgym")
+
+SOURCES = ("labels", "traces", "both")
+Conversation = list[dict[str, str]]
+
+
+class FineTuneError(ValueError):
+    """FineTune cannot run as configured; the message says why and what to change."""
+
+
+clock = time.monotonic
+"""The time budget's clock (a test advances a fake one instead of sleeping)."""
+
+
+class TimeBudget:
+    """A stop request that turns itself on once ``seconds`` have passed (the SFT loop checks it between steps)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = None if seconds is None else clock() + seconds
+        self.reason = ""
+        self._requested = False
+
+    @property
+    def requested(self) -> bool:
+        if not self._requested and self.deadline is not None and clock() >= self.deadline:
+            self._requested, self.reason = True, "max_train_seconds"
+        return self._requested
+
+    @requested.setter
+    def requested(self, value: bool) -> None:
+        self._requested = value
+
+    def request(self, reason: str = "requested") -> None:
+        self._requested, self.reason = True, reason
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text.lower()).strip("-.")[:40] or "program"
+
+
+@register_builtin
+class FineTune(Optimizer):
+    """Fine-tune each trainable Generator's model (LoRA SFT) on rows built from the program; keep it if it wins.
+
+    Args:
+        source: ``"labels"``, ``"traces"`` or ``"both"`` (see the module doc).
+        min_reward: a training run must earn at least this for its steps to become rows (traces).
+        with_demonstrations: rows show the Generator's demonstrations as it sends them (default: without,
+            so the tuned model answers without them; the tuned program is then raced with and without them).
+        n_epochs, batch_size, learning_rate, lora, max_length: the SFT settings (``lora``: a
+            ``LoraSettings`` or a dict such as ``{"r": 8}``).
+        max_train_seconds: stop SFT at this budget and keep the last checkpoint (the tuned model is what
+            was trained by then); it must leave room for one step.
+        base_model: the weights to train (default: each Generator's own ``local/...`` model); a
+            Hugging Face folder or a ``local/...`` name.
+        output_dir: where the SFT runs go (default ``runs/finetune-<program>``; the CLI uses the run folder).
+        sft: any other ``SFTSettings`` field (``save_steps``, ``export``, ``gradient_accumulation_steps``, ...).
+        seed: the SFT seed (default: drawn from the trainer's).
+    """
+
+    def __init__(self, source: Literal["labels", "traces", "both"] = "labels", min_reward: float = 1.0,
+                 with_demonstrations: bool = False, n_epochs: int = 1, batch_size: int = 4,
+                 learning_rate: float = 2e-4, lora: LoraSettings | dict[str, Any] | None = None,
+                 max_length: int = 1024, max_train_seconds: float | None = None, base_model: str | None = None,
+                 output_dir: str | None = None, sft: dict[str, Any] | None = None, seed: int | None = None,
+                 name: str | None = None, description: str | None = None) -> None:
+        if source not in SOURCES:
+            raise FineTuneError(f"FineTune: source must be one of {', '.join(SOURCES)}, got {source!r}")
+        if max_train_seconds is not None and max_train_seconds <= 0:
+            raise FineTuneError(f"FineTune: max_train_seconds must be > 0 or None, got {max_train_seconds!r}")
+        super().__init__(seed=seed, budget=Budget(None), name=name, description=description)
+        self.source = source
+        self.min_reward = float(min_reward)
+        self.with_demonstrations = bool(with_demonstrations)
+        self.lora = lora if isinstance(lora, LoraSettings) else LoraSettings(**(lora or {}))
+        self.max_train_seconds = max_train_seconds
+        self.base_model = base_model
+        self.output_dir = output_dir
+        self.sft = dict(sft or {})
+        self.n_epochs, self.batch_size, self.learning_rate, self.max_length = n_epochs, batch_size, learning_rate, max_length
+        self.settings_for("check", "check")  # a bad SFT setting fails here, not after the runs
+        self.tuned: dict[str, str] = {}
+        """Model id per SFT job (by base model), saved with the state: a resumed fit does not train again."""
+        self.rows: dict[str, int] = {}
+        """Rows per Generator, of the last training."""
+        self.sft_steps = 0
+        self.sft_seconds = 0.0
+
+    # -- settings -------------------------------------------------------------------------
+
+    def settings_for(self, base_model: str, train_file: str) -> SFTSettings:
+        # the merged GGUF is what the Generator runs: the adapter's own export would only cost time
+        settings = {"summary_samples": 0, "validation_split": 0.0, "save_steps": 10,
+                    "export": {"merged": "q8_0", "adapter": False}, **self.sft}
+        try:
+            return SFTSettings(base_model=base_model, train_file=train_file, n_epochs=self.n_epochs,
+                               batch_size=self.batch_size, learning_rate=self.learning_rate, lora=self.lora,
+                               max_length=self.max_length, **settings)
+        except Exception as error:  # noqa: BLE001 - pydantic names the field; say which optimizer it was
+            raise FineTuneError(f"FineTune: bad SFT setting: {error}") from None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def build(self, program: Any) -> None:
+        super().build(program)
+        start = self.start
+        if MODELS_KEY not in start.variables:  # so that falling back to the start also restores its models
+            models = current_models(program)
+            start.variables[MODELS_KEY] = {state.module_name: models[state.module_name] for state in self.prompts
+                                           if state.module_name in models}
+
+    async def on_train_begin(self, ctx: OptimizerContext) -> None:
+        """Check, before any call, that every Generator can be trained and that the source has rows to give."""
+        self.base_models(ctx.rollouts.program)
+        if self.source == "labels" and not any(state.answer_fields for state in self.prompts):
+            names = ", ".join(state.module_name for state in self.prompts) or "none"
+            raise FineTuneError(f"FineTune(source='labels'): no Generator reads the program's input and writes its "
+                                f"output (trainable Generators: {names}), so the labels are no Generator's answer; "
+                                "use source='traces' (the program's own runs that earn min_reward)")
+
+    def base_models(self, program: Any) -> dict[str, str]:
+        """The weights each trainable Generator's SFT starts from; a clear error for a model it cannot train."""
+        chosen: dict[str, str] = {}
+        for state in self.prompts:
+            module = state.module
+            model = self.base_model or getattr(getattr(module, "language_model", None), "model", None)
+            if not model:
+                raise FineTuneError(f"FineTune: Generator {state.module_name!r} has no language model to train")
+            try:
+                resolve_base_model(model) if self.base_model else check_trainable_string(model)
+            except BaseModelError as error:
+                where = "base_model" if self.base_model else f"Generator {state.module_name!r} runs on {model!r}"
+                raise FineTuneError(
+                    f"FineTune: {where}: cannot be trained here ({error}). A remote model's weights are not on "
+                    "this machine: run the Generator on a local/... model, or pass base_model= (a local/... model "
+                    "or a Hugging Face folder); the Generator then runs on the tuned copy") from None
+            chosen[state.module_name] = model
+        return chosen
+
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
+        """With traces, run the start on the batch (the runs the rows come from); SFT runs at the epoch's end."""
+        if self.source != "labels" and not self.tuned:
+            await self.score(ctx, self.start, "train", batch)
+        return {"sft_steps": float(self.sft_steps)}
+
+    async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if self.epochs_done == 0:
+            contenders = await self.tune(ctx)
+            if ctx.rollouts.size("val") == 0:
+                await self.accept(ctx, contenders[0], reason="tuned model; unchecked: no validation data")
+            else:
+                await race_on_validation(self, ctx, contenders,
+                                         describe=lambda c: f"{c.origin} candidate {c.id} ({models_of(c)}): ")
+        await super().on_epoch_end(ctx, epoch)
+
+    # -- the work -------------------------------------------------------------------------
+
+    async def tune(self, ctx: OptimizerContext) -> list[Candidate]:
+        """Build the rows, train one model per base model, and return the tuned candidates."""
+        program = ctx.rollouts.program
+        bases = self.base_models(program)
+        rows = await self.build_rows(ctx)
+        folder = Path(self.output_dir or f"runs/finetune-{slug(program.name)}")
+        jobs: dict[str, list[Conversation]] = {}
+        for module_name, conversations in rows.items():
+            jobs.setdefault(bases[module_name], []).extend(conversations)
+        tuned_models: dict[str, str] = {}
+        for base, conversations in jobs.items():
+            key = hashlib.sha256(base.encode()).hexdigest()[:8]
+            if key not in self.tuned:
+                self.tuned[key] = await self.train(ctx, base, conversations, folder / f"sft-{slug(Path(base).name)}-{key}")
+            for module_name in rows:
+                if bases[module_name] == base:
+                    tuned_models[module_name] = self.tuned[key]
+        start = self.start
+        variables = {**start.variables, MODELS_KEY: {**start.variables.get(MODELS_KEY, {}), **tuned_models}}
+        contenders = [self.find(variables) or self.add_candidate(variables, parent=start.id, origin="finetune")]
+        if not self.with_demonstrations:  # the rows showed no demonstrations: also try the tuned model without them
+            bare = {name: ({**value, "examples": []} if name in self.trained_variables(rows) else value)
+                    for name, value in variables.items()}
+            for name in self.trained_variables(rows):
+                bare[name].pop("retrieval", None)
+            if bare != variables:
+                contenders.append(self.find(bare) or self.add_candidate(bare, parent=start.id,
+                                                                        origin="finetune_without_demonstrations"))
+        return contenders
+
+    def trained_variables(self, rows: dict[str, list[Conversation]]) -> list[str]:
+        return [state.variable for state in self.prompts if state.module_name in rows]
+
+    async def build_rows(self, ctx: OptimizerContext) -> dict[str, list[Conversation]]:
+        """SFT conversations per Generator name, from the labels and/or the runs that earn ``min_reward``."""
+        rows: dict[str, list[Conversation]] = {}
+        if self.source in ("labels", "both"):
+            for state in self.prompts:
+                if state.answer_fields:
+                    rollouts = ctx.rollouts
+                    targets = [rollouts.target_json("train", i) for i in range(rollouts.size("train"))]
+                    rows.setdefault(state.module_name, []).extend(
+                        await self.label_rows(rollouts.program, state, rollouts.inputs("train"), targets))
+            if self.source == "labels" and not any(rows.values()):
+                fields = {state.module_name: sorted(state.answer_fields or ()) for state in self.prompts}
+                raise FineTuneError(f"FineTune(source='labels'): no training label holds every field a Generator "
+                                    f"answers ({fields}); give complete labels, or use source='traces'")
+        if self.source in ("traces", "both"):
+            results = await self.score(ctx, self.start, "train", list(range(ctx.rollouts.size("train"))))
+            kept = [r for r in results if not r.error and r.reward >= self.min_reward]
+            if not kept and self.source == "traces":
+                best = max((r.reward for r in results), default=0.0)
+                raise FineTuneError(f"FineTune(source='traces'): none of the {len(results)} training runs earned "
+                                    f"min_reward={self.min_reward:g} (the best earned {best:g}), so there is no row "
+                                    "to train on; lower min_reward, or use source='labels' or 'both'")
+            for module_name, conversation in await self.trace_rows(ctx, kept):
+                rows.setdefault(module_name, []).append(conversation)
+        self.rows = {name: len(conversations) for name, conversations in rows.items() if conversations}
+        return {name: conversations for name, conversations in rows.items() if conversations}
+
+    async def label_rows(self, program: Any, state: PromptState, xs: list[Any], targets: list[dict[str, Any]]
+                         ) -> list[Conversation]:
+        """The messages ``state``'s Generator sends for each input, each label's fields as its answer."""
+        module, fields = state.module, state.answer_fields or frozenset()
+        order = list(module.output_data_model(program.input_data_model).model_fields)
+        conversations = []
+        for x, target in zip(xs, targets):
+            if not fields <= set(target):
+                continue
+            inputs = as_json(x)
+            schema = x.get_schema() if callable(getattr(x, "get_schema", None)) else None
+            examples = await module.demonstrations(inputs) if self.with_demonstrations else []
+            answer = {name: target[name] for name in order if name in fields}
+            conversations.append([*module.messages(inputs, examples, input_schema=schema),
+                                  {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)}])
+        return conversations
+
+    async def trace_rows(self, ctx: OptimizerContext, results: list[ExampleResult]) -> list[tuple[str, Conversation]]:
+        program, trainable = ctx.rollouts.program, {state.module_name for state in self.prompts}
+        rows = []
+        for result in results:
+            for step in result.trace.steps if result.trace else []:
+                if step.module in trainable:
+                    conversation = await step_conversation(program, step, self.with_demonstrations)
+                    if conversation is not None:
+                        rows.append((step.module, conversation))
+        return rows
+
+    async def train(self, ctx: OptimizerContext, base: str, conversations: list[Conversation], folder: Path) -> str:
+        """One SFT job (in a worker thread, its events forwarded to the trainer's stream); returns the model id."""
+        folder.mkdir(parents=True, exist_ok=True)
+        train_file = folder / "train.jsonl"
+        text = "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in conversations)
+        if not train_file.is_file() or train_file.read_text(encoding="utf-8") != text:
+            # other rows than the run in this folder trained on: its checkpoints are not this run's to resume
+            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+            atomic_write_text(train_file, text)
+        settings = self.settings_for(base, str(train_file))
+        seed = self.seed if self.seed is not None else int(self.start_rng(ctx).integers(2**31))
+        loop = asyncio.get_running_loop()
+
+        def forward(event: Any) -> None:
+            asyncio.run_coroutine_threadsafe(ctx.emit(event), loop).result()
+
+        result = await asyncio.to_thread(run_sft_job, settings, folder, seed, f"finetune-{slug(Path(base).name)}",
+                                         self.max_train_seconds, forward)
+        self.sft_steps += result.steps
+        self.sft_seconds += result.elapsed_s
+        if not result.model_id:
+            raise FineTuneError(f"FineTune: the SFT run in {folder} ended without a model ({result.status})")
+        forget_model(result.model_id)  # a model retrained under the same name loads its new weights
+        return result.model_id
+
+    # -- estimates, state, config -----------------------------------------------------------
+
+    def measure_step_seconds(self, program: Any, xs: Any, ys: Any, folder: str | Path) -> dict[str, float]:
+        """Seconds of one SFT step per base model, on the first ``batch_size`` labelled rows (loads each model).
+
+        What the CLI preview shows before a run; Generators without labels (traces only) are not timed.
+        """
+        states = [state for state in prompt_states(program) if state.answer_fields]
+        self.prompts = prompt_states(program)
+        bases = self.base_models(program)
+        targets = [to_json(y) or {} for y in ys[:self.batch_size]]
+        timed: dict[str, float] = {}
+        for state in states:
+            base = bases[state.module_name]
+            if base in timed:
+                continue
+            rows = asyncio.run(self.label_rows(program, state, list(xs[:self.batch_size]), targets))
+            if not rows:
+                continue
+            path = Path(folder) / f"step-time-{slug(Path(base).name)}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, "".join(json.dumps({"messages": r}, ensure_ascii=False) + "\n" for r in rows))
+            timed[base] = measure_sft_step(self.settings_for(base, str(path)))
+        return timed
+
+    def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
+                          minibatch_size: int) -> int:
+        """Program runs beyond training: the tuned program(s) and the start on every validation example."""
+        return (2 if self.with_demonstrations else 3) * val_size
+
+    def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
+        return 0 if self.source == "labels" else train_size
+
+    def estimate_sft_steps(self, rows: int) -> int:
+        """Optimiser steps of an SFT on ``rows`` rows (per base model)."""
+        accumulation = int(self.sft.get("gradient_accumulation_steps", 1))
+        return math.ceil(math.ceil(rows / self.batch_size) / accumulation) * self.n_epochs
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"tuned": dict(self.tuned), "rows": dict(self.rows), "sft_steps": self.sft_steps,
+                "sft_seconds": self.sft_seconds}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.tuned = dict(state.get("tuned") or {})
+        self.rows = dict(state.get("rows") or {})
+        self.sft_steps = int(state.get("sft_steps", 0))
+        self.sft_seconds = float(state.get("sft_seconds", 0.0))
+
+    def get_config(self) -> dict[str, Any]:
+        return {"source": self.source, "min_reward": self.min_reward, "with_demonstrations": self.with_demonstrations,
+                "n_epochs": self.n_epochs, "batch_size": self.batch_size, "learning_rate": self.learning_rate,
+                "lora": self.lora.model_dump(), "max_length": self.max_length,
+                "max_train_seconds": self.max_train_seconds, "base_model": self.base_model,
+                "output_dir": self.output_dir, "sft": dict(self.sft), "seed": self.seed, **self.naming_config()}
+
+
+def models_of(candidate: Candidate) -> str:
+    return ", ".join(f"{name} on {model}" for name, model in (candidate.variables.get(MODELS_KEY) or {}).items())
+
+
+def check_trainable_string(model: str) -> None:
+    """A Generator's own model string must name weights on this machine (``local/...``, a folder, a GGUF)."""
+    path = Path(model).expanduser()
+    if path.is_dir() or path.suffix == ".gguf":
+        return
+    if not model.startswith("local/"):
+        raise BaseModelError(f"{model!r} is not a local/... model")
+
+
+def measure_sft_step(settings: SFTSettings) -> float:
+    """Load the base model with its adapters and time one step on ``settings.train_file``."""
+    from promptgym.finetune.sft_flow import SFTJob  # torch and transformers load here
+
+    job = SFTJob.prepare(settings, seed=0, name="step-time")
+    try:
+        return job.measure_step_seconds()
+    finally:
+        job.release()
+
+
+def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_seconds: float | None,
+                on_event: Any) -> Any:
+    """Prepare and run one SFT job; under a time budget, stop at it and finish from the last checkpoint.
+
+    A folder with a checkpoint and no finished model resumes (a killed ``fit()`` loses at most the
+    step in flight). Runs in a worker thread: torch releases the GIL, the event loop goes on.
+    """
+    from promptgym.finetune.checkpoint import last_checkpoint, read_progress  # torch-free, but only for SFT
+    from promptgym.finetune.loop import JsonStatus, TrainingInterrupted
+    from promptgym.finetune.sft_finish import finish_sft_run
+    from promptgym.finetune.sft_flow import SFTJob
+
+    job = SFTJob.prepare(settings, seed=seed, name=name)
+    if max_seconds is not None:
+        step_seconds = job.measure_step_seconds()
+        if step_seconds > max_seconds:
+            raise FineTuneError(f"FineTune: max_train_seconds={max_seconds:g} is less than one SFT step, measured at "
+                                f"{step_seconds:.1f} s on this machine (batch_size={settings.batch_size}); give at "
+                                f"least {math.ceil(step_seconds * 2)} s, or a smaller batch_size or max_length")
+    resume = last_checkpoint(folder / "checkpoints") is not None
+    stop = TimeBudget(max_seconds)
+    try:
+        return job.run(folder, on_event=on_event, resume=resume, stop=stop)  # type: ignore[arg-type]
+    except TrainingInterrupted:
+        if stop.reason != "max_train_seconds":
+            raise
+    logger.info("FineTune: max_train_seconds=%g reached; keeping the last checkpoint", max_seconds)
+    progress = read_progress(last_checkpoint(folder / "checkpoints"))  # type: ignore[arg-type]
+    return finish_sft_run(job, folder, progress, on_event, JsonStatus(folder / "run.json"), job.model_id(folder),
+                          float(progress.extra.get("elapsed_s", 0.0)))
+
+
+OPTIMIZERS["finetune"] = FineTune

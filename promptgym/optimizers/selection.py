@@ -1,0 +1,153 @@
+"""Never worse than the start: a candidate replaces the incumbent only on validation evidence.
+
+Every optimizer's search ends in one check, made by ``fit()`` after each
+epoch: the optimizer's best candidate and the program it started from are
+both scored on every validation example (memoised runs cost nothing), and
+the best one stays unless its mean there is lower than the start's (a tie
+keeps the optimizer's choice, which its own race settled on held-out
+examples; KNNFewShot's contenders must be strictly ahead).
+The comparison (both scores with their intervals, the paired test) goes into
+the ``CandidateAccepted`` / ``CandidateRejected`` event and the History::
+
+    comparison = await compare_on_validation(ctx, candidate, start)
+    comparison.accepted, comparison.candidate_score, comparison.test.p_value
+    comparison.brief()   # 'val 0.850 [0.712, 0.929] vs start 0.800 [0.652, 0.895] (n=40): +0.050 ..., p=0.50'
+
+Without validation data nothing can be checked: ``fit()`` says so once
+(:data:`NO_VALIDATION_ADVICE`) and keeps what the optimizer chose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from promptgym.core.events import CandidateAccepted, CandidateRejected
+from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.kit import OptimizerContext
+from promptgym.stats import Interval, PairedTest, confidence_interval, paired_test
+
+NO_VALIDATION_ADVICE = (
+    "fit() has no validation data (validation_split=0 and no validation_data), so it cannot check that the "
+    "trained program is better than the one it started from; pass validation_data=(x_val, y_val) or "
+    "validation_split=0.2 (at least 20 examples give a usable check)")
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate against an incumbent on the same validation examples, and whether it was ``accepted``."""
+
+    candidate: int
+    incumbent: int
+    split: str
+    candidate_score: Interval
+    incumbent_score: Interval
+    test: PairedTest
+    accepted: bool
+    stage: str | None = None
+    incumbent_label: str = "start"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "incumbent": self.incumbent, "split": self.split,
+                "stage": self.stage, "accepted": self.accepted,
+                "candidate_score": self.candidate_score.as_dict(), "incumbent_score": self.incumbent_score.as_dict(),
+                "test": self.test.as_dict()}
+
+    def brief(self) -> str:
+        return (f"{self.split} {self.candidate_score} vs {self.incumbent_label} {self.incumbent_score}: "
+                f"{self.test.brief()}")
+
+
+async def compare_on_validation(ctx: OptimizerContext, candidate: Candidate, incumbent: Candidate,
+                                stage: str | None = None, incumbent_label: str = "start",
+                                ties_win: bool = False) -> Comparison | None:
+    """Score both on every validation example (memoised runs are free); None without validation data.
+
+    ``accepted``: the candidate's mean is higher (or, with ``ties_win``, not lower). The runs are the
+    trainer's, like its validation pass: no optimizer's budget pays for them.
+    """
+    rollouts = ctx.rollouts
+    if rollouts.size("val") == 0:
+        return None
+    indices = list(range(rollouts.size("val")))
+    theirs = await rollouts.run("val", indices, variables=incumbent.variables)
+    incumbent.record(theirs)
+    ours = await rollouts.run("val", indices, variables=candidate.variables)
+    candidate.record(ours)
+    before, after = [r.reward for r in theirs], [r.reward for r in ours]
+    test = paired_test(before, after)
+    accepted = test.difference > (-_EPS if ties_win else _EPS)
+    return Comparison(candidate.id, incumbent.id, "val", confidence_interval(after), confidence_interval(before),
+                      test, accepted, stage, incumbent_label)
+
+
+async def announce(ctx: OptimizerContext, comparison: Comparison, candidate: Candidate, what: str = "") -> None:
+    """Emit ``CandidateAccepted`` or ``CandidateRejected`` with the comparison as payload."""
+    difference = comparison.test.difference
+    if comparison.accepted:
+        verb = "level with" if abs(difference) <= _EPS else "better than"
+    else:
+        verb = "no better than" if abs(difference) <= _EPS else "worse than" if difference < 0 else \
+            "better than (but behind another contender)"
+    reason = f"{what}{verb} the {comparison.incumbent_label} on validation: {comparison.brief()}"
+    event = CandidateAccepted if comparison.accepted else CandidateRejected
+    await ctx.emit(event(candidate=candidate.id, parent=candidate.parent, reason=reason,
+                         comparison=comparison.as_dict()))
+
+
+async def keep_if_better_than_start(optimizer: Optimizer, ctx: OptimizerContext, stage: str | None = None
+                                    ) -> Comparison | None:
+    """Compare ``optimizer``'s best with its starting candidate; fall back to the start when the best is behind.
+
+    None when the best is the start, or without validation data.
+    """
+    start = optimizer.start
+    best = optimizer.best
+    if best.id == start.id:
+        return None
+    if best.id in optimizer.checked:  # an accepted best checked at an earlier epoch's end: nothing new to say
+        return optimizer.checked[best.id]
+    comparison = await compare_on_validation(ctx, best, start, stage, ties_win=True)
+    if comparison is None:
+        return None
+    optimizer.last_check = comparison
+    if comparison.accepted:
+        optimizer.checked[best.id] = comparison
+    else:
+        optimizer.best_id = start.id
+    await announce(ctx, comparison, best, what=f"{best.origin} candidate {best.id}: ")
+    return comparison
+
+
+async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, contenders: Sequence[Candidate | None],
+                             describe: Callable[[Candidate], str] = lambda c: f"{c.origin} candidate {c.id}: ",
+                             stage: str | None = None) -> Candidate | None:
+    """Score each contender and the incumbent on every validation example; the best strictly ahead wins.
+
+    Each contender's comparison is announced (the winner's as accepted, the others' as rejected);
+    returns the winner (None when none is ahead: the incumbent stays).
+    """
+    incumbent = optimizer.best
+    label = "start" if incumbent.id == optimizer.start.id else "incumbent"
+    stage = stage or optimizer.stage_name
+    compared = []
+    for contender in contenders:
+        if contender is not None and contender.id != incumbent.id:
+            comparison = await compare_on_validation(ctx, contender, incumbent, stage, incumbent_label=label)
+            if comparison is not None:
+                compared.append((contender, comparison))
+    ahead = [(c, comparison) for c, comparison in compared if comparison.accepted]
+    winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
+    if winner is None and compared:
+        optimizer.last_check = replace(max(compared, key=lambda item: item[1].candidate_score.mean)[1], accepted=False)
+    for contender, comparison in compared:
+        if contender is winner:
+            optimizer.best_id = contender.id
+            optimizer.checked[contender.id] = comparison
+            optimizer.last_check = comparison
+            await announce(ctx, comparison, contender, what=describe(contender))
+        else:
+            await announce(ctx, replace(comparison, accepted=False), contender, what=describe(contender))
+    return winner
