@@ -131,7 +131,7 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("backend", "callbacks", "config", "datasets", "embedding_models", "initializers", "language_models",
-                    "ops", "testing", "training", "utils")
+                    "ops", "testing", "tracing", "training", "utils")
 
 ToolCalling = ToolCall  # synalinks exports ToolCall under both names
 

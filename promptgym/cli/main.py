@@ -6,6 +6,8 @@
     promptgym runs list | show ID | watch ID | stop ID
     promptgym models list
     promptgym export-sft-data --run RUN_ID -o distilled.jsonl
+    promptgym serve best_program.json | --run RUN_ID [--mcp stdio|http]
+    promptgym export-prompt best_program.json --format openai-json [--check test.jsonl]
     promptgym doctor
 """
 
@@ -27,11 +29,13 @@ from promptgym.cli.common import (
 )
 from promptgym.cli.doctor_command import doctor_command
 from promptgym.cli.export_command import export_sft_data_command
+from promptgym.cli.export_prompt_command import export_prompt_command
 from promptgym.cli.config import ConfigError, JobConfig, load_config, read_toml, resolved_dict, validate_config
 from promptgym.cli.models_commands import models_app
 from promptgym.cli.process_identity import process_identity
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.cli.runs_commands import runs_app
+from promptgym.cli.serve_command import serve_command
 from promptgym.cli.secrets import Masker
 from promptgym.cli.submit import submit
 
@@ -42,6 +46,8 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(models_app, name="models")
 app.command("submit")(submit)
 app.command("export-sft-data")(export_sft_data_command)
+app.command("serve")(serve_command)
+app.command("export-prompt")(export_prompt_command)
 app.command("doctor")(doctor_command)
 
 

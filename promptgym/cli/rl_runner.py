@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.config import ConfigError, DataSection, JobConfig
+from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.recorder import Listener
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
@@ -125,6 +126,7 @@ async def execute_rl(run: RunFolder, config: JobConfig, masker: Masker, listener
     """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
     from promptgym.cli.weight_session import WeightRunSession
 
+    listeners = with_run_loggers(listeners, config, run, masker)
     session = WeightRunSession(run, masker, listeners, job_type="rl", resume=resume)
     with session.training(lost="iterations") as stop:
         environment = environment or await connect_environment(config)

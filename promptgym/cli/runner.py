@@ -21,6 +21,7 @@ from promptgym.cli.artifacts import failure_counts, write_artifacts, write_failu
 from promptgym.cli.build import Job, build_job
 from promptgym.cli.config import JobConfig
 from promptgym.cli.process_identity import process_identity
+from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
@@ -181,6 +182,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     """
     from promptgym.training.callbacks_builtin import EarlyStopping
 
+    listeners = with_run_loggers(listeners, config, run, masker)
     started, usage_start = time.time(), LEDGER.total()
     run.stamp = lambda: {SESSION_CALLS: LEDGER.total().calls - usage_start.calls}
     status = run.update_status(status="running", pid=os.getpid(), process=process_identity(os.getpid()), error=None,

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from promptgym.cli.backend import BackendSpec
 from promptgym.cli.config import ConfigError, JobConfig
+from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.recorder import Listener
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
@@ -122,6 +123,7 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     raise KeyboardInterrupt; returns the final status."""
     from promptgym.cli.weight_session import WeightRunSession
 
+    listeners = with_run_loggers(listeners, config, run, masker)
     trainer = backend.train_backend() if backend is not None else None
     session = WeightRunSession(run, masker, listeners, job_type="sft", resume=resume)
     run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promptgym.core.loop_scoped import loop_semaphore
+from promptgym.core.spans import current_tracer
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.backend import Backend, LMRequest, LMResponse
 from promptgym.lm.cache import request_key, shared_cache
@@ -21,7 +22,7 @@ from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.traces import record_call
-from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
+from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -332,6 +333,22 @@ class LanguageModel(UsageCounters):
         return StreamingIterator(chunks())
 
     async def _complete(self, request: LMRequest) -> LMResponse:
+        tracer = current_tracer()
+        if tracer is None:
+            return await self._complete_untraced(request)
+        attributes = {"gen_ai.request.model": self.model, "gen_ai.system": self.model_string.provider,
+                      "gen_ai.request.temperature": request.temperature, "gen_ai.request.max_tokens": request.max_tokens,
+                      "promptgym.structured": request.schema is not None}
+        with tracer.start_as_current_span(f"lm {self.model}", attributes=attributes) as span:
+            started = time.perf_counter()
+            response = await self._complete_untraced(request)
+            span.set_attributes({"gen_ai.usage.input_tokens": response.prompt_tokens,
+                                 "gen_ai.usage.output_tokens": response.completion_tokens,
+                                 "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+                                 "promptgym.latency_ms": (time.perf_counter() - started) * 1000})
+            return response
+
+    async def _complete_untraced(self, request: LMRequest) -> LMResponse:
         use_cache = self.cache and request.temperature == 0
         key = ""
         self.last_call_finish_reason = None
@@ -392,6 +409,7 @@ class LanguageModel(UsageCounters):
     def _record(self, usage: Usage) -> None:
         self.usage.record(usage)
         LEDGER.record(usage)
+        record_in_scopes(usage)
 
     # -- serialization --------------------------------------------------------------------
 

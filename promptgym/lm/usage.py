@@ -19,6 +19,7 @@ from typing import Iterator
 PHASES = ("inference", "reward", "optimizer")
 
 _current_phase: contextvars.ContextVar[str] = contextvars.ContextVar("promptgym_lm_phase", default="inference")
+_scopes: contextvars.ContextVar[tuple["Usage", ...]] = contextvars.ContextVar("promptgym_usage_scopes", default=())
 
 
 @dataclass
@@ -133,3 +134,28 @@ def lm_phase(phase: str) -> Iterator[None]:
         yield
     finally:
         _current_phase.reset(token)
+
+
+@contextlib.contextmanager
+def usage_scope() -> Iterator[Usage]:
+    """Count the model usage of the calls made inside the block, tasks it starts included.
+
+    A served request or a traced module call reads its own calls and tokens this way, whatever
+    else runs concurrently on the same models; scopes nest (an outer one counts the inner's calls too)::
+
+        with usage_scope() as usage:
+            await program(inputs)
+        usage.calls, usage.prompt_tokens
+    """
+    usage = Usage()
+    token = _scopes.set((*_scopes.get(), usage))
+    try:
+        yield usage
+    finally:
+        _scopes.reset(token)
+
+
+def record_in_scopes(usage: Usage) -> None:
+    """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record)."""
+    for scope in _scopes.get():
+        scope.add(usage)

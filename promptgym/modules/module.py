@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from promptgym.core.call_scope import module_call
+from promptgym.core.spans import current_tracer
 from promptgym.core.data_model import DataModel
 from promptgym.core.tree import flatten, map_structure
+from promptgym.lm.usage import usage_scope
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel, any_symbolic
 from promptgym.modules.variable import Variable, initial_value
 
@@ -115,6 +117,8 @@ class Module:
 
     accepts_none = False
     """Run even when every input is None (merging modules); others output None then."""
+    span_kind = "module"
+    """What a tracing span calls this call (``promptgym.tracing``); programs say "program"."""
 
     def __init__(self, name: str | None = None, description: str | None = None, trainable: bool = True) -> None:
         object.__setattr__(self, "_tracked", {})
@@ -276,10 +280,27 @@ class Module:
             return None
         started = time.perf_counter()
         try:
-            return await self._run_call(inputs, training)
+            tracer = current_tracer()
+            if tracer is None:
+                return await self._run_call(inputs, training)
+            return await self._traced_call(tracer, inputs, training)
         finally:
             self.call_count += 1
             self.call_seconds += time.perf_counter() - started
+
+    async def _traced_call(self, tracer: Any, inputs: Any, training: bool) -> Any:
+        """The call inside a span carrying its LM calls, tokens and latency (``promptgym.tracing.enable_otel``)."""
+        attributes = {"promptgym.kind": self.span_kind, "promptgym.name": self.name,
+                      "promptgym.class": type(self).__name__, "promptgym.training": training}
+        with usage_scope() as usage, tracer.start_as_current_span(f"{self.span_kind} {self.name}",
+                                                                   attributes=attributes) as span:
+            started = time.perf_counter()
+            try:
+                return await self._run_call(inputs, training)
+            finally:
+                span.set_attributes({"promptgym.lm_calls": usage.calls, "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                                     "gen_ai.usage.output_tokens": usage.completion_tokens,
+                                     "promptgym.latency_ms": (time.perf_counter() - started) * 1000})
 
     async def _build_from_values(self, inputs: Any, training: bool) -> None:
         """First call on values: build (and trace) on symbolic stand-ins, so no model is called for it."""

@@ -49,6 +49,8 @@ class Program(ProgramState, Trainer, Module):
     (synalinks' "mixing" style): the program builds itself on its first call.
     """
 
+    span_kind = "program"
+
     def __init__(
         self,
         inputs: Any = None,

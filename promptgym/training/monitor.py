@@ -1,7 +1,7 @@
 """``Monitor``: record a run (epoch/batch metrics, every trainer event, the final program) in a local folder.
 
-synalinks' Monitor sends the same to MLflow; promptgym has no MLflow
-client, so ``tracking_uri`` is a folder (default ``./runs``)::
+synalinks' Monitor sends the same to MLflow; this one writes a folder (``tracking_uri``, default
+``./runs``), and ``callbacks.MLflowLogger`` is the one that sends to MLflow (docs/observability.md)::
 
     monitor = Monitor(experiment_name="dates", run_name="fewshot")
     await program.fit(x, y, callbacks=[monitor])

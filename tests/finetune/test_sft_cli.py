@@ -12,6 +12,7 @@ from promptgym.cli.main import app
 from promptgym.cli.runs import RunFolder, list_runs
 from tests.finetune.interrupting import sigterm_mid_run
 from tests.finetune.tiny_model import capital_rows, write_rows
+from tests.observability.test_loggers import read_scalars
 
 runner = CliRunner()
 
@@ -231,3 +232,21 @@ def test_the_preview_names_the_device_and_cuda_without_a_gpu_is_one_clear_line(w
     result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--device", "cuda:1"])
     assert result.exit_code == 2
     assert "sft.device: device 'cuda:1': torch sees no CUDA GPU" in result.output and "Traceback" not in result.output
+
+
+def test_logging_sends_the_sft_steps_to_tensorboard_and_mlflow(workdir: Path, tiny_model: Path, fake_export,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient  # deferred: MLflow takes seconds to import, only this test needs it
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    config = write_config(workdir, tiny_model, capital_rows(16),
+                          extra='\n[logging]\ntensorboard = "tb"\nmlflow = { tracking_uri = "mlruns" }\n')
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    run_id = list_runs(workdir / "runs")[0]["id"]
+    scalars = read_scalars(workdir / "tb" / run_id)
+    assert [step for step, _ in scalars["sft/loss"]] == [1, 2, 3]
+    client = MlflowClient(tracking_uri=(workdir / "mlruns").as_uri())
+    [mlflow_run] = client.search_runs([client.get_experiment_by_name("tiny-sft").experiment_id])
+    assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.tags["promptgym.job_type"] == "sft"
+    assert [metric.step for metric in client.get_metric_history(mlflow_run.info.run_id, "sft/loss")] == [1, 2, 3]

@@ -1,0 +1,190 @@
+"""``promptgym serve``: trained programs behind an OpenAI-compatible HTTP server, or MCP.
+
+    promptgym serve qa.json                          # http://127.0.0.1:8000, POST /v1/programs/qa/predict
+    promptgym serve qa.json triage=other.json --port 9000 --api-key-env SERVE_KEY
+    promptgym serve --run RUN_ID                     # a run's best program
+    promptgym serve qa.json --mcp stdio              # an MCP server on stdin/stdout (tools = programs)
+    promptgym serve qa.json --mcp http               # MCP over streamable HTTP, under /mcp
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from promptgym.cli.common import console, fail, secret_masker
+from promptgym.cli.runs import RunFolder, default_runs_dir
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def serve_command(
+    programs: list[str] = typer.Argument(None, metavar="[NAME=]PROGRAM.json...",
+                                         help="Saved programs to serve (NAME= renames one)."),
+    run_ids: list[str] = typer.Option(None, "--run", metavar="RUN_ID", help="Serve a run's best program (repeatable)."),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where run folders are (default ./runs)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port (0: any free port, printed at start)."),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", metavar="NAME",
+                                              help="Require the key held by this environment variable (401 without)."),
+    env_file: Optional[str] = typer.Option(None, "--env-file", help=".env file with secrets (never printed)."),
+    models: list[str] = typer.Option(None, "--model", metavar="local/NAME",
+                                     help="Also chat with this embedded or fine-tuned model directly (repeatable)."),
+    concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests that run at once."),
+    queue: int = typer.Option(256, "--queue", min=0, help="Requests that may wait for a slot; more get 429."),
+    max_body_bytes: int = typer.Option(1_000_000, "--max-body-bytes", min=1, help="Larger bodies get 413."),
+    shutdown_timeout: float = typer.Option(30.0, "--shutdown-timeout", min=0,
+                                           help="On SIGTERM, seconds to let requests in flight finish."),
+    log_inputs: bool = typer.Option(False, "--log-inputs", help="Put each request's body in its log line."),
+    mcp: Optional[str] = typer.Option(None, "--mcp", metavar="stdio|http",
+                                      help="Serve the programs as MCP tools instead, over stdio or streamable HTTP."),
+) -> None:
+    """Serve trained programs: predict routes, OpenAI chat completions, /healthz, /metrics (or MCP tools)."""
+    # Deferred: fastapi, uvicorn and prometheus_client load only for this command, not for every CLI call.
+    from promptgym.serving import ServeSettings, create_app, load_programs
+    from promptgym.serving.auth import MissingKeyEnvironment, api_key_from_env
+
+    if mcp not in (None, "stdio", "http"):
+        fail(f"--mcp: expected 'stdio' or 'http', got {mcp!r}")
+    if mcp == "stdio":
+        console.file = sys.stderr  # stdout carries the MCP protocol: every message of ours goes to stderr
+    masker = secret_masker(env_file)
+    paths, names = program_sources(programs or [], run_ids or [], runs_dir or default_runs_dir())
+    try:
+        api_key = api_key_from_env(api_key_env)
+        served = load_programs(paths, names)
+        direct = [direct_model(name) for name in models or []]
+    except (MissingKeyEnvironment, FileNotFoundError, ValueError) as error:
+        fail(masker.mask(str(error)))
+    if api_key:
+        masker.add(api_key)
+    configure_logging(masker)
+    settings = ServeSettings(api_key=api_key, concurrency=concurrency, queue=queue, max_body_bytes=max_body_bytes,
+                             log_inputs=log_inputs)
+    app = create_app(served, models=direct, settings=settings)
+    if mcp == "stdio":
+        run_mcp_stdio(app.state)
+        return
+    if host not in LOCAL_HOSTS:
+        console.print(f"warning: listening on {host}: other machines can reach this server"
+                      + ("" if api_key else " and no --api-key-env is set"), style="yellow", soft_wrap=True)
+    if mcp == "http":
+        from promptgym.serving.mcp_server import mcp_server
+        from promptgym.serving.middleware import ServingMiddleware
+
+        app = ServingMiddleware(mcp_server(app.state).streamable_http_app(streamable_http_path="/mcp", host=host),
+                                app.state)
+    run_uvicorn(app, host, port, shutdown_timeout, described=describe(served, app.state, mcp))
+
+
+def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path) -> tuple[list[str], list[str | None]]:
+    """(files, names): ``NAME=FILE`` arguments split, each ``--run`` resolved to its best program."""
+    paths: list[str] = []
+    names: list[str | None] = []
+    for argument in programs:
+        name, sep, path = argument.partition("=")
+        if sep and name and not Path(argument).exists():
+            paths.append(path)
+            names.append(name)
+        else:
+            paths.append(argument)
+            names.append(None)
+    for run_id in run_ids:
+        try:
+            run = RunFolder.open(runs_dir, run_id)
+        except FileNotFoundError as error:
+            fail(str(error))
+        best = run.path / "best_program.json"
+        if not best.is_file():
+            fail(f"run {run.id} has no best_program.json yet (status: {run.status().get('status', 'unknown')}); "
+                 "serve it when it has finished")
+        paths.append(str(best))
+        names.append(None)
+    if not paths:
+        fail("nothing to serve: give PROGRAM.json files or --run RUN_ID")
+    return paths, names
+
+
+def direct_model(name: str) -> Any:
+    from promptgym.lm.language_model import LanguageModel
+
+    if not name.startswith("local/"):
+        raise ValueError(f"--model {name!r}: only embedded or fine-tuned models (local/NAME) are served directly")
+    return LanguageModel(model=name)
+
+
+def configure_logging(masker: Any) -> None:
+    """One line per request on stderr (stdout stays free for the MCP stdio protocol)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(MaskingFormatter(masker, "%(asctime)s %(levelname)s %(message)s"))
+    log = logging.getLogger("promptgym.serve")
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+class MaskingFormatter(logging.Formatter):
+    """Log lines with every known secret masked (a key pasted into a body, an error quoting it)."""
+
+    def __init__(self, masker: Any, fmt: str) -> None:
+        super().__init__(fmt)
+        self.masker = masker
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.masker.mask(super().format(record))
+
+
+def describe(served: dict[str, Any], state: Any, mcp: Optional[str]) -> list[str]:
+    if mcp == "http":
+        return [f"MCP tools: {', '.join(sorted(served))} (streamable HTTP under /mcp)"]
+    lines = [f"  POST /v1/programs/{name}/predict" for name in sorted(served)]
+    lines.append(f"  POST /v1/chat/completions  (model: {', '.join([*sorted(served), *state.model_names()])})")
+    lines.append("  GET /healthz, /metrics, /docs")
+    return lines
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: a free one), for uvicorn to serve on."""
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without it
+    # every response waits ~40 ms for the client's delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, described: list[str]) -> None:
+    """Serve until SIGTERM or Ctrl-C; requests in flight then finish (up to ``shutdown_timeout`` s)."""
+    import uvicorn  # deferred with the rest of the server
+
+    try:
+        sock = listening_socket(host, port)
+    except OSError as error:
+        fail(f"can't listen on {host}:{port}: {error.strerror or error}" +
+             (" (another server uses that port; pick another with --port)" if error.errno == 98 else ""))
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=shutdown_timeout,
+                            server_header=False, lifespan="auto")
+    server = uvicorn.Server(config)
+    console.print(f"serving on http://{host}:{bound}", soft_wrap=True)
+    for line in described:
+        console.print(line, soft_wrap=True, markup=False)
+    sys.stdout.flush()
+    server.run(sockets=[sock])
+    console.print("server stopped")
+
+
+def run_mcp_stdio(state: Any) -> None:
+    import anyio
+
+    from promptgym.serving.mcp_server import mcp_server, run_stdio
+
+    try:
+        anyio.run(run_stdio, mcp_server(state))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None

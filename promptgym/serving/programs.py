@@ -1,0 +1,153 @@
+"""The programs a server runs: loaded from files, named, their models shared, called on JSON.
+
+    served = load_programs(["qa.json", "triage.json"])   # {"qa": ServedProgram, "triage": ...}
+    await served["qa"].run({"question": "2+2?"})          # -> {"answer": "4"}, or an error naming the field
+
+Programs that name the same model (same model string, server and settings) get one
+``LanguageModel`` object, so they share its connection pool and concurrency limit; the
+embedded engine is loaded once per model file in any case.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pydantic
+
+from promptgym.core.data_model import DataModel
+from promptgym.core.serialization import serialize_object
+from promptgym.lm.language_model import LanguageModel
+from promptgym.lm.usage import Usage, usage_scope
+from promptgym.modules.generator import as_json
+from promptgym.programs.walk import iter_modules
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class InputError(ValueError):
+    """A request's input does not match the program's input DataModel; ``field`` is the dotted path.
+
+    ``status`` is 422 for a value of the wrong shape, 400 for a body that can't be read at all.
+    """
+
+    def __init__(self, message: str, field: str | None = None, status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+class NoOutputError(RuntimeError):
+    """The program ran but produced no output (a branch switched everything off)."""
+
+
+@dataclass
+class ServedProgram:
+    """One program behind the server: its name, source file and data models."""
+
+    name: str
+    program: Any
+    source: str = ""
+    description: str = ""
+    input_model: type[DataModel] | None = None
+    output_model: type[DataModel] | None = None
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, program: Any, name: str | None = None, source: str = "") -> "ServedProgram":
+        """Wrap a built program (its input/output DataModels read once, here)."""
+        name = name or program.name
+        if not NAME_PATTERN.match(name):
+            raise ValueError(f"{source or name}: program name {name!r} can't be served: use letters, digits, "
+                             "'_', '.' or '-' (64 at most); rename it with --name")
+        input_model = getattr(program, "input_data_model", None)
+        output_model = getattr(program, "output_data_model", None)
+        return cls(name=name, program=program, source=source, description=program.description or "",
+                   input_model=input_model, output_model=output_model,
+                   input_schema=_schema(program, "input_schema", input_model),
+                   output_schema=_schema(program, "output_schema", output_model))
+
+    def validate(self, payload: Any, where: str = "") -> Any:
+        """``payload`` as the input DataModel; :class:`InputError` naming the first bad field."""
+        if not isinstance(payload, dict):
+            raise InputError(f"{where or 'body'}: expected a JSON object with the fields of "
+                             f"{self.input_model.__name__ if self.input_model else 'the input'}, "
+                             f"got {type(payload).__name__}", where or None)
+        if self.input_model is None:
+            return payload
+        try:
+            return self.input_model.model_validate(payload)
+        except pydantic.ValidationError as error:
+            first = error.errors()[0]
+            path = ".".join(str(part) for part in first["loc"])
+            full = ".".join(part for part in (where, path) if part)
+            raise InputError(f"{full or 'body'}: {first['msg']}", full or None) from None
+
+    async def run(self, inputs: Any) -> tuple[dict[str, Any], Usage]:
+        """The output JSON for validated ``inputs``, with the model usage of this call alone."""
+        with usage_scope() as usage:
+            output = await self.program(inputs)
+        if output is None:
+            raise NoOutputError(f"program {self.name!r} produced no output for this input")
+        return as_json(output), usage
+
+
+def _schema(program: Any, attribute: str, model: type[DataModel] | None) -> dict[str, Any]:
+    if model is not None:
+        return model.model_json_schema()
+    try:
+        return dict(getattr(program, attribute))
+    except (AttributeError, TypeError):
+        return {"type": "object"}
+
+
+def share_language_models(programs: Iterable[Any], extra: Iterable[LanguageModel] = ()) -> dict[str, LanguageModel]:
+    """Give every module that names the same model one ``LanguageModel`` object; returns them by model string.
+
+    Two models are the same when their saved configs are equal (model, server, sampling, cache).
+    """
+    by_config: dict[str, LanguageModel] = {}
+    for model in extra:
+        by_config.setdefault(_identity(model), model)
+    for program in programs:
+        for module in iter_modules(program):
+            model = getattr(module, "language_model", None)
+            if isinstance(model, LanguageModel):
+                module.language_model = by_config.setdefault(_identity(model), model)
+    return {model.model: model for model in by_config.values()}
+
+
+def _identity(model: LanguageModel) -> str:
+    return json.dumps(serialize_object(model), sort_keys=True, default=str)
+
+
+def load_program_file(path: str | Path, name: str | None = None) -> ServedProgram:
+    """A saved program; the error names the file when it can't be read (loading never runs code from it)."""
+    from promptgym.programs.program import Program
+
+    source = Path(path)
+    if not source.is_file():
+        raise FileNotFoundError(f"{source}: no such program file")
+    try:
+        program = Program.load(str(source))
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{source}: can't load the program: {error}") from None
+    return ServedProgram.of(program, name=name, source=str(source))
+
+
+def load_programs(paths: Iterable[str | Path], names: Iterable[str | None] = ()) -> dict[str, ServedProgram]:
+    """Saved programs by name (a duplicate name is an error that says how to rename)."""
+    served: dict[str, ServedProgram] = {}
+    given = list(names)
+    for index, path in enumerate(paths):
+        entry = load_program_file(path, given[index] if index < len(given) else None)
+        if entry.name in served:
+            raise ValueError(f"{path}: a program named {entry.name!r} is already served (from "
+                             f"{served[entry.name].source}); give NAME=FILE to rename one")
+        served[entry.name] = entry
+    share_language_models(entry.program for entry in served.values())
+    return served
