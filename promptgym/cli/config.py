@@ -287,6 +287,11 @@ def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     return raw
 
 
+WEIGHT_FLAGS = {"sft": (("model", "base_model"), ("examples", "examples"), ("device", "device")),
+                "rl": (("model", "base_model"), ("device", "device"))}
+"""The CLI flags a weight job's own section takes (flag -> key); the others apply as in prompt learning."""
+
+
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``, ``--device``) win over the files.
 
@@ -298,16 +303,12 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     if overrides.get("device") and not (job_type in ("sft", "rl") and isinstance(raw.get(job_type), dict)):
         raise ConfigError(f"--device {overrides['device']}: only sft and rl jobs train weights on a device "
                           f"(this job's type is {job_type or 'prompt_learning'!r})")
-    if job_type == "sft" and isinstance(raw.get("sft"), dict):
-        for flag, key in (("model", "base_model"), ("examples", "examples"), ("device", "device")):
+    if job_type in WEIGHT_FLAGS and isinstance(raw.get(job_type), dict):
+        flags = WEIGHT_FLAGS[job_type]
+        for flag, key in flags:
             if overrides.get(flag):
-                raw["sft"][key] = overrides[flag]
-        overrides = {key: value for key, value in overrides.items() if key not in ("model", "examples", "device")}
-    if job_type == "rl" and isinstance(raw.get("rl"), dict):
-        for flag, key in (("model", "base_model"), ("device", "device")):
-            if overrides.get(flag):
-                raw["rl"][key] = overrides[flag]
-        overrides = {key: value for key, value in overrides.items() if key not in ("model", "device")}
+                raw[job_type][key] = overrides[flag]
+        overrides = {key: value for key, value in overrides.items() if key not in dict(flags)}
     if overrides.get("model"):
         raw.setdefault("model", {})["name"] = overrides["model"]
     if overrides.get("seed") is not None:

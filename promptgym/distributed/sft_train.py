@@ -160,7 +160,7 @@ def _train_worker(config: dict[str, Any]) -> None:
     settings, source = spec["settings"], spec["source"]
     # a GPU worker trains on the GPU Ray Train gave it (one per worker), in the formats the job planned
     device = str(ray.train.torch.get_device()) if config["use_gpu"] else "cpu"
-    plan = plan_device(device if device != "cuda" else "cuda:0", spec["precision"])
+    plan = plan_device(device, spec["precision"])
     model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing, plan=plan)
     job = SFTJob(settings, source, add_lora(model, settings.lora, spec["seed"]), tokenizer, spec["data"],
                  spec["seed"], spec["name"], plan)

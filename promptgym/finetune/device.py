@@ -150,11 +150,11 @@ def plan_device(device: str = "auto", precision: Precision = "auto", accelerator
     if not re.match(DEVICE_PATTERN, device):
         raise DeviceError(f"device {device!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
     if device == "cpu":
-        return _cpu_plan(precision, cpu_has_bf16() if cpu_bf16 is None else cpu_bf16)
+        return _cpu_plan(precision, cpu_bf16)
     accelerator = accelerator or TorchCuda()
     gpus = accelerator.gpus()
     if device == "auto" and not gpus:
-        return _cpu_plan(precision, cpu_has_bf16() if cpu_bf16 is None else cpu_bf16)
+        return _cpu_plan(precision, cpu_bf16)
     if not gpus:
         raise DeviceError(f"device {device!r}: torch sees no CUDA GPU ({accelerator.torch_build()}); use device = "
                           f"'cpu' or 'auto', or install torch's CUDA build (see the README, 'Training on a GPU')")
@@ -171,11 +171,14 @@ def plan_device(device: str = "auto", precision: Precision = "auto", accelerator
     return DevicePlan(device=f"cuda:{index}", compute=compute, gpu=gpu)
 
 
-def _cpu_plan(precision: Precision, bf16: bool) -> DevicePlan:
+def _cpu_plan(precision: Precision, bf16: bool | None) -> DevicePlan:
+    """The CPU's plan; ``bf16`` None asks the processor (only when ``precision`` is "auto")."""
     if precision == "fp16":
         raise DeviceError("precision 'fp16' is for GPUs; on the CPU use 'auto', 'bf16' or 'fp32'")
-    compute = ("bf16" if bf16 else "fp32") if precision == "auto" else precision
-    return DevicePlan(device="cpu", compute=compute)
+    if precision != "auto":
+        return DevicePlan(device="cpu", compute=precision)
+    native = cpu_has_bf16() if bf16 is None else bf16
+    return DevicePlan(device="cpu", compute="bf16" if native else "fp32")
 
 
 def to_device(plan: DevicePlan, *tensors: Any) -> list[Any]:

@@ -87,8 +87,8 @@ def shared_prefix_length(input_ids: Any, attention_mask: Any, labels: Any) -> in
     return min(common, shortest - 1)
 
 
-def prefix_shared_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any, chunk_size: int = 512,
-                                 prefix: int | None = None) -> tuple[Any, int]:
+def prefix_shared_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any,
+                                 chunk_size: int = 512) -> tuple[Any, int]:
     """:func:`chunked_causal_lm_loss` computing the rows' common prefix once.
 
     The prefix (in a program's own rows, its system message: most of each row) runs through the decoder as a
@@ -99,7 +99,7 @@ def prefix_shared_causal_lm_loss(model: Any, input_ids: Any, attention_mask: Any
     import torch  # deferred: a heavy import only the weight flows need
     from transformers import DynamicCache
 
-    prefix = shared_prefix_length(input_ids, attention_mask, labels) if prefix is None else prefix
+    prefix = shared_prefix_length(input_ids, attention_mask, labels)
     if prefix < MIN_SHARED_PREFIX:
         return chunked_causal_lm_loss(model, input_ids, attention_mask, labels, chunk_size)
     body, head, softcap = causal_lm_parts(model)

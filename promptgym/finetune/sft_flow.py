@@ -157,16 +157,18 @@ class SFTJob:
         rng = torch.get_rng_state()
         batch = collate([self.data.train[i] for i in self.step_groups(0)[0][0]], self.tokenizer.pad_token_id)
         self.model.train()
-        if self.plan.is_cuda:  # the first CUDA step compiles and allocates: warm up once, then time
+
+        def forward_backward() -> None:
             loss_sum, count = self.loss(batch)
             (loss_sum / max(count, 1)).backward()
+            if self.plan.is_cuda:
+                torch.cuda.synchronize(self.plan.device)
+
+        if self.plan.is_cuda:  # the first CUDA step compiles and allocates: warm up once, then time
+            forward_backward()
             self.model.zero_grad(set_to_none=True)
-            torch.cuda.synchronize(self.plan.device)
         started = time.perf_counter()
-        loss_sum, count = self.loss(batch)
-        (loss_sum / max(count, 1)).backward()
-        if self.plan.is_cuda:
-            torch.cuda.synchronize(self.plan.device)
+        forward_backward()
         seconds = time.perf_counter() - started
         self.model.zero_grad(set_to_none=True)
         torch.set_rng_state(rng)
@@ -342,7 +344,7 @@ class SFTJob:
         if self.plan.is_cuda:
             torch.cuda.empty_cache()
         rows = [self.data.train[i] for indices in groups for i in indices]
-        path = checkpoint("out of memory") if self.replicas.is_main else None
+        path = checkpoint("out of memory")  # the closure writes on the main copy only, as for every checkpoint
         return DeviceOutOfMemory(out_of_memory_message(self.plan, len(rows) // max(len(groups), 1),
                                                        max(len(row.input_ids) for row in rows), path))
 

@@ -54,19 +54,18 @@ def _draw(logits: Any, temperature: float, generator: Any) -> tuple[Any, Any]:
     if temperature <= 0:
         logprobs = torch.log_softmax(logits, dim=-1)
         tokens = logprobs.argmax(dim=-1)
-    elif isinstance(generator, list):
-        logprobs = torch.log_softmax(logits / temperature, dim=-1)
-        probabilities = logprobs.exp()
-        if generator[0].device != probabilities.device:
-            probabilities = probabilities.cpu()  # CPU generators draw from host probabilities
-        tokens = torch.cat([torch.multinomial(probabilities[slot], 1, generator=row_generator)
-                            for slot, row_generator in enumerate(generator)]).to(logprobs.device)
     else:
         logprobs = torch.log_softmax(logits / temperature, dim=-1)
         probabilities = logprobs.exp()
-        if generator is not None and generator.device != probabilities.device:
+        drawing = generator[0] if isinstance(generator, list) else generator
+        if drawing is not None and drawing.device != probabilities.device:
             probabilities = probabilities.cpu()  # the generator's device draws, so that a seed means one sequence
-        tokens = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1).to(logprobs.device)
+        if isinstance(generator, list):
+            tokens = torch.cat([torch.multinomial(probabilities[slot], 1, generator=row_generator)
+                                for slot, row_generator in enumerate(generator)])
+        else:
+            tokens = torch.multinomial(probabilities, 1, generator=generator).squeeze(-1)
+        tokens = tokens.to(logprobs.device)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
@@ -86,10 +85,9 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
     distinct: dict[tuple[int, ...], int] = {}
     for prompt in prompts:
         distinct.setdefault(tuple(prompt), len(distinct))
-    rows_prompt = torch.tensor([distinct[tuple(prompt)] for prompt in prompts], dtype=torch.long)
     device = model.device
+    rows_prompt = torch.tensor([distinct[tuple(prompt)] for prompt in prompts], dtype=torch.long, device=device)
     input_ids, attention_mask = (tensor.to(device) for tensor in left_padded(list(distinct), pad_id))
-    rows_prompt = rows_prompt.to(device)
     samples = [Sample(prompt_ids=list(prompt)) for prompt in prompts]
     limits = [max(0, int(limit)) for limit in max_new_tokens]
     with torch.no_grad():
