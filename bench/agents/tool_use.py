@@ -112,27 +112,20 @@ def run_dspy(args: argparse.Namespace) -> dict:
         server.stop()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--test", type=int, default=100)
-    parser.add_argument("--train", type=int, default=16)
-    parser.add_argument("--max-iterations", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-dspy", action="store_true", help="leave DSPy's arms out")
-    parser.add_argument("--dspy-timeout", type=int, default=5400)
-    args = parser.parse_args()
-    x_train, y_train = as_data(items(args.train, seed=args.seed + 1))
-    x_test, y_test = as_data(items(args.test, seed=args.seed))
-    program, agent = build(args.max_iterations)
-    program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]),
-                    optimizer=pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2, seed=args.seed))
-    report: dict = {"model": MODEL, "test_items": args.test, "train_items": args.train,
-                    "max_iterations": args.max_iterations, "command": " ".join(sys.argv)}
+def kept_promptgym_arms(report: dict) -> dict:
+    """The promptgym arms of an earlier run on the same items, so DSPy's arms can be added to them."""
+    earlier = json.loads(RESULTS.read_text())
+    same = ("test_items", "train_items", "max_iterations")
+    if any(earlier.get(key) != report[key] for key in same):
+        raise SystemExit(f"{RESULTS} was measured with other settings: {[earlier.get(key) for key in same]}")
+    kept = {key: earlier[key] for key in ("promptgym_untrained", "promptgym_training", "promptgym_trained")}
+    kept["promptgym_command"] = earlier["command"]
+    return kept
 
-    def save() -> None:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=1))
 
+async def run_promptgym(report: dict, program: pg.Program, agent: pg.FunctionCallingAgent,
+                        data: tuple[np.ndarray, ...], save) -> None:
+    x_train, y_train, x_test, y_test = data
     lm = agent.language_model
     report["promptgym_untrained"] = await score(program, agent, x_test, y_test)
     save()
@@ -146,6 +139,35 @@ async def main() -> None:
     report["promptgym_trained"] = await score(program, agent, x_test, y_test)
     save()
     print("promptgym trained", report["promptgym_trained"]["accuracy"], flush=True)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--test", type=int, default=100)
+    parser.add_argument("--train", type=int, default=16)
+    parser.add_argument("--max-iterations", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-dspy", action="store_true", help="leave DSPy's arms out")
+    parser.add_argument("--dspy-timeout", type=int, default=5400)
+    parser.add_argument("--keep-promptgym", action="store_true",
+                        help="reuse the promptgym arms already in the results file (same items) and run DSPy's")
+    args = parser.parse_args()
+    x_train, y_train = as_data(items(args.train, seed=args.seed + 1))
+    x_test, y_test = as_data(items(args.test, seed=args.seed))
+    program, agent = build(args.max_iterations)
+    program.compile(reward=pg.rewards.ExactMatch(in_mask=["answer"]),
+                    optimizer=pg.optimizers.RandomFewShot(nb_min_examples=2, nb_max_examples=2, seed=args.seed))
+    report: dict = {"model": MODEL, "test_items": args.test, "train_items": args.train,
+                    "max_iterations": args.max_iterations, "command": " ".join(sys.argv)}
+
+    def save() -> None:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=1))
+
+    if args.keep_promptgym:
+        report.update(kept_promptgym_arms(report))
+    else:
+        await run_promptgym(report, program, agent, (x_train, y_train, x_test, y_test), save)
     if not args.no_dspy:
         dspy_row = run_dspy(args)
         report["dspy"] = {key: value for key, value in dspy_row.items() if key not in ("untrained", "optimized")}
