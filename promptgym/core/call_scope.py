@@ -18,11 +18,20 @@ def current_call_names() -> tuple[str, str] | None:
     return _names.get()
 
 
+def enter_module_call(name: str) -> contextvars.Token[tuple[str, str] | None]:
+    """Mark ``name`` as the innermost module call here; give the token to :func:`exit_module_call`."""
+    outer = _names.get()
+    return _names.set((outer[0] if outer else name, name))
+
+
+def exit_module_call(token: contextvars.Token[tuple[str, str] | None]) -> None:
+    _names.reset(token)
+
+
 @contextlib.contextmanager
 def module_call(name: str) -> Iterator[None]:
-    outer = _names.get()
-    token = _names.set((outer[0] if outer else name, name))
+    token = enter_module_call(name)
     try:
         yield
     finally:
-        _names.reset(token)
+        exit_module_call(token)

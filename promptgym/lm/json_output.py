@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
 import jsonschema
 
@@ -76,21 +76,138 @@ def _as_object(value: Any, text: str) -> dict[str, Any]:
     return value
 
 
-_validators: dict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator]] = {}
+Check = Callable[[Any], bool]
+
+_validators: dict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator, Check | None]] = {}
+
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "format", "$schema", "$comment",
+                          "readOnly", "writeOnly", "deprecated"})
+"""Keywords that never make a value invalid (``format`` only annotates by default in Draft 2020-12)."""
+
+_TYPES: dict[str, Check] = {
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "number": lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
+}
 
 
-def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
-    """One compiled validator per schema object (a Generator passes the same dict every call)."""
+def _all(checks: list[Check]) -> Check:
+    return lambda value: all(check(value) for check in checks)
+
+
+def compile_check(schema: Any) -> Check | None:
+    """A fast check that says True only for values ``schema`` accepts, or None for a schema it doesn't cover.
+
+    Covers what output DataModels use: ``type``, ``properties``, ``required``,
+    ``additionalProperties``, ``items``, ``enum``, ``const``, ``anyOf``, string
+    lengths, numeric bounds, array lengths. It may say False for a valid value
+    (an integer given as ``1.0``): the caller then asks jsonschema, which also
+    words the error.
+
+    >>> check = compile_check({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    >>> check({"a": "x"}), check({"a": 1}), check({})
+    (True, False, False)
+    >>> compile_check({"type": "object", "patternProperties": {"^a": {}}}) is None
+    True
+    """
+    if schema is True or schema == {}:
+        return lambda value: True
+    if not isinstance(schema, dict):
+        return None
+    checks: list[Check] = []
+    for keyword, argument in schema.items():
+        check = _keyword_check(keyword, argument, schema)
+        if check is None:
+            return None
+        if check is not _NOTHING:
+            checks.append(check)
+    return checks[0] if len(checks) == 1 else _all(checks)
+
+
+def _NOTHING(value: Any) -> bool:
+    return True
+
+
+def _keyword_check(keyword: str, argument: Any, schema: dict[str, Any]) -> Check | None:  # noqa: C901 - one case per keyword
+    """The check for one keyword, ``_NOTHING`` for an annotation, None for a keyword not covered."""
+    if keyword in _ANNOTATIONS or keyword == "additionalProperties" and "properties" in schema:
+        return _NOTHING  # additionalProperties is checked with properties
+    if keyword == "type":
+        types = [argument] if isinstance(argument, str) else argument
+        if not isinstance(types, list) or not all(name in _TYPES for name in types):
+            return None
+        kinds = [_TYPES[name] for name in types]
+        return kinds[0] if len(kinds) == 1 else (lambda value: any(kind(value) for kind in kinds))
+    if keyword == "properties":
+        return _properties_check(argument, schema.get("additionalProperties", True))
+    if keyword == "required" and isinstance(argument, list):
+        return lambda value: not isinstance(value, dict) or all(name in value for name in argument)
+    if keyword == "items":
+        item = compile_check(argument)
+        return None if item is None else (lambda value: not isinstance(value, list) or all(item(x) for x in value))
+    if keyword in ("enum", "const"):
+        allowed = argument if keyword == "enum" else [argument]
+        if not isinstance(allowed, list) or not all(isinstance(x, (str, int, float, bool)) or x is None for x in allowed):
+            return None
+        return lambda value: any(type(value) is type(x) and value == x for x in allowed)
+    if keyword == "anyOf" and isinstance(argument, list):
+        options = [compile_check(option) for option in argument]
+        return None if any(option is None for option in options) else             (lambda value: any(option(value) for option in options))  # type: ignore[misc]
+    return _bound_check(keyword, argument)
+
+
+def _properties_check(properties: Any, additional: Any) -> Check | None:
+    if not isinstance(properties, dict) or additional not in (True, False):
+        return None
+    checks = {name: compile_check(subschema) for name, subschema in properties.items()}
+    if any(check is None for check in checks.values()):
+        return None
+
+    def check(value: Any) -> bool:
+        if not isinstance(value, dict):
+            return True
+        if additional is False and any(name not in checks for name in value):
+            return False
+        return all(checks[name](item) for name, item in value.items() if name in checks)  # type: ignore[misc]
+
+    return check
+
+
+def _bound_check(keyword: str, argument: Any) -> Check | None:
+    """``minLength``... ``maximum``: each applies to one kind of value and passes the others."""
+    if not isinstance(argument, (int, float)) or isinstance(argument, bool):
+        return None
+    sized = {"minLength": (str, lambda n: n >= argument), "maxLength": (str, lambda n: n <= argument),
+             "minItems": (list, lambda n: n >= argument), "maxItems": (list, lambda n: n <= argument)}
+    if keyword in sized:
+        kind, fits = sized[keyword]
+        return lambda value: not isinstance(value, kind) or fits(len(value))
+    bounds = {"minimum": lambda x: x >= argument, "maximum": lambda x: x <= argument,
+              "exclusiveMinimum": lambda x: x > argument, "exclusiveMaximum": lambda x: x < argument}
+    if keyword in bounds:
+        fits = bounds[keyword]
+        return lambda value: isinstance(value, bool) or not isinstance(value, (int, float)) or fits(value)
+    return None
+
+
+def _validator(schema: dict[str, Any]) -> tuple[jsonschema.Draft202012Validator, Check | None]:
+    """One compiled validator (and fast check) per schema object (a Generator passes the same dict every call)."""
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:
-        cached = (schema, jsonschema.Draft202012Validator(schema))
+        cached = (schema, jsonschema.Draft202012Validator(schema), compile_check(schema))
         _validators[id(schema)] = cached
-    return cached[1]
+    return cached[1], cached[2]
 
 
 def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:
     """None when ``value`` matches ``schema``, else what is wrong (path + message)."""
-    validator = _validator(schema)
+    validator, fast = _validator(schema)
+    if fast is not None and fast(value):
+        return None
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is None:
         return None

@@ -39,7 +39,13 @@ from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
 from promptgym.modules.model_choice import active_language_model
 from promptgym.modules.module import Module
-from promptgym.modules.prompt_layout import PROMPT_TEMPLATE, structured_system_prompt
+from promptgym.modules.prompt_layout import (
+    MAX_CACHED_LAYOUTS,
+    PROMPT_TEMPLATE,
+    PromptLayout,
+    example_turns,
+    structured_system_prompt,
+)
 from promptgym.lm.chat_calls import wire_messages
 from promptgym.modules.retrieval import retrieved_examples
 from promptgym.modules.symbolic import SymbolicDataModel
@@ -170,6 +176,7 @@ class Generator(Module):
             description="instructions and few-shot examples",
             check=prompt_state_problem,
         )
+        self._layouts: dict[str, PromptLayout] = {}  # by instructions; see _layout()
         self.schema: dict[str, Any] | None = None if chat else inline_schema(self.data_model.get_schema())
         self._schema = None if chat else bounded_schema(self.data_model.get_schema(), max_string_length)
 
@@ -226,10 +233,16 @@ class Generator(Module):
         after it (answers a previous step appended) are left out.
         """
         schema = input_schema or schema_of_value(inputs, title="Inputs")
-        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt(schema)}]
-        for example in self.examples if examples is None else examples:
-            messages.append({"role": "user", "content": json.dumps(example["inputs"], ensure_ascii=False)})
-            messages.append({"role": "assistant", "content": json.dumps(example["outputs"], ensure_ascii=False)})
+        fixed = self.examples
+        layout = self._layout(schema, fixed)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": layout.system}]
+        if examples is None or examples is fixed:
+            turns = layout.turns
+        else:
+            turns = example_turns(examples)
+        for user, assistant in turns:
+            messages.append({"role": "user", "content": user})
+            messages.append({"role": "assistant", "content": assistant})
         if isinstance(inputs.get("messages"), list):
             keys = list(inputs)
             before = {key: inputs[key] for key in keys[:keys.index("messages")]}
@@ -239,6 +252,25 @@ class Generator(Module):
         else:
             messages.append({"role": "user", "content": json.dumps(inputs, ensure_ascii=False)})
         return messages
+
+    def _layout(self, input_schema: dict[str, Any], examples: list[dict[str, Any]]) -> PromptLayout:
+        """The system message and example turns for these instructions, input schema and fixed examples.
+
+        Built once and reused while they stay the same: each call compares the
+        instructions, the schema and the examples with the layout's own copies
+        (by value, so a variable assigned or edited in place, or overridden for
+        one rollout, is never served a stale prompt).
+        """
+        instructions = self.instructions
+        layout = self._layouts.get(instructions)
+        if layout is not None and layout.matches(instructions, input_schema, examples):
+            return layout
+        if len(self._layouts) >= MAX_CACHED_LAYOUTS:
+            self._layouts.clear()
+        layout = PromptLayout.build(instructions, input_schema, examples, self.system_prompt(input_schema))
+        if type(self).system_prompt is Generator.system_prompt:  # an override may read other state: never cached
+            self._layouts[instructions] = layout
+        return layout
 
     def format_messages(self, inputs: Any) -> ChatMessages:
         """The conversation this Generator sends for ``inputs`` (with its fixed examples), as ChatMessages."""

@@ -20,16 +20,16 @@ modules, which read None, set ``accepts_none = True``.
 from __future__ import annotations
 
 import collections
-import contextlib
 import contextvars
+import functools
 import inspect
 import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from promptgym.core.call_scope import module_call
+from promptgym.core.call_scope import enter_module_call, exit_module_call
 from promptgym.core.spans import current_tracer
 from promptgym.core.data_model import DataModel
 from promptgym.core.tree import flatten, map_structure
@@ -81,19 +81,13 @@ _call_ids = itertools.count(1)
 _current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar("promptgym_call", default=None)
 
 
-@contextlib.contextmanager
-def _call_context(training: bool, module: str = "") -> Iterator[CallContext]:
-    parent = _current_call.get()
-    context = CallContext(next(_call_ids), parent.call_id if parent else None, training)
-    token = _current_call.set(context)
-    try:
-        with module_call(module):
-            yield context
-    finally:
-        _current_call.reset(token)
-
-
 def _signature_accepts(function: Any, name: str) -> bool:
+    """Whether ``function`` takes a ``name`` argument (a bound method is looked up by its function, once)."""
+    return _accepts(getattr(function, "__func__", function), name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _accepts(function: Any, name: str) -> bool:
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
@@ -315,10 +309,17 @@ class Module:
                 pass
 
     async def _run_call(self, inputs: Any, training: bool) -> Any:
-        with _call_context(training, self.name):
-            if _signature_accepts(self.call, "training"):
-                return await _maybe_await(self.call(inputs, training=training))
-            return await _maybe_await(self.call(inputs))
+        # no context manager here: this runs on every call of every module
+        parent = _current_call.get()
+        context = _current_call.set(CallContext(next(_call_ids), parent.call_id if parent else None, training))
+        names = enter_module_call(self.name)
+        try:
+            call = self.call
+            result = call(inputs, training=training) if _signature_accepts(call, "training") else call(inputs)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            exit_module_call(names)
+            _current_call.reset(context)
 
     def _get_call_context(self) -> CallContext | None:
         return _current_call.get()

@@ -29,9 +29,15 @@ Objective: given `question`, produce `topic`. Be brief.
 
 from __future__ import annotations
 
+import copy
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from promptgym.core.schema import SchemaField, json_literal, schema_fields
+
+MAX_CACHED_LAYOUTS = 32
+"""Layouts a Generator keeps (one per instructions text; rollouts of many candidates alternate)."""
 
 PROMPT_TEMPLATE = """Input fields:
 {input_fields}
@@ -101,3 +107,32 @@ def names(fields: list[SchemaField]) -> str:
     if len(quoted) < 2:
         return quoted[0] if quoted else "nothing"
     return ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def example_turns(examples: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """Each example as its (user, assistant) turn texts: the inputs' and the outputs' JSON."""
+    return tuple((json.dumps(example["inputs"], ensure_ascii=False), json.dumps(example["outputs"], ensure_ascii=False))
+                 for example in examples)
+
+
+@dataclass(frozen=True)
+class PromptLayout:
+    """What a Generator's prompt holds before the input, built once for its instructions, input schema and examples.
+
+    ``matches`` tells whether it still holds for the values a call reads: it compares
+    them with its own copies, by value (a dict or list edited in place is noticed too).
+    """
+
+    instructions: str
+    input_schema: dict[str, Any]
+    examples: list[dict[str, Any]]
+    system: str
+    turns: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def build(cls, instructions: str, input_schema: dict[str, Any], examples: list[dict[str, Any]],
+              system: str) -> "PromptLayout":
+        return cls(instructions, copy.deepcopy(input_schema), copy.deepcopy(examples), system, example_turns(examples))
+
+    def matches(self, instructions: str, input_schema: dict[str, Any], examples: list[dict[str, Any]]) -> bool:
+        return self.instructions == instructions and self.input_schema == input_schema and self.examples == examples

@@ -11,6 +11,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from promptgym.core.tree import flatten, map_structure, pack_as
@@ -83,6 +84,19 @@ class FunctionalGraph:
                 if [parent.id for parent in node.parents] == [input_id] and isinstance(node.outputs, SymbolicDataModel)
                 and node.outputs.id in output_ids]
 
+    @functools.cached_property
+    def _producers(self) -> dict[str, CallNode]:
+        """Which call writes each symbolic value (the graph never changes once built)."""
+        return {output.id: node for node in self.nodes for output in flatten(node.outputs)
+                if isinstance(output, SymbolicDataModel)}
+
+    @functools.cached_property
+    def _is_chain(self) -> bool:
+        """Whether each call reads the one before it, so that nothing could run concurrently."""
+        producers = self._producers
+        return all(any(producers.get(parent.id) is previous for parent in node.parents)
+                   for previous, node in zip(self.nodes, self.nodes[1:]))
+
     async def run(self, inputs: Any, training: bool = False) -> Any:
         """The outputs for these input values (same structure as the program's inputs)."""
         values: dict[str, Any] = {}
@@ -91,12 +105,11 @@ class FunctionalGraph:
             raise ValueError(f"the program takes {len(self.inputs)} input(s), got {len(leaves)}")
         for symbolic, value in zip(self.inputs, leaves):
             values[symbolic.id] = value
-        producers = {output.id: node for node in self.nodes for output in flatten(node.outputs)
-                     if isinstance(output, SymbolicDataModel)}
+        producers = self._producers
         tasks: dict[int, asyncio.Task[None]] = {}
 
         async def run_node(node: CallNode) -> None:
-            waits = [tasks[id(producers[parent.id])] for parent in node.parents if parent.id in producers]
+            waits = [tasks[id(producers[parent.id])] for parent in node.parents if parent.id in producers and tasks]
             if waits:
                 await asyncio.gather(*waits)
             arguments = map_structure(lambda leaf: values[leaf.id] if isinstance(leaf, SymbolicDataModel) else leaf,
@@ -108,13 +121,17 @@ class FunctionalGraph:
             for output, value in zip(outputs, results):
                 values[output.id] = value
 
-        for node in self.nodes:
-            tasks[id(node)] = asyncio.create_task(run_node(node))
-        try:
-            await asyncio.gather(*tasks.values())
-        finally:
-            for task in tasks.values():
-                task.cancel()
+        if self._is_chain:  # one call after the other: no task per call (the per-call path of most programs)
+            for node in self.nodes:
+                await run_node(node)
+        else:
+            for node in self.nodes:
+                tasks[id(node)] = asyncio.create_task(run_node(node))
+            try:
+                await asyncio.gather(*tasks.values())
+            finally:
+                for task in tasks.values():
+                    task.cancel()
         return pack_as(self.output_structure, [values[output.id] for output in self.outputs])
 
     def output_spec(self, name: str | None = None) -> Any:
