@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from promptgym.modules.naming import reset_names
+
 logger = logging.getLogger("promptgym")
 
 
@@ -19,8 +21,6 @@ def clear_session(free_memory: bool = True) -> None:
     Models, caches and defaults are kept (``free_memory`` is accepted for
     synalinks' signature; promptgym holds nothing per session to free).
     """
-    from promptgym.modules.module import reset_names
-
     reset_names()
 
 

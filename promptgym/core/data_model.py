@@ -23,15 +23,13 @@ from typing import Any
 import pydantic
 from pydantic import ConfigDict, Field
 
-from promptgym.core.operators import DataModelOperators, JsonOperations, apply
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.operators import DataModelOperators, JsonOperations, apply, is_symbolic, to_symbolic
 
 __all__ = ["DataModel", "Field", "is_data_model_class", "is_meta_class"]
 
 
 def _is_operand(value: Any) -> bool:
-    from promptgym.core.json_data_model import JsonDataModel
-    from promptgym.core.operators import is_symbolic
-
     return is_symbolic(value) or isinstance(value, (JsonDataModel, pydantic.BaseModel))
 
 
@@ -127,8 +125,6 @@ class DataModel(pydantic.BaseModel, DataModelOperators, metaclass=DataModelMeta)
 
     def to_json_data_model(self, name: str | None = None) -> Any:
         """This value as a :class:`JsonDataModel` (its JSON and its class's schema)."""
-        from promptgym.core.json_data_model import JsonDataModel
-
         return JsonDataModel(json=self.get_json(), schema=type(self).get_schema(), name=name)
 
     def get_nested_entity(self, key: str) -> Any:
@@ -141,8 +137,6 @@ class DataModel(pydantic.BaseModel, DataModelOperators, metaclass=DataModelMeta)
     @classmethod
     def to_symbolic_data_model(cls, name: str | None = None) -> Any:
         """A symbolic data model of this class (a placeholder for a program being built)."""
-        from promptgym.core.operators import to_symbolic
-
         return to_symbolic(cls, name=name)
 
 

@@ -104,6 +104,7 @@ class JsonDataModel(DataModelOperators, JsonOperations):
 
     def to_data_model(self) -> Any:
         """The value as an instance of a DataModel class built from the schema."""
+        # circle: core.schema builds on core.data_model, which imports this module at its top
         from promptgym.core.schema import data_model_from_schema
 
         return data_model_from_schema(self._schema).model_validate(self._json)

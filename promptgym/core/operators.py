@@ -35,6 +35,7 @@ def register_symbolic_handler(handler: SymbolicHandler) -> None:
 
 def is_symbolic(value: Any) -> bool:
     """A symbolic data model, or a DataModel class (a type, not a value)."""
+    # circle: DataModel and JsonDataModel inherit the operator mixins of this module (see is_symbolic, compute)
     from promptgym.core.data_model import is_data_model_class
 
     return bool(getattr(value, "_promptgym_symbolic", False)) or is_data_model_class(value)
@@ -53,7 +54,7 @@ def to_symbolic(data_model: Any, name: str | None = None) -> Any:
 
 def to_json_value(value: Any) -> Any:
     """A value as a JsonDataModel (None stays None)."""
-    from promptgym.core.json_data_model import JsonDataModel
+    from promptgym.core.json_data_model import JsonDataModel  # circle: JsonDataModel inherits this module's mixins
 
     if value is None or isinstance(value, JsonDataModel):
         return value
@@ -61,7 +62,7 @@ def to_json_value(value: Any) -> Any:
 
 
 def _merge(a: Any, b: Any, name: str | None = None) -> Any:
-    from promptgym.core.json_data_model import JsonDataModel
+    from promptgym.core.json_data_model import JsonDataModel  # circle: JsonDataModel inherits this module's mixins
 
     return JsonDataModel(json=json_ops.concatenate_json(a.get_json(), b.get_json()),
                          schema=json_ops.concatenate_schema(a.get_schema(), b.get_schema()), name=name)
@@ -86,7 +87,7 @@ def compute(op: str, operands: list[Any], name: str | None = None, **options: An
     (x,) = values
     if op == "logical_not" or x is None:
         return None
-    from promptgym.core.json_data_model import JsonDataModel
+    from promptgym.core.json_data_model import JsonDataModel  # circle: JsonDataModel inherits this module's mixins
 
     json_op, schema_op = _UNARY[op]
     return JsonDataModel(json=json_op(x.get_json(), **options), schema=schema_op(x.get_schema(), **options), name=name)

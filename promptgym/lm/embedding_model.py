@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from promptgym.core.serialization import register_builtin
+from promptgym.core.base_models import Embeddings
+from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.lm.cache import ResponseCache, request_key
 from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
+from promptgym.lm.openai_backend import OpenAICompatibleBackend
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
@@ -71,7 +74,6 @@ class EmbeddingModel(UsageCounters):
         if self.cache_dir is not None:
             from pathlib import Path
 
-            from promptgym.lm.cache import ResponseCache
 
             self._file_cache = ResponseCache(Path(self.cache_dir) / "embeddings.sqlite")
 
@@ -81,8 +83,6 @@ class EmbeddingModel(UsageCounters):
             request = texts.get_json() if hasattr(texts, "get_json") else texts
             wanted = [request["texts"]] if isinstance(request.get("texts"), str) else list(request.get("texts") or [])
             await self._ensure(wanted)
-            from promptgym.core.base_models import Embeddings
-
             return Embeddings(embeddings=[self._vectors[text].tolist() for text in wanted]).to_json_data_model()
         await self._ensure(list(texts))
         if not texts:
@@ -122,8 +122,6 @@ class EmbeddingModel(UsageCounters):
         self._record(Usage(calls=1))
 
     def _key(self, text: str) -> str:
-        from promptgym.lm.cache import request_key
-
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
 
     def _record(self, usage: Usage) -> None:
@@ -132,8 +130,6 @@ class EmbeddingModel(UsageCounters):
 
     def _server(self) -> Any:
         if self._http is None:
-            from promptgym.lm.openai_backend import OpenAICompatibleBackend
-
             self._http = OpenAICompatibleBackend(
                 model=self.model_string.name,
                 api_base=self.api_base or PROVIDER_API_BASES["openai"],
@@ -162,8 +158,6 @@ class EmbeddingModel(UsageCounters):
         if self.cache_dir is not None:
             config["cache_dir"] = self.cache_dir
         if self.fallback is not None:
-            from promptgym.core.serialization import serialize_object
-
             config["fallback"] = serialize_object(self.fallback)
         return config
 
@@ -171,8 +165,6 @@ class EmbeddingModel(UsageCounters):
     def from_config(cls, config: dict[str, Any]) -> "EmbeddingModel":
         config = dict(config)
         if isinstance(config.get("fallback"), dict):
-            from promptgym.core.serialization import deserialize_object
-
             config["fallback"] = deserialize_object(config["fallback"], expected="embedding model")
         return cls(**config)
 

@@ -67,6 +67,7 @@ def registry_dir() -> Path:
 
 
 def check_model_name(name: str) -> str:
+    # circle: lm.local_models looks fine-tuned names up here (at its top), and this refuses the embedded names
     from promptgym.lm.local_models import LOCAL_MODELS
 
     if not NAME_PATTERN.match(name):

@@ -10,17 +10,24 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.loop_scoped import loop_semaphore
-from promptgym.core.spans import current_tracer
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
-from promptgym.lm.backend import Backend, LMRequest, LMResponse
-from promptgym.lm.cache import request_key, shared_cache
+from promptgym.core.spans import current_tracer
+from promptgym.lm.backend import Backend, LMChunk, LMRequest, LMResponse
+from promptgym.lm.cache import ResponseCache, request_key, shared_cache
+from promptgym.lm.chat_calls import chat_answer, is_chat_form, wire_messages
 from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
 from promptgym.lm.json_output import parse_json_object, validation_error
+from promptgym.lm.local_backend import shared_local_backend
+from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model, resolve_local_model
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
+from promptgym.lm.openai_backend import OpenAICompatibleBackend
+from promptgym.lm.streaming import StreamingIterator
 from promptgym.lm.traces import record_call
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
@@ -103,8 +110,6 @@ class LanguageModel(UsageCounters):
         api_key_env: str | None = None,
         **sampling: Any,
     ) -> None:
-        from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model
-
         retries = retry if retry is not None else retries
         cache = caching if caching is not None else cache
         if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature >= 0):
@@ -151,13 +156,8 @@ class LanguageModel(UsageCounters):
 
     def _make_backend(self) -> Backend:
         if self.model_string.provider == "local":
-            from promptgym.lm.local_backend import shared_local_backend
-            from promptgym.lm.local_models import resolve_local_model
-
             files = resolve_local_model(self.model_string.name)
             return shared_local_backend(files.model_path, n_ctx=self.n_ctx, lora_path=files.lora_path)
-        from promptgym.lm.openai_backend import OpenAICompatibleBackend
-
         return OpenAICompatibleBackend(
             model=self.model_string.name,
             api_base=self.api_base or PROVIDER_API_BASES["openai"],
@@ -222,8 +222,6 @@ class LanguageModel(UsageCounters):
         too (:mod:`promptgym.lm.chat_calls`). ``streaming=True`` (without a
         schema) returns a :class:`StreamingIterator`.
         """
-        from promptgym.lm.chat_calls import chat_answer, is_chat_form, wire_messages
-
         if streaming and schema is None:
             return self.stream(wire_messages(messages), temperature=temperature, max_tokens=max_tokens, **sampling)
         answer = await self.respond(wire_messages(messages), schema=schema, validation_schema=validation_schema,
@@ -231,8 +229,6 @@ class LanguageModel(UsageCounters):
         if not is_chat_form(messages):
             return answer.value
         if schema is not None:
-            from promptgym.core.json_data_model import JsonDataModel
-
             return JsonDataModel(json=answer.value, schema=schema)
         return chat_answer(answer.content, answer.reasoning)
 
@@ -310,9 +306,6 @@ class LanguageModel(UsageCounters):
     def stream(self, messages: list[dict[str, Any]], temperature: float | None = None, max_tokens: int | None = None,
                **sampling: Any) -> Any:
         """The answer as a :class:`StreamingIterator` (one chunk when the backend cannot stream)."""
-        from promptgym.lm.backend import LMChunk
-        from promptgym.lm.streaming import StreamingIterator
-
         request = self._request(messages, None, temperature, max_tokens, sampling)
 
         async def chunks() -> Any:
@@ -400,10 +393,6 @@ class LanguageModel(UsageCounters):
         """The shared cache of the user cache dir, or one in ``cache_dir``."""
         if self.cache_dir is None:
             return shared_cache()
-        from pathlib import Path
-
-        from promptgym.lm.cache import ResponseCache
-
         return ResponseCache(Path(self.cache_dir) / "responses.sqlite")
 
     def _record(self, usage: Usage) -> None:

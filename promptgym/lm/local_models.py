@@ -16,6 +16,7 @@ from pathlib import Path
 
 from promptgym.lm.cache import models_dir as default_models_dir
 from promptgym.lm.errors import ChecksumMismatchError, EngineMissingError, UnknownModelError
+from promptgym.lm.finetuned_models import finetuned_model
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,6 @@ def check_local_model(name: str) -> str | None:
     Returns a fine-tuned model's revision (``local/<name>@<created>``), so a name reused for new
     weights never meets the cached answers of the old ones; None for an embedded model.
     """
-    from promptgym.lm.finetuned_models import finetuned_model
-
     if name in LOCAL_MODELS:
         return None
     entry = finetuned_model(name)
@@ -208,8 +207,6 @@ def check_local_model(name: str) -> str | None:
 
 def resolve_local_model(name: str, models_dir: Path | None = None) -> LocalModelFiles:
     """The files of ``local/<name>``: an embedded model (assembled and verified) or a registered fine-tuned one."""
-    from promptgym.lm.finetuned_models import finetuned_model
-
     if name in LOCAL_MODELS:
         return LocalModelFiles(ensure_local_model(name, models_dir))
     entry = finetuned_model(name)

@@ -7,11 +7,12 @@ from promptgym.modules.decision import Decision, MultiDecision
 from promptgym.modules.function_calling_agent import FunctionCallingAgent
 from promptgym.modules.generator import Generator
 from promptgym.modules.input_module import InputModule
-from promptgym.modules.json_operation import MergeOperation, UnaryOperation  # also registers the operators
+from promptgym.modules.json_operation import MergeOperation, UnaryOperation
 from promptgym.modules.lambda_module import Lambda
 from promptgym.modules.masking import InMask, OutMask
 from promptgym.modules.merging import And, Concat, Concatenate, Or, Xor
 from promptgym.modules.module import Module
+from promptgym.modules.operator_modules import operation_module  # noqa: F401 - also registers the operators
 from promptgym.modules.reshaping import Factorize, Identity, Not, Prefix, Suffix
 from promptgym.modules.self_critique import SelfCritique
 from promptgym.modules.symbolic import Input, SymbolicDataModel

@@ -14,7 +14,7 @@ from typing import Any
 
 from promptgym.core.data_model import DataModel, Field
 from promptgym.core.json_ops import dynamic_enum, dynamic_enum_array
-from promptgym.core.serialization import register_builtin
+from promptgym.core.serialization import deserialize_object, register_builtin
 from promptgym.modules.generator import Generator, as_json
 from promptgym.modules.symbolic import SymbolicDataModel
 
@@ -73,8 +73,6 @@ class Decision(Generator):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Decision":
-        from promptgym.core.serialization import deserialize_object
-
         config = dict(config)
         config["language_model"] = deserialize_object(config["language_model"], expected="language model")
         return cls(**config)

@@ -32,7 +32,7 @@ from promptgym.core.chat import ChatMessage, ChatMessages, ChatRole, is_chat_mes
 from promptgym.core.data_model import is_data_model_class
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.json_ops import concatenate_schema
-from promptgym.core.schema import describe_schema_fields
+from promptgym.core.schema import data_model_from_schema, describe_schema_fields, schema_of_value
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.language_model import LanguageModel
@@ -436,8 +436,6 @@ class FunctionCallingAgent(Module):
         return SymbolicDataModel(schema=ChatMessages.get_schema(), name=self.name)
 
     def output_data_model(self, input_data_model: Any) -> Any:
-        from promptgym.core.schema import data_model_from_schema
-
         schema = concatenate_schema(ChatMessages.get_schema(), self.schema) \
             if self.schema and self.return_inputs_with_trajectory else self.schema or ChatMessages.get_schema()
         return data_model_from_schema(schema)
@@ -513,6 +511,4 @@ def _chat_messages(messages: list[dict[str, Any]], name: str) -> JsonDataModel:
 
 
 def _schema_of(value: dict[str, Any]) -> dict[str, Any]:
-    from promptgym.core.schema import schema_of_value
-
     return schema_of_value(value, title="Inputs")

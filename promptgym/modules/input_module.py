@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.core.data_model import DataModel
+from promptgym.core.schema import deserialize_data_model, serialize_data_model
 from promptgym.core.serialization import register_builtin
 from promptgym.modules.module import Module
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel
@@ -33,8 +34,6 @@ class InputModule(Module):
         return SymbolicDataModel(data_model=self.output)
 
     def get_config(self) -> dict[str, Any]:
-        from promptgym.core.schema import serialize_data_model
-
         config = {**super().get_config(), "data_model": serialize_data_model(self.data_model)}
         if self._auto_named:  # an automatic name depends on what else the process built: saves stay equal
             config["name"] = None
@@ -42,8 +41,6 @@ class InputModule(Module):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "InputModule":
-        from promptgym.core.schema import deserialize_data_model
-
         config = dict(config)
         config["data_model"] = deserialize_data_model(config["data_model"])
         return cls(**config)

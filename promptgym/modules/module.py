@@ -19,7 +19,6 @@ modules, which read None, set ``accepts_none = True``.
 
 from __future__ import annotations
 
-import collections
 import contextvars
 import functools
 import inspect
@@ -29,32 +28,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from promptgym.core.base_models import is_trainable
 from promptgym.core.call_scope import enter_module_call, exit_module_call
-from promptgym.core.spans import current_tracer
 from promptgym.core.data_model import DataModel
+from promptgym.core.spans import current_tracer
 from promptgym.core.tree import flatten, map_structure
 from promptgym.lm.usage import usage_scope
+from promptgym.modules.naming import reset_names, snake_case, unique_name  # noqa: F401 - importable from here too
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel, any_symbolic
 from promptgym.modules.variable import Variable, initial_value
 
 logger = logging.getLogger(__name__)
-_name_counts: collections.Counter[str] = collections.Counter()
-
-
-def _snake(name: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
-
-
-def unique_name(base: str) -> str:
-    """``generator``, ``generator_1``, ... (Keras-style automatic names)."""
-    count = _name_counts[base]
-    _name_counts[base] += 1
-    return base if count == 0 else f"{base}_{count}"
-
-
-def reset_names() -> None:
-    """Start automatic names again from ``generator``, ``generator_1``... (``clear_session()``)."""
-    _name_counts.clear()
 
 
 def run_sync(coroutine: Any) -> Any:
@@ -117,7 +101,7 @@ class Module:
     def __init__(self, name: str | None = None, description: str | None = None, trainable: bool = True) -> None:
         object.__setattr__(self, "_tracked", {})
         self._auto_named = name is None
-        self.name = name or unique_name(_snake(type(self).__name__))
+        self.name = name or unique_name(snake_case(type(self).__name__))
         self.description = description
         self.trainable = trainable
         self._variables: list[Variable] = []
@@ -160,12 +144,10 @@ class Module:
         if isinstance(name, dict) or (name is not None and not isinstance(name, str)):
             initializer, name = name, None
         if data_model is not None:
-            from promptgym.core.base_models import is_trainable
-
             trainable = trainable and is_trainable(data_model)  # only optimizer-shaped state is trainable
         if value is None:
             value = _initial_value(initializer, data_model)
-        name = name or (_snake(data_model.__name__) if data_model is not None else f"variable_{len(self._variables)}")
+        name = name or (snake_case(data_model.__name__) if data_model is not None else f"variable_{len(self._variables)}")
         variable = Variable(f"{self.name}/{name}", value, trainable=self.trainable and trainable,
                             description=description or "", data_model=data_model, check=check)
         self._variables.append(variable)

@@ -16,7 +16,7 @@ from typing import Any
 from promptgym.core.data_model import DataModel, Field
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.scores import describe_scale, get_score_type, normalize_score
-from promptgym.core.serialization import register_builtin
+from promptgym.core.serialization import deserialize_object, register_builtin
 from promptgym.modules.generator import Generator
 from promptgym.modules.symbolic import SymbolicDataModel
 
@@ -89,8 +89,6 @@ class SelfCritique(Generator):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "SelfCritique":
-        from promptgym.core.serialization import deserialize_object
-
         config = dict(config)
         config["language_model"] = deserialize_object(config["language_model"], expected="language model")
         return cls(**config)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from promptgym.core import json_ops
 from promptgym.core.data_model import DataModel, is_data_model_class
 from promptgym.core.operators import DataModelOperators, JsonOperations
+from promptgym.core.schema import data_model_from_schema
 from promptgym.core.tree import flatten
 
 if TYPE_CHECKING:
@@ -76,8 +77,6 @@ class SymbolicDataModel(DataModelOperators, JsonOperations):
     def data_model(self) -> type[DataModel]:
         """The DataModel class of this placeholder (built from the schema when it had none)."""
         if self._data_model_class is None:
-            from promptgym.core.schema import data_model_from_schema
-
             self._data_model_class = data_model_from_schema(self._schema, name=self._schema.get("title"))
         return self._data_model_class
 
@@ -127,6 +126,7 @@ def any_symbolic(structure: Any) -> bool:
 def Input(data_model: type[DataModel] | None = None, schema: dict[str, Any] | None = None,
           name: str | None = None) -> SymbolicDataModel:
     """The entry point of a functional program: ``inputs = Input(data_model=Question)``."""
+    # circle: an InputModule outputs the symbolic data model defined here (Keras' Input/InputLayer)
     from promptgym.modules.input_module import InputModule
 
     if data_model is None and schema is None:

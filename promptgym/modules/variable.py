@@ -18,6 +18,9 @@ import copy
 import inspect
 from typing import Any, Callable, Iterator, Mapping
 
+from promptgym.core.schema import default_value, schema_of_value
+from promptgym.modules.naming import unique_name
+
 _overrides: contextvars.ContextVar[Mapping[str, dict[str, Any]] | None] = contextvars.ContextVar(
     "promptgym_variable_values", default=None)
 
@@ -78,8 +81,6 @@ class Variable:
             if data_model is None and callable(getattr(initializer, "get_schema", None)):
                 self._schema = initializer.get_schema()  # the initializer's DataModel's schema
         if name is None:
-            from promptgym.modules.module import unique_name
-
             name = unique_name("variable")
         self.name = name
         self.trainable = trainable
@@ -100,8 +101,6 @@ class Variable:
             return self.data_model.get_schema()
         if self._schema is not None:
             return copy.deepcopy(self._schema)
-        from promptgym.core.schema import schema_of_value
-
         return schema_of_value(self.value, title=self.name.rsplit("/", 1)[-1])
 
     @property
@@ -157,8 +156,6 @@ def initial_value(initializer: Any, data_model: Any) -> dict[str, Any]:
         takes_data_model = "data_model" in inspect.signature(initializer).parameters
         return dict(initializer(data_model=data_model) if takes_data_model and data_model is not None else initializer())
     if data_model is not None:
-        from promptgym.core.schema import default_value
-
         return default_value(data_model)
     raise ValueError("a Variable needs a value: give initializer= (a dict or an initializer) or data_model=")
 

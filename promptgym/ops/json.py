@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.core.operators import compute, is_symbolic
-from promptgym.modules.json_operation import MergeOperation, operation_module
+from promptgym.modules.json_operation import MergeOperation
+from promptgym.modules.operator_modules import operation_module
 
 
 async def _apply(op: str, operands: list[Any], name: str | None, description: str | None, **options: Any) -> Any:
