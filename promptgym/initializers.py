@@ -18,14 +18,13 @@ import copy
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
+from promptgym.core.schema import default_value
 from promptgym.core.serialization import custom_object_scope, deserialize_object, register_builtin, serialize_object
 
 
 def _json_of(data_model: Any) -> dict[str, Any]:
     """The JSON of a DataModel instance, or of a DataModel class's defaults."""
     if isinstance(data_model, type):
-        from promptgym.core.schema import default_value
-
         return default_value(data_model)
     return data_model.get_json()
 

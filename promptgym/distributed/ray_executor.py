@@ -23,7 +23,9 @@ import threading
 from typing import Any, Callable, Sequence
 
 from promptgym.core.serialization import serialize_object
+from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
 from promptgym.distributed.wire import outcome_from_wire, rollout_to_wire, user_modules
+from promptgym.distributed.worker import remote_worker_class
 from promptgym.lm.local_backend import LOCAL_THREADS_ENV
 from promptgym.lm.usage import LEDGER
 from promptgym.rollouts.executor import OnOutcome, OnStart, Outcome, Rollout
@@ -101,8 +103,6 @@ class RayExecutor:
     # -- connecting -------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
-
         if self._connected:
             return
         host = (self.address or "").removeprefix("ray://").split(":")[0]
@@ -130,8 +130,6 @@ class RayExecutor:
         self._connected = True
 
     def _start_workers(self, imports: tuple[str, ...]) -> None:
-        from promptgym.distributed.worker import remote_worker_class
-
         env = {**self.runtime_env.get("env_vars", {}), LOCAL_THREADS_ENV: str(self.threads)}
         if "PYTHONPATH" not in env and os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]

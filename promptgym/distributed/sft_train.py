@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
+from promptgym.finetune.base_model import load_base_model, quiet_transformers
+from promptgym.finetune.device import plan_device
+from promptgym.finetune.loop import StopRequest, TrainingInterrupted
+from promptgym.finetune.lora import add_lora
 from promptgym.finetune.replicas import SingleProcess
+from promptgym.finetune.sft_flow import SFTJob
 
 logger = logging.getLogger("promptgym")
 
@@ -143,12 +149,6 @@ def _train_worker(config: dict[str, Any]) -> None:
     import ray
     import torch
 
-    from promptgym.finetune.base_model import load_base_model, quiet_transformers
-    from promptgym.finetune.device import plan_device
-    from promptgym.finetune.loop import StopRequest, TrainingInterrupted
-    from promptgym.finetune.lora import add_lora
-    from promptgym.finetune.sft_flow import SFTJob
-
     torch.set_num_threads(config["threads"])
     quiet_transformers()
     replicas = RayTrainReplicas()
@@ -229,8 +229,6 @@ class RayTrainBackend:
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
         """Ray, connected for the block (a local instance started and stopped around it when ``address`` is None)."""
-        from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
-
         if self.on_this_machine:
             use_loopback_ray()
         import ray
@@ -274,7 +272,7 @@ class RayTrainBackend:
         from ray.train.torch import TorchConfig, TorchTrainer
 
         if store_file is not None:  # torch's TCP store would listen on every address; a file store listens nowhere
-            from promptgym.distributed.loopback_torch import LoopbackTorchConfig
+            from promptgym.distributed.loopback_torch import LoopbackTorchConfig  # heavy: imports ray and torch
 
             torch_config = LoopbackTorchConfig(store_file=str(store_file), backend="nccl" if use_gpu else "gloo")
         else:
@@ -294,8 +292,6 @@ class RayTrainBackend:
 
         Raises TrainingInterrupted after the workers checkpointed on a stop request, RayTrainError on a failure.
         """
-        from promptgym.finetune.loop import TrainingInterrupted
-
         folder = folder.resolve()
         with self.connection() as ray:
             relay = ray.remote(Relay).options(num_cpus=0).remote()

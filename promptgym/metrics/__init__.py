@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
-from promptgym.core.serialization import register_builtin
+from promptgym.core.serialization import custom_object_scope, deserialize_object, register_builtin, serialize_object
 from promptgym.metrics.base import Mean, MeanMetricWrapper, Metric, Sum
 from promptgym.metrics.classification import (
     BinaryAccuracy,
@@ -58,14 +58,10 @@ __all__ = ["METRICS", "BatchMetric", "ListF1Score", "ListFBetaScore", "MeanMetri
 
 def serialize(metric: Any) -> dict[str, Any]:
     """``{"class_name": ..., "config": ...}`` of a metric."""
-    from promptgym.core.serialization import serialize_object
-
     return serialize_object(metric)
 
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
     """Rebuild a metric from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
-    from promptgym.core.serialization import custom_object_scope, deserialize_object
-
     with custom_object_scope(custom_objects or {}):
         return deserialize_object(config, expected="metric")

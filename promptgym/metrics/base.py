@@ -21,7 +21,7 @@ import numpy as np
 
 from promptgym.modules.variable import Variable
 from promptgym.rewards.base import JsonView, Reward, RewardResult
-from promptgym.rewards.builtin import MeanRewardWrapper
+from promptgym.rewards.builtin import ExactMatch, MeanRewardWrapper
 
 
 def merge_states(state: Any, update: Any) -> Any:
@@ -122,8 +122,6 @@ class Mean(Metric):
         await super().update_state(y_true, y_pred)
 
     async def compute(self, y_true: JsonView | None, y_pred: JsonView) -> RewardResult:
-        from promptgym.rewards.builtin import ExactMatch
-
         return await ExactMatch().compute(y_true, y_pred)
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.core.serialization import register_builtin
+from promptgym.lm.embedding_model import EmbeddingModel
+from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import Usage
 from promptgym.metrics.base import Metric
+from promptgym.rewards.base import RewardResult
 
 
 def _walk(module: Any, seen: set[int]) -> list[Any]:
@@ -41,9 +44,6 @@ def language_models(program: Any, attribute: str = "language_model") -> list[Any
 
 def held_models(holder: Any, attribute: str = "language_model") -> list[Any]:
     """The models an optimizer or a reward holds (in its attributes, and in the modules it holds)."""
-    from promptgym.lm.embedding_model import EmbeddingModel
-    from promptgym.lm.language_model import LanguageModel
-
     kind = EmbeddingModel if attribute == "embedding_model" else LanguageModel
     models: dict[int, Any] = {}
     for value in vars(holder).values() if hasattr(holder, "__dict__") else []:
@@ -110,8 +110,6 @@ class OperationalMetric(Metric):
         """Nothing to add: the counters are the models' own."""
 
     async def score(self, y_true: Any, y_pred: Any) -> Any:
-        from promptgym.rewards.base import RewardResult
-
         return RewardResult(float(self.result()))
 
 

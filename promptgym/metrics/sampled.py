@@ -18,6 +18,7 @@ import numpy as np
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.metrics.base import Metric
+from promptgym.rewards.builtin import ExactMatch
 
 
 class BatchMetric(Metric):
@@ -38,8 +39,6 @@ class BatchMetric(Metric):
 class _Sampled(BatchMetric):
     def __init__(self, k: int = 1, reward: Any = None, pass_threshold: float = 1.0, name: str | None = None,
                  **masks: Any) -> None:
-        from promptgym.rewards.builtin import ExactMatch
-
         self.k = int(k)
         self.reward = reward if reward is not None else ExactMatch()
         self.pass_threshold = pass_threshold

@@ -32,9 +32,10 @@ from promptgym.modules.generator import as_json
 from promptgym.modules.module import Module, unique_name
 from promptgym.modules.symbolic import SymbolicDataModel
 from promptgym.modules.variable import Variable
+from promptgym.programs.functional_config import graph_config, graph_from_config
 from promptgym.programs.graph import FunctionalGraph
-from promptgym.programs.state import ProgramState
 from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
+from promptgym.programs.state import ProgramState
 from promptgym.programs.summary import program_summary
 from promptgym.training.trainer import Trainer
 
@@ -211,16 +212,12 @@ class Program(ProgramState, Trainer, Module):
         base = {"name": self.name, "description": self.description, "trainable": self.trainable}
         if self._graph is None:
             return base
-        from promptgym.programs.functional_config import graph_config
-
         return {**base, **graph_config(self._graph)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Program":
         if "nodes" not in config:
             return cls(**config)
-        from promptgym.programs.functional_config import graph_from_config
-
         inputs, outputs = graph_from_config(config)
         return Program(inputs=inputs, outputs=outputs, name=config["name"], description=config.get("description"),
                        trainable=config.get("trainable", True))

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from promptgym.core.serialization import deserialize_object
 from promptgym.modules.variable import Variable
+from promptgym.programs import saving
+from promptgym.programs.synalinks_files import is_synalinks_file
 
 
 def _nested(variables: list[Variable]) -> dict[str, Any]:
@@ -114,9 +117,7 @@ class ProgramState:
 
     def to_json(self, **kwargs: Any) -> str:
         """The program file's content (architecture, variables, compile state) as a JSON string."""
-        from promptgym.programs.saving import program_to_json
-
-        return json.dumps(program_to_json(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
+        return json.dumps(saving.program_to_json(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
 
 
 def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = None) -> Any:
@@ -128,15 +129,11 @@ def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = N
     from synalinks' architecture configs. ``custom_objects`` is accepted for synalinks code: register your
     classes with ``register_synalinks_serializable``.
     """
-    from promptgym.core.serialization import deserialize_object
-    from promptgym.programs.saving import load_problem, program_from_json as load
-    from promptgym.programs.synalinks_files import is_synalinks_file
-
     source = "program_from_json"
     data = json.loads(json_string) if isinstance(json_string, (str, bytes)) else json_string
     if isinstance(data, dict) and "format" not in data and "class_name" in data and not is_synalinks_file(data):
         try:
             return deserialize_object(data, expected="program class")
         except Exception as error:  # noqa: BLE001 - a bad architecture: say where in it, never a bare KeyError
-            raise ValueError(f"{source}: {load_problem(data, 'program', error, source)}") from None
-    return load(data, source=source)
+            raise ValueError(f"{source}: {saving.load_problem(data, 'program', error, source)}") from None
+    return saving.program_from_json(data, source=source)

@@ -3,7 +3,7 @@
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
-from promptgym.core.serialization import register_builtin
+from promptgym.core.serialization import custom_object_scope, deserialize_object, register_builtin, serialize_object
 from promptgym.rewards.base import JsonView, NoReward, Reward, RewardResult
 from promptgym.rewards.builtin import (
     BatchReward,
@@ -41,14 +41,10 @@ __all__ = ["BatchReward", "BatchRewardFunctionWrapper", "CosineSimilarity", "Exa
 
 def serialize(reward: Any) -> dict[str, Any]:
     """``{"class_name": ..., "config": ...}`` of a reward."""
-    from promptgym.core.serialization import serialize_object
-
     return serialize_object(reward)
 
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
     """Rebuild a reward from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
-    from promptgym.core.serialization import custom_object_scope, deserialize_object
-
     with custom_object_scope(custom_objects or {}):
         return deserialize_object(config, expected="reward")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pydantic
 
+from promptgym.core.json_ops import base_name, in_mask_json, out_mask_json
 from promptgym.core.schema import check_mask
 
 
@@ -79,14 +80,10 @@ class Reward:
 
     def check_fields(self, fields: list[str]) -> None:
         """Raise if a mask names a field that the program's output doesn't have (base names count)."""
-        from promptgym.core.json_ops import base_name
-
         known = [*fields, *{base_name(field) for field in fields}]
         check_mask(known, self.in_mask, self.out_mask, type(self).__name__)
 
     def mask(self, value: Any) -> JsonView | None:
-        from promptgym.core.json_ops import in_mask_json, out_mask_json
-
         data = to_json(value)
         if data is None:
             return None

@@ -14,6 +14,7 @@ from promptgym.lm.defaults import get_default_embedding_model, get_default_langu
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
 from promptgym.rewards.base import JsonView, Reward, RewardResult, coerce_result
+from promptgym.rewards.judge_program import LMAsJudgeProgram
 
 logger = logging.getLogger("promptgym")
 
@@ -93,8 +94,6 @@ class LMAsJudge(Reward):
                  out_mask: list[str] | None = None, name: str | None = None, **options: Any) -> None:
         mask_patterns = {key: options.pop(key) for key in ("in_mask_pattern", "out_mask_pattern") if key in options}
         super().__init__(in_mask=in_mask, out_mask=out_mask, name=name, **mask_patterns)
-        from promptgym.rewards.judge_program import LMAsJudgeProgram
-
         self.language_model = language_model or get_default_language_model("LMAsJudge")
         self.criteria = criteria
         self.instructions = instructions

@@ -23,6 +23,7 @@ from promptgym.core.serialization import serialize_object
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import Usage, usage_scope
 from promptgym.modules.generator import as_json
+from promptgym.programs.program import Program
 from promptgym.programs.walk import iter_modules
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -127,8 +128,6 @@ def _identity(model: LanguageModel) -> str:
 
 def load_program_file(path: str | Path, name: str | None = None) -> ServedProgram:
     """A saved program; the error names the file when it can't be read (loading never runs code from it)."""
-    from promptgym.programs.program import Program
-
     source = Path(path)
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such program file")

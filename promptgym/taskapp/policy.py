@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from promptgym.core.loop_scoped import LoopScoped
+from promptgym.lm.language_model import LanguageModel
 from promptgym.taskapp.protocol import Policy
 
 _clients: LoopScoped[httpx.AsyncClient] = LoopScoped(lambda: httpx.AsyncClient(timeout=600.0), lambda c: c.aclose())
@@ -29,8 +30,6 @@ async def ask_policy(policy: Policy, messages: list[dict[str, str]], max_tokens:
                                      json={"model": policy.model, "messages": messages, "max_tokens": max_tokens})
         response.raise_for_status()
         return response.json()["choices"][0]["message"].get("content") or ""
-    from promptgym.lm.language_model import LanguageModel
-
     key = (policy.model, max_tokens)
     if key not in _models:
         _models[key] = LanguageModel(model=policy.model, max_tokens=max_tokens)
@@ -54,8 +53,6 @@ async def ask_policy_turn(policy: Policy, messages: list[dict[str, Any]], tools:
         message = response.json()["choices"][0]["message"]
         return {"role": "assistant", "content": message.get("content"), **(
             {"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}
-    from promptgym.lm.language_model import LanguageModel
-
     key = (policy.model, max_tokens)
     if key not in _models:
         _models[key] = LanguageModel(model=policy.model, max_tokens=max_tokens)

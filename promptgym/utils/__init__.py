@@ -6,7 +6,30 @@ it until a ``plot_*`` function is called.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
+
+from promptgym.utils._plot_data import (
+    comparison_error_bars,
+    graph_layers,
+    history_panels,
+    metrics_comparison_mean_and_std,
+    metrics_mean_and_std,
+    paired_comparison,
+)
+from promptgym.utils.plot_runs import (
+    plot_history_comparison,
+    plot_history_comparison_with_mean_and_std,
+    plot_history_with_mean_and_std,
+    plot_metrics,
+    plot_metrics_comparison,
+)
+from promptgym.utils.plotting import (
+    plot_history,
+    plot_metrics_comparison_with_mean_and_std,
+    plot_metrics_with_mean_and_std,
+    plot_program,
+)
 
 __all__ = [
     "plot_history",
@@ -37,30 +60,11 @@ _ELSEWHERE = {
 }
 """Names synalinks also exports from ``synalinks.utils``, where promptgym defines them."""
 
-_PLOTS = {"plot_history", "plot_metrics_with_mean_and_std", "plot_metrics_comparison_with_mean_and_std", "plot_program"}
-
-
-_RUN_PLOTS = {"plot_history_with_mean_and_std", "plot_history_comparison", "plot_history_comparison_with_mean_and_std",
-              "plot_metrics", "plot_metrics_comparison"}
-
-
 def __getattr__(name: str) -> Any:
+    # synalinks' names that live in higher layers (session, saving, training): looked up on use, so that
+    # utils imports nothing above it (docs/architecture.md)
     if name in _ELSEWHERE:
-        import importlib
-
         return getattr(importlib.import_module(_ELSEWHERE[name]), name)
-    if name in _RUN_PLOTS:
-        from promptgym.utils import plot_runs
-
-        return getattr(plot_runs, name)
-    if name in _PLOTS:
-        from promptgym.utils import plotting
-
-        return getattr(plotting, name)
-    if name in __all__:
-        from promptgym.utils import _plot_data
-
-        return getattr(_plot_data, name)
     raise AttributeError(f"module 'promptgym.utils' has no attribute {name!r}")
 
 

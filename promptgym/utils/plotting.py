@@ -22,10 +22,12 @@ from typing import Any
 from promptgym.core.atomic import atomic_writer
 from promptgym.utils._plot_data import (
     comparison_error_bars,
+    history_dict,
     history_panels,
     metrics_mean_and_std,
     paired_comparison,
 )
+from promptgym.utils._plot_program import draw_program
 
 _FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -91,8 +93,6 @@ def plot_history(history: Any, to_folder: str | os.PathLike[str] | None = None,
     their own panels; ``metrics_filter`` keeps only the named keys. Returns the path written.
     """
     if metrics_filter is not None:
-        from promptgym.utils._plot_data import history_dict
-
         data_dict, epoch_list = history_dict(history)
         history = {key: values for key, values in data_dict.items() if key in metrics_filter}
     data = history_panels(history)
@@ -264,8 +264,6 @@ def plot_program(program: Any, to_file: str | os.PathLike[str] = "program.png",
 
         plot_program(program, to_file="qa.png", show_schemas=True, show_trainable=True)
     """
-    from promptgym.utils._plot_program import draw_program
-
     if rankdir != "TB":
         raise ValueError(f"plot_program: rankdir={rankdir!r} is not supported; graphs are drawn top to bottom ('TB')")
     if expand_nested:
