@@ -63,8 +63,8 @@ class ConnectionPool:
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{self._fixed_headers}"
                 + "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
                 + f"Content-Length: {len(body or b'')}\r\n\r\n").encode("latin-1")
-        message = head + (body or b"")
-        return await asyncio.wait_for(self._exchange(message, method), self.timeout)
+        async with asyncio.timeout(self.timeout):  # not wait_for: that starts a task per request
+            return await self._exchange(head + (body or b""), method)
 
     async def _exchange(self, message: bytes, method: str) -> RawReply:
         connection = self._idle_connection() or await self._connect()
