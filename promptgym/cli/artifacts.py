@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from typing import Any
@@ -10,29 +9,10 @@ from typing import Any
 from promptgym.core.atomic import atomic_write_json
 from promptgym.modules.retrieval import describe_retrieval
 from promptgym.stats import Evaluation, format_p
+from promptgym.training.history_csv import history_columns
 
 logger = logging.getLogger("promptgym")
 TOP_CANDIDATES = 5
-
-
-def read_history(path: Any) -> dict[str, list[float]]:
-    """history.csv as columns of floats (missing cells become NaN)."""
-    if not path.is_file():
-        return {}
-    with path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    columns: dict[str, list[float]] = {}
-    for row in rows:
-        for key in row:
-            if key != "epoch":
-                columns.setdefault(key, [])
-    for row in rows:
-        for key in columns:
-            try:
-                columns[key].append(float(row.get(key) or "nan"))
-            except ValueError:
-                columns[key].append(float("nan"))
-    return columns
 
 
 def ranked_candidates(optimizer: Any) -> list[dict[str, Any]]:
@@ -65,7 +45,7 @@ def paired_evaluations(status: dict[str, Any]) -> tuple[Evaluation, Evaluation] 
 
 
 def write_plots(run: Any, status: dict[str, Any] | None = None) -> list[str]:
-    history = {key: values for key, values in read_history(run.path / "history.csv").items()
+    history = {key: values for key, values in history_columns(run.path / "history.csv").items()
                if not key.startswith("lm_calls_") and key != "failures"}
     pair = paired_evaluations(status or {})
     written = []

@@ -301,10 +301,8 @@ def build_optimizer(config: JobConfig) -> Any:
 
 
 async def build_job(config: JobConfig) -> Job:
-    """Everything ``fit()`` needs, or a ConfigError naming the key at fault."""
-    if config.job.type != "prompt_learning":
-        raise ConfigError(f"job.type: {config.job.type!r} jobs validate but are not implemented yet in this version; "
-                          "use type = \"prompt_learning\"")
+    """Everything ``fit()`` needs for a prompt-learning config (the flows that build one: ``PromptFlow``,
+    ``export-sft-data``), or a ConfigError naming the key at fault."""
     data = await build_data(config)
     if config.data and config.data.task_url:
         from promptgym.taskapp import TaskAppProgram

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 
@@ -47,29 +48,10 @@ def _when(timestamp: float | None, short: bool = False) -> str:
     return datetime.fromtimestamp(timestamp).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S") if timestamp else "-"
 
 
-def _reward(entry: Any) -> str:
-    value = entry.get("reward") if isinstance(entry, dict) else entry
-    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
-
-
-def _count(value: Any) -> str:
-    return str(value) if isinstance(value, int) else "?"
-
-
 def progress_cells(status: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(progress, baseline, final, model) of a run in its own terms: epochs and rewards for prompt learning,
-    steps and loss for SFT, iterations and test reward (before/after) for RL."""
-    job_type = status.get("job_type")
-    model = str(status.get("model_id") or status.get("planned_model_id") or "-")
-    if job_type == "sft":
-        loss = status.get("final_loss")
-        return (f"{_count(status.get('steps_done', 0))}/{_count(status.get('total_steps'))} steps", "-",
-                f"loss {loss:.3f}" if isinstance(loss, (int, float)) else "-", model)
-    if job_type == "rl":
-        return (f"{_count(status.get('iterations_done', 0))}/{_count(status.get('iterations'))} iterations",
-                _reward(status.get("eval_reward_before")), _reward(status.get("eval_reward_after")), model)
-    return (f"{_count(status.get('epochs_done', 0))} epoch(s)", _reward(status.get("baseline")),
-            _reward(status.get("final")), "-")
+    """(progress, baseline, final, model) of a run in its own terms (its flow's: epochs and rewards for prompt
+    learning, steps and loss for SFT, iterations and test reward before/after for RL)."""
+    return flow_of_run(status).progress_cells(status)
 
 
 def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
@@ -152,7 +134,7 @@ def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
 
 def watch_run(run: RunFolder, stream_format: str = "cli", poll_s: float = 0.5, timeout_s: float | None = None) -> str:
     """Replay the run's events, then follow new ones until it ends; returns the final status."""
-    renderer = make_renderer(stream_format, console, job_type=run.status().get("job_type"))
+    renderer = make_renderer(stream_format, console, flow_of_run(run.status()).chart)
     next_line, started = 0, time.time()
 
     def skipped(number: int, text: str) -> None:
