@@ -12,9 +12,11 @@ from rich.table import Table
 from promptgym.cli.build import Job
 from promptgym.cli.secrets import Masker
 from promptgym.optimizers.kit import prompt_states
+from promptgym.programs.program import Program
+from promptgym.training.headroom import check_headroom
 
 
-def generator_count(program: Any) -> int:
+def generator_count(program: Program) -> int:
     """How many LM-calling steps one program run makes (modules with a trainable prompt)."""
     return max(1, len(prompt_states(program)))
 
@@ -188,8 +190,6 @@ def validation_sample(job: Job) -> tuple[Any, Any]:
 def print_headroom(job: Job, masker: Masker, console: Console | None = None) -> list[Any]:
     """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
     import asyncio
-
-    from promptgym.training.headroom import check_headroom
 
     console = console or Console()
     x_val, y_val = validation_sample(job)

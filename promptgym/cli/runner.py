@@ -23,6 +23,7 @@ from promptgym.cli.secrets import Masker
 from promptgym.cli.session import RunSession
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
 from promptgym.lm.usage import LEDGER, Usage
+from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
@@ -123,7 +124,7 @@ def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Callback], initi
     return arguments
 
 
-def place_weight_runs(optimizer: Any, run_path: Path) -> None:
+def place_weight_runs(optimizer: Optimizer, run_path: Path) -> None:
     """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder."""
     for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
         if hasattr(stage, "output_dir") and stage.output_dir is None:

@@ -16,6 +16,8 @@ from rich.table import Column, Table
 from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
+from promptgym.cli.secrets import load_env_file
+from promptgym.distributed.jobs import RayJobs  # HTTP to a cluster's Jobs API; ray itself is not imported
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -56,8 +58,6 @@ def progress_cells(status: dict[str, Any]) -> tuple[str, str, str, str]:
 
 def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
     """A submitted run's status from its cluster (recorded in run.json); the last known one if unreachable."""
-    from promptgym.distributed.jobs import RayJobs
-
     try:
         current = RayJobs(status["ray_address"]).status(run.id)
     except Exception:  # noqa: BLE001 - an unreachable cluster is a state to show, not a crash
@@ -82,8 +82,6 @@ def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
                                                        "Ray cluster (dashboard address) instead.")) -> None:
     """Every run, newest first."""
     if address:
-        from promptgym.distributed.jobs import RayJobs
-
         table = Table("id", "status", "started", "message")
         for job in RayJobs(address).jobs():
             table.add_row(job["id"], job["status"], _when((job["start_time"] or 0) / 1000), job["message"] or "")
@@ -170,9 +168,6 @@ def watch_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--
 
 def show_submitted(run: RunFolder, status: dict[str, Any], log_lines: int) -> None:
     """The cluster's view of a submitted run, and the end of its log, secrets masked."""
-    from promptgym.cli.secrets import load_env_file
-    from promptgym.distributed.jobs import RayJobs
-
     env_file = status.get("env_file")
     masker = load_env_file(env_file if env_file and Path(env_file).is_file() else None)
     console.print(f"cluster: {status['ray_address']}", markup=False, soft_wrap=True)
@@ -201,8 +196,6 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
         console.print(f"run {run.id} is not running ({state})", markup=False)
         return
     if status.get("ray_address"):
-        from promptgym.distributed.jobs import RayJobs
-
         RayJobs(status["ray_address"]).stop(run.id)
         console.print(f"stop requested for job {run.id} on {status['ray_address']}", markup=False)
         return
