@@ -27,7 +27,8 @@ from promptgym.cli.recorder import Listener, RunRecorder
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.core.events import RunFinished, RunStarted
-from promptgym.finetune.loop import StopRequest, TrainingInterrupted, stop_on_signals
+from promptgym.finetune import loop as signal_handling  # called through the module: tests stand in for a signal
+from promptgym.finetune.loop import StopRequest, TrainingInterrupted
 
 
 class CancellingStop(StopRequest):
@@ -76,7 +77,7 @@ class RunSession:
     @contextlib.contextmanager
     def signals(self, task: asyncio.Task[Any] | None = None) -> Iterator[StopRequest]:
         """SIGINT/SIGTERM become a stop request for the block (cancelling ``task`` when given)."""
-        with stop_on_signals(CancellingStop(task) if task is not None else StopRequest()) as stop:
+        with signal_handling.stop_on_signals(CancellingStop(task) if task is not None else None) as stop:
             yield stop
 
     @contextlib.contextmanager

@@ -25,7 +25,6 @@ from promptgym.cli.session import RunSession
 from promptgym.distributed.sft_train import STARTUP_SECONDS
 from promptgym.finetune.base_model import BaseModelError
 from promptgym.finetune.chat_data import ChatDataError, describe_problems
-from promptgym.finetune.checkpoint import find_checkpoint, last_checkpoint, read_progress
 from promptgym.finetune.device import DeviceError
 from promptgym.finetune.encoding import ChatTemplateError
 from promptgym.finetune.lora import LoraTargetError
@@ -127,17 +126,3 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
         result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop,
                          backend=trainer)
     return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
-
-
-def has_checkpoint(run: RunFolder) -> bool:
-    """Resume from a checkpoint when the run has one; else start over in the same folder."""
-    return last_checkpoint(run.path / "checkpoints") is not None
-
-
-def resume_message(run: RunFolder, unit: str) -> str:
-    """What ``--resume`` says: after which step (iteration) it continues, from which checkpoint when that is not
-    the one ``last.json`` names, or that it starts over."""
-    checkpoint, note = find_checkpoint(run.path / "checkpoints")
-    if checkpoint is None:
-        return f"run {run.id} has no checkpoint yet: starting it over"
-    return f"resuming run {run.id} after {unit} {read_progress(checkpoint).step}" + (f" ({note})" if note else "")

@@ -20,8 +20,8 @@ from promptgym.cli.render import Renderer, RewardChartRenderer
 from promptgym.cli.rl_runner import connect_environment, execute_rl, prepare_rl, print_rl_preview
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.sft_runner import has_checkpoint, resume_message
 from promptgym.cli.table_cells import count_cell, model_cell, reward_cell
+from promptgym.cli.weight_resume import has_checkpoint, resume_message
 from promptgym.finetune.rl.grpo import RLJob
 from promptgym.taskapp import TaskAppEnvironment
 

@@ -16,8 +16,9 @@ from promptgym.cli.recorder import Listener
 from promptgym.cli.render import LossChartRenderer, Renderer
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.sft_runner import execute_sft, has_checkpoint, prepare_sft, print_sft_preview, resume_message
+from promptgym.cli.sft_runner import execute_sft, prepare_sft, print_sft_preview
 from promptgym.cli.table_cells import count_cell, model_cell
+from promptgym.cli.weight_resume import has_checkpoint, resume_message
 from promptgym.finetune.sft_flow import SFTJob
 
 
