@@ -149,6 +149,29 @@ class PromptAccounting:
         return {**counts, "failures": failure_counts({**previous, **changes, **counts})}
 
 
+async def train_program(job: Job, session: RunSession, training: FailureTally, resume: bool,
+                executor: Executor | None) -> dict[str, Any]:
+    """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
+    run, recorder, config = session.run, session.recorder, job.config
+    place_weight_runs(job.optimizer, run.path)
+    job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
+    recorder.set_program(job.program)
+    epoch, step = 0, 0
+    if resume:
+        epoch, step, checkpoint, note = resume_point(run, job.program)
+        recorder.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
+        if note:
+            logger.warning("run %s: %s", run.id, note)
+    if config.training.evaluate_baseline and not usable_evaluation(session.status.get("baseline")):
+        run.update_status(baseline=await evaluate(job, recorder, "baseline", executor))
+    callbacks: list[Callback] = [recorder, training]
+    if config.training.early_stopping:
+        spec = config.training.early_stopping
+        callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
+    await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step, executor=executor))
+    return await evaluate(job, recorder, "best", executor)
+
+
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
                   resume: bool = False, job: Job | None = None,
                   execution: ExecutionSpec | None = None) -> dict[str, Any]:
@@ -162,7 +185,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     accounting = PromptAccounting(run, training)
     session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume, accounting=accounting,
                          runs_on=execution.describe() if execution is not None else None)
-    status, recorder = session.status, session.recorder
+    recorder = session.recorder
     executor = execution.executor() if execution is not None else None
 
     def save_interrupted() -> None:
@@ -173,23 +196,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
         with session.ending(on_interrupt=save_interrupted, on_failure=lambda status: write_failure_summary(run, status)), \
                 session.signals(asyncio.current_task()):
             job = job or await build_job(config)
-            place_weight_runs(job.optimizer, run.path)
-            job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
-            recorder.set_program(job.program)
-            epoch, step = 0, 0
-            if resume:
-                epoch, step, checkpoint, note = resume_point(run, job.program)
-                recorder.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
-                if note:
-                    logger.warning("run %s: %s", run.id, note)
-            if config.training.evaluate_baseline and not usable_evaluation(status.get("baseline")):
-                status = run.update_status(baseline=await evaluate(job, recorder, "baseline", executor))
-            callbacks: list[Callback] = [recorder, training]
-            if config.training.early_stopping:
-                spec = config.training.early_stopping
-                callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
-            await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step, executor=executor))
-            final = await evaluate(job, recorder, "best", executor)
+            final = await train_program(job, session, training, resume, executor)
     finally:
         if executor is not None:
             await executor.close()
