@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.build import Job
+from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
 from promptgym.optimizers.kit import prompt_states
 from promptgym.programs.program import Program
@@ -116,7 +117,7 @@ def scorer_description(scorer: Any) -> str:
     return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
 
 
-def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[str, str]]:
+def preview_rows(job: Job, masker: Masker, backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
     config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
@@ -143,7 +144,8 @@ def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[st
     return [(key, masker.mask(value)) for key, value in rows]
 
 
-def print_preview(job: Job, masker: Masker, console: Console | None = None, backend: Any = None) -> None:
+def print_preview(job: Job, masker: Masker, console: Console | None = None,
+                  backend: ExecutionSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
