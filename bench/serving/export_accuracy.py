@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import promptgym as pg  # noqa: E402
-from promptgym.cli.export_prompt_command import run_check  # noqa: E402
+from promptgym.cli.commands.export_prompt import run_check  # noqa: E402
 from promptgym.datasets import commonsense_qa, dates  # noqa: E402
 from promptgym.export import export_prompts  # noqa: E402
 from promptgym.modules.generator import as_json  # noqa: E402

@@ -2,40 +2,25 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from typing import Any
 
+from promptgym.cli.build import Job
+from promptgym.cli.runs import RunFolder
 from promptgym.core.atomic import atomic_write_json
 from promptgym.modules.retrieval import describe_retrieval
+from promptgym.optimizers import Optimizer
+from promptgym.programs.program import Program
 from promptgym.stats import Evaluation, format_p
+from promptgym.training.history_csv import history_columns
+from promptgym.utils import plot_history, plot_metrics_comparison_with_mean_and_std  # matplotlib loads when plotting
 
 logger = logging.getLogger("promptgym")
 TOP_CANDIDATES = 5
 
 
-def read_history(path: Any) -> dict[str, list[float]]:
-    """history.csv as columns of floats (missing cells become NaN)."""
-    if not path.is_file():
-        return {}
-    with path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    columns: dict[str, list[float]] = {}
-    for row in rows:
-        for key in row:
-            if key != "epoch":
-                columns.setdefault(key, [])
-    for row in rows:
-        for key in columns:
-            try:
-                columns[key].append(float(row.get(key) or "nan"))
-            except ValueError:
-                columns[key].append(float("nan"))
-    return columns
-
-
-def ranked_candidates(optimizer: Any) -> list[dict[str, Any]]:
+def ranked_candidates(optimizer: Optimizer) -> list[dict[str, Any]]:
     """Candidates by mean validation score (then train), best first."""
     ranked = []
     for candidate in optimizer.candidates:
@@ -64,14 +49,12 @@ def paired_evaluations(status: dict[str, Any]) -> tuple[Evaluation, Evaluation] 
     return before, after
 
 
-def write_plots(run: Any, status: dict[str, Any] | None = None) -> list[str]:
-    history = {key: values for key, values in read_history(run.path / "history.csv").items()
+def write_plots(run: RunFolder, status: dict[str, Any] | None = None) -> list[str]:
+    history = {key: values for key, values in history_columns(run.path / "history.csv").items()
                if not key.startswith("lm_calls_") and key != "failures"}
     pair = paired_evaluations(status or {})
     written = []
     try:
-        from promptgym.utils import plot_history, plot_metrics_comparison_with_mean_and_std
-
         if history:
             written.append(plot_history(history, to_folder=run.path / "plots", to_file="training_history.png",
                                         title=run.id))
@@ -88,7 +71,7 @@ def _score(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def prompt_section(program: Any) -> list[str]:
+def prompt_section(program: Program) -> list[str]:
     lines = ["## Best prompt per Generator", ""]
     for name, value in program.get_variables().items():
         if not isinstance(value, dict) or "instructions" not in value:
@@ -129,7 +112,7 @@ def improvement_lines(status: dict[str, Any], reward: str) -> list[str]:
             "the best program is not shown to be better than the baseline on examples like these.", ""]
 
 
-def validation_lines(run: Any) -> list[str]:
+def validation_lines(run: RunFolder) -> list[str]:
     """The last epoch's validation scores with their 95% intervals (from the run's epoch_end events)."""
     intervals = {}
     for event in run.events():
@@ -142,7 +125,7 @@ def validation_lines(run: Any) -> list[str]:
     return [f"Validation, last epoch (95% CI): {shown}", ""]
 
 
-def stage_lines(run: Any) -> list[str]:
+def stage_lines(run: RunFolder) -> list[str]:
     """A chain's stages: each one's validation score with its interval, and its check against its start."""
     ended = [event for event in run.events() if event["event"] == "stage_ended"]
     if not ended:
@@ -159,7 +142,7 @@ def stage_lines(run: Any) -> list[str]:
     return [*lines, ""]
 
 
-def summary_markdown(run: Any, job: Any, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
+def summary_markdown(run: RunFolder, job: Job, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
     baseline, final = status.get("baseline") or {}, status.get("final") or {}
     reward = job.reward.name
     before, after = baseline.get(reward), final.get(reward)
@@ -213,7 +196,7 @@ def failures_line(status: dict[str, Any]) -> str:
     return ", ".join(parts) or "none"
 
 
-def write_failure_summary(run: Any, status: dict[str, Any]) -> None:
+def write_failure_summary(run: RunFolder, status: dict[str, Any]) -> None:
     """summary.md of a run that failed: what went wrong, and the counts so far."""
     lines = [f"# Run {run.id}: failed", "", f"- Error: {status.get('error')}",
              f"- Epochs done: {status.get('epochs_done', 0)}",
@@ -224,7 +207,7 @@ def write_failure_summary(run: Any, status: dict[str, Any]) -> None:
     run.write_text("summary.md", "\n".join(lines))
 
 
-def write_artifacts(run: Any, job: Any, status: dict[str, Any]) -> None:
+def write_artifacts(run: RunFolder, job: Job, status: dict[str, Any]) -> None:
     optimizer = job.program.training_state.optimizer
     ranked = ranked_candidates(optimizer)
     atomic_write_json(run.path / "candidates.json", {"best_id": optimizer.best_id, "ranked": ranked,

@@ -16,9 +16,23 @@ from typing import Any
 
 import numpy as np
 
+from promptgym import datasets
+from promptgym import metrics as metrics_module
+from promptgym import optimizers
+from promptgym import rewards as rewards_module
 from promptgym.cli.config import ConfigError, DataSection, FieldSpec, GeneratorSpec, JobConfig
 from promptgym.core.data_model import DataModel
+from promptgym.core.identifiers import normalize_identifier
 from promptgym.core.schema import data_model_from_schema
+from promptgym.datasets import DatasetError, load_csv, load_jsonl
+from promptgym.lm.language_model import LanguageModel
+from promptgym.metrics import Metric
+from promptgym.modules import ChainOfThought, Generator, Input
+from promptgym.optimizers import Optimizer
+from promptgym.programs import Sequential
+from promptgym.programs.program import Program
+from promptgym.rewards import Reward
+from promptgym.taskapp import TaskAppClient, TaskAppError, TaskAppProgram, TaskAppReward, seeds
 
 JSON_TYPES = {"str": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
               "bool": {"type": "boolean"}, "list[str]": {"type": "array", "items": {"type": "string"}}}
@@ -44,16 +58,14 @@ class Data:
 @dataclass
 class Job:
     config: JobConfig
-    program: Any
+    program: Program
     data: Data
-    reward: Any
-    optimizer: Any
-    metrics: list[Any] = field(default_factory=list)
+    reward: Reward
+    optimizer: Optimizer
+    metrics: list[Metric] = field(default_factory=list)
 
 
-def build_language_model(config: JobConfig) -> Any:
-    from promptgym.lm.language_model import LanguageModel
-
+def build_language_model(config: JobConfig) -> LanguageModel:
     section = config.model
     api_key = os.environ.get(section.api_key_env) if section.api_key_env else None
     if section.api_key_env and not api_key:
@@ -91,8 +103,6 @@ def io_models(config: JobConfig) -> tuple[type[DataModel] | None, type[DataModel
 
 
 def dataset_module(name: str) -> Any:
-    import promptgym.datasets as datasets
-
     module = getattr(datasets, name, None)
     if module is None or not hasattr(module, "load_data"):
         choices = ", ".join(n for n in datasets.__all__ if hasattr(getattr(datasets, n), "load_data"))
@@ -101,10 +111,7 @@ def dataset_module(name: str) -> Any:
 
 
 def build_generator_program(spec: GeneratorSpec, inputs: type[DataModel] | None, outputs: type[DataModel] | None,
-                            lm: Any) -> Any:
-    from promptgym.modules import ChainOfThought, Generator, Input
-    from promptgym.programs import Sequential
-
+                            lm: LanguageModel) -> Program:
     if inputs is None or outputs is None:
         raise ConfigError("program.generator: give inputs and outputs fields (or use a built-in data.dataset)")
     cls = ChainOfThought if spec.kind == "chain_of_thought" else Generator
@@ -126,10 +133,8 @@ def load_factory(reference: str) -> Any:
     return function
 
 
-async def call_factory(reference: str, kwargs: dict[str, Any], lm: Any) -> Any:
+async def call_factory(reference: str, kwargs: dict[str, Any], lm: LanguageModel) -> Program:
     """The Program ``module:function(**factory_args)`` returns (awaited if async), or a ConfigError saying why not."""
-    from promptgym.programs.program import Program
-
     function = load_factory(reference)
     try:
         if "language_model" in inspect.signature(function).parameters:
@@ -148,12 +153,10 @@ async def call_factory(reference: str, kwargs: dict[str, Any], lm: Any) -> Any:
     return program
 
 
-async def build_program(config: JobConfig, lm: Any, data: Data) -> Any:
+async def build_program(config: JobConfig, lm: LanguageModel, data: Data) -> Program:
     section = config.program
     assert section is not None
     if section.path:
-        from promptgym.programs.program import Program
-
         if not Path(section.path).is_file():
             raise ConfigError(f"program.path: {section.path}: no such file"
                               + (" (it is a folder)" if Path(section.path).is_dir() else ""))
@@ -176,8 +179,6 @@ def _limit(x: np.ndarray, y: np.ndarray, count: int | None) -> tuple[np.ndarray,
 
 
 def load_file(path: str, section: DataSection, inputs: type[DataModel], outputs: type[DataModel], key: str) -> Any:
-    from promptgym.datasets import DatasetError, load_csv, load_jsonl
-
     loader = load_csv if path.endswith((".csv", ".csv.gz")) else load_jsonl
     try:
         x, y = loader(path, inputs, outputs, x_fields=section.x_fields, y_fields=section.y_fields)
@@ -228,8 +229,6 @@ async def _program_models(config: JobConfig) -> tuple[Any, Any]:
 
 
 async def build_task_app_data(config: JobConfig) -> Data:
-    from promptgym.taskapp import TaskAppClient, TaskAppError, seeds
-
     section = config.data
     assert section is not None and section.task_url is not None
     client = TaskAppClient(section.task_url, api_key=os.environ.get(section.task_api_key_env),
@@ -252,10 +251,7 @@ async def build_task_app_data(config: JobConfig) -> Data:
     return data
 
 
-def build_scorers(config: JobConfig) -> tuple[Any, list[Any]]:
-    from promptgym import metrics as metrics_module
-    from promptgym import rewards as rewards_module
-
+def build_scorers(config: JobConfig) -> tuple[Reward, list[Metric]]:
     def resolve(registry: Any, spec: Any, key: str) -> Any:
         try:
             return registry.get({"class_name": spec.name, "config": spec.params} if spec.params else spec.name)
@@ -263,18 +259,12 @@ def build_scorers(config: JobConfig) -> tuple[Any, list[Any]]:
             raise ConfigError(f"{key}: {error}") from None
 
     if config.data and config.data.task_url:
-        from promptgym.taskapp import TaskAppReward
-
         return TaskAppReward(), [resolve(metrics_module, spec, f"metrics.{i}") for i, spec in enumerate(config.metrics)]
     reward = resolve(rewards_module, config.reward, "reward")
     return reward, [resolve(metrics_module, spec, f"metrics.{i}") for i, spec in enumerate(config.metrics)]
 
 
-def build_optimizer(config: JobConfig) -> Any:
-    from promptgym import optimizers
-
-    from promptgym.core.identifiers import normalize_identifier
-
+def build_optimizer(config: JobConfig) -> Optimizer:
     def spec(name: str, given: dict[str, Any]) -> dict[str, Any]:
         params = dict(given)
         cls = optimizers.OPTIMIZERS.get(normalize_identifier(name))
@@ -301,14 +291,10 @@ def build_optimizer(config: JobConfig) -> Any:
 
 
 async def build_job(config: JobConfig) -> Job:
-    """Everything ``fit()`` needs, or a ConfigError naming the key at fault."""
-    if config.job.type != "prompt_learning":
-        raise ConfigError(f"job.type: {config.job.type!r} jobs validate but are not implemented yet in this version; "
-                          "use type = \"prompt_learning\"")
+    """Everything ``fit()`` needs for a prompt-learning config (the flows that build one: ``PromptFlow``,
+    ``export-sft-data``), or a ConfigError naming the key at fault."""
     data = await build_data(config)
     if config.data and config.data.task_url:
-        from promptgym.taskapp import TaskAppProgram
-
         program = TaskAppProgram(task_url=config.data.task_url, modules=[m.model_dump() for m in data.task_info.modules],
                                  model=config.model.name, inference_url=config.model.api_base,
                                  api_key_env=config.data.task_api_key_env, concurrency=config.data.task_concurrency,

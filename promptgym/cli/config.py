@@ -1,7 +1,7 @@
 """The TOML job config: pydantic models, loading, overrides, clear errors.
 
     config = load_config(["run.toml"], overrides={"model": "local/smollm2-135m-instruct"})
-    config.job.type          # "prompt_learning" | "sft" | "rl"
+    config.job.type          # a row of promptgym.cli.flows.FLOWS: "prompt_learning" | "sft" | "rl"
 
 Errors name the file, the key path (``training.epochs``) and what was expected.
 Secrets never live in a config: name the environment variable (``api_key_env``).
@@ -17,11 +17,11 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from promptgym.cli.flows import DEFAULT_JOB_TYPE, flow_for, job_types, known_flow
 from promptgym.core.identifiers import normalize_identifier
 from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.settings import SFTSettings
 
-JobType = Literal["prompt_learning", "sft", "rl"]
 FieldType = Literal["str", "int", "float", "bool", "list[str]"]
 
 
@@ -34,9 +34,18 @@ class Section(BaseModel):
 
 
 class JobSection(Section):
-    type: JobType = "prompt_learning"
+    type: str = DEFAULT_JOB_TYPE
     name: str = "run"
     seed: int = Field(0, ge=0)
+
+    @field_validator("type")
+    @classmethod
+    def _a_flow(cls, value: str) -> str:
+        if known_flow(value) is None:
+            names = [repr(name) for name in job_types()]
+            raise ValueError(f"expected {', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else
+                             f"expected {names[0]}")
+        return value
 
 
 class ModelSection(Section):
@@ -219,18 +228,9 @@ class JobConfig(Section):
 
     @model_validator(mode="after")
     def _sections_for_job(self) -> "JobConfig":
-        kind = self.job.type
-        if kind == "prompt_learning":
-            missing = [name for name in ("data", "program") if getattr(self, name) is None]
-            if missing == ["program"] and self.data is not None and self.data.uses_task_app:
-                missing = []  # the task app runs the policy
-            if missing:
-                raise ValueError(f"a prompt_learning job needs the [{missing[0]}] section")
-        elif kind == "sft" and self.sft is None:
-            raise ValueError("an sft job needs the [sft] section (base_model, train_file, ...)")
-        elif kind == "rl" and (self.rl is None or self.data is None or not self.data.uses_task_app):
-            raise ValueError("an rl job needs the [rl] section (base_model, ...) and a task app: data.task_url "
-                             "(a running app) or data.task_app (its Python file)")
+        problem = flow_for(self.job.type).missing_sections(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -287,11 +287,6 @@ def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     return raw
 
 
-WEIGHT_FLAGS = {"sft": (("model", "base_model"), ("examples", "examples"), ("device", "device")),
-                "rl": (("model", "base_model"), ("device", "device"))}
-"""The CLI flags a weight job's own section takes (flag -> key); the others apply as in prompt learning."""
-
-
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """CLI flags (``--model``, ``--dataset``, ``--examples``, ``--task-url``, ``--seed``, ``--device``) win over the files.
 
@@ -299,16 +294,19 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     rl job ``--model`` names the base model (``--examples`` keeps the first N training seeds, as in prompt learning).
     """
     raw = _deep_merge(raw, {})
-    job_type = raw["job"].get("type") if isinstance(raw.get("job"), dict) else None
-    if overrides.get("device") and not (job_type in ("sft", "rl") and isinstance(raw.get(job_type), dict)):
+    given_type = raw["job"].get("type") if isinstance(raw.get("job"), dict) else None
+    flow = known_flow(given_type or DEFAULT_JOB_TYPE)
+    # The flow's own settings section takes some flags (flag -> key); the others apply as in prompt learning.
+    section = flow.settings_section if flow is not None else None
+    own = raw.get(section) if section is not None and isinstance(raw.get(section), dict) else None
+    if overrides.get("device") and own is None:
         raise ConfigError(f"--device {overrides['device']}: only sft and rl jobs train weights on a device "
-                          f"(this job's type is {job_type or 'prompt_learning'!r})")
-    if job_type in WEIGHT_FLAGS and isinstance(raw.get(job_type), dict):
-        flags = WEIGHT_FLAGS[job_type]
-        for flag, key in flags:
+                          f"(this job's type is {given_type or DEFAULT_JOB_TYPE!r})")
+    if flow is not None and own is not None:
+        for flag, key in flow.override_keys:
             if overrides.get(flag):
-                raw[job_type][key] = overrides[flag]
-        overrides = {key: value for key, value in overrides.items() if key not in dict(flags)}
+                own[key] = overrides[flag]
+        overrides = {key: value for key, value in overrides.items() if key not in dict(flow.override_keys)}
     if overrides.get("model"):
         raw.setdefault("model", {})["name"] = overrides["model"]
     if overrides.get("seed") is not None:

@@ -10,11 +10,14 @@ from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.build import Job
+from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
 from promptgym.optimizers.kit import prompt_states
+from promptgym.programs.program import Program
+from promptgym.training.headroom import check_headroom
 
 
-def generator_count(program: Any) -> int:
+def generator_count(program: Program) -> int:
     """How many LM-calling steps one program run makes (modules with a trainable prompt)."""
     return max(1, len(prompt_states(program)))
 
@@ -114,7 +117,7 @@ def scorer_description(scorer: Any) -> str:
     return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
 
 
-def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[str, str]]:
+def preview_rows(job: Job, masker: Masker, backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
     config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
@@ -141,7 +144,8 @@ def preview_rows(job: Job, masker: Masker, backend: Any = None) -> list[tuple[st
     return [(key, masker.mask(value)) for key, value in rows]
 
 
-def print_preview(job: Job, masker: Masker, console: Console | None = None, backend: Any = None) -> None:
+def print_preview(job: Job, masker: Masker, console: Console | None = None,
+                  backend: ExecutionSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -188,8 +192,6 @@ def validation_sample(job: Job) -> tuple[Any, Any]:
 def print_headroom(job: Job, masker: Masker, console: Console | None = None) -> list[Any]:
     """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
     import asyncio
-
-    from promptgym.training.headroom import check_headroom
 
     console = console or Console()
     x_val, y_val = validation_sample(job)

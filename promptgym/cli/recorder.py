@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.core.events import CheckpointSaved, Event, StepEnd, TrainBegin, TrainEnd, as_record
+from promptgym.programs.program import Program
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import CSVLogger
+from promptgym.training.checkpoints import write_checkpoint
 
 Listener = Callable[[dict[str, Any]], None]
 
@@ -46,7 +49,7 @@ class RunRecorder(Callback):
         for listener in self.listeners:
             listener({"time": time.time(), **record})
 
-    def set_program(self, program: Any) -> None:
+    def set_program(self, program: Program) -> None:
         super().set_program(program)
         self.history.set_program(program)
 
@@ -68,7 +71,7 @@ class RunRecorder(Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         logs = logs or {}
         # After every step, so a kill loses at most the step in flight (the file holds the trainer's position).
-        self.program.save(str(self.run.last_checkpoint))
+        write_checkpoint(self.program, self.run.last_checkpoint)
         self.emit(StepEnd(epoch=self.epoch, step=batch, global_step=self.epoch * self.steps + batch + 1,
                           reward=logs.get("reward")))
 
@@ -78,9 +81,8 @@ class RunRecorder(Callback):
         self.run.update_status(epochs_done=epoch + 1)
         self.emit(CheckpointSaved(path=str(path.relative_to(self.run.path)), epoch=epoch))
 
-    def save_checkpoint(self, name: str) -> Any:
+    def save_checkpoint(self, name: str) -> Path:
         """The program with its optimizer state, as ``checkpoints/<name>.json`` and ``last.json``."""
-        path = self.run.path / "checkpoints" / f"{name}.json"
-        self.program.save(str(path))
-        self.program.save(str(self.run.last_checkpoint))
+        path = write_checkpoint(self.program, self.run.path / "checkpoints" / f"{name}.json")
+        write_checkpoint(self.program, self.run.last_checkpoint)
         return path

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 
@@ -261,10 +261,13 @@ class RewardChartRenderer(ChartRenderer):
         self._refresh()
 
 
-def make_renderer(stream_format: str, console: Console | None = None, job_type: str | None = None) -> CliRenderer | ChartRenderer:
-    """``cli`` lines, or a chart: rewards for prompt learning and RL, losses for SFT."""
+Renderer = CliRenderer | ChartRenderer
+"""A live listener of a run's events that is closed when the run ends."""
+
+
+def make_renderer(stream_format: str, console: Console | None = None,
+                  chart: Callable[[Console | None], Renderer] = ChartRenderer) -> Renderer:
+    """``cli`` lines, or the flow's chart (rewards for prompt learning and RL, losses for SFT)."""
     if stream_format != "chart":
         return CliRenderer(console)
-    if job_type == "rl":
-        return RewardChartRenderer(console)
-    return LossChartRenderer(console) if job_type == "sft" else ChartRenderer(console)
+    return chart(console)

@@ -18,10 +18,17 @@ from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.config import ConfigError, DataSection, JobConfig
-from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.recorder import Listener
+from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
+from promptgym.cli.session import RunSession
+from promptgym.finetune.base_model import BaseModelError
+from promptgym.finetune.device import DeviceError
+from promptgym.finetune.lora import LoraTargetError
+from promptgym.finetune.rl.grpo import RLJob, SeedSplits  # torch, transformers and peft load when a job is prepared
+from promptgym.lm.errors import EngineMissingError, UnknownModelError
+from promptgym.taskapp import TaskAppEnvironment, TaskAppError
 
 DEFAULT_ROLLOUT_CONCURRENCY = 64
 DEFAULT_ROLLOUT_TIMEOUT_S = 300.0
@@ -36,10 +43,8 @@ def client_options(data: DataSection) -> dict[str, Any]:
             "retries": data.task_retries}
 
 
-async def connect_environment(config: JobConfig) -> Any:
+async def connect_environment(config: JobConfig) -> TaskAppEnvironment:
     """The task app as an RL environment, after checking it answers and accepts the key."""
-    from promptgym.taskapp import TaskAppEnvironment, TaskAppError
-
     data = config.data
     assert data is not None and data.task_url is not None
     key = os.environ.get(data.task_api_key_env)
@@ -51,10 +56,8 @@ async def connect_environment(config: JobConfig) -> Any:
         raise ConfigError(f"data.task_url: {error}{hint}") from None
 
 
-def seed_splits(config: JobConfig, environment: Any) -> Any:
+def seed_splits(config: JobConfig, environment: TaskAppEnvironment) -> SeedSplits:
     """The app's seeds, with the config's overrides and limits (``train_seeds``, ``examples``, ...)."""
-    from promptgym.finetune.rl.grpo import SeedSplits
-
     data = config.data
     assert data is not None
     splits = environment.splits
@@ -66,14 +69,8 @@ def seed_splits(config: JobConfig, environment: Any) -> Any:
     return SeedSplits(train, validation, test)
 
 
-def prepare_rl(config: JobConfig) -> Any:
+def prepare_rl(config: JobConfig) -> RLJob:
     """An RLJob for the config; an unusable base model becomes a ConfigError naming the problem."""
-    from promptgym.finetune.base_model import BaseModelError
-    from promptgym.finetune.device import DeviceError
-    from promptgym.finetune.lora import LoraTargetError
-    from promptgym.finetune.rl.grpo import RLJob
-    from promptgym.lm.errors import EngineMissingError, UnknownModelError
-
     assert config.rl is not None
     try:
         return RLJob.prepare(config.rl, seed=config.job.seed, name=config.job.name)
@@ -83,7 +80,7 @@ def prepare_rl(config: JobConfig) -> Any:
         raise ConfigError(f"rl.device: {error}") from None
 
 
-def rl_preview_rows(job: Any, environment: Any, config: JobConfig) -> list[tuple[str, str]]:
+def rl_preview_rows(job: RLJob, environment: TaskAppEnvironment, config: JobConfig) -> list[tuple[str, str]]:
     settings, splits = job.settings, seed_splits(config, environment)
     lora = settings.lora
     held_name, held = splits.held_out
@@ -112,7 +109,7 @@ def rl_preview_rows(job: Any, environment: Any, config: JobConfig) -> list[tuple
     ]
 
 
-def print_rl_preview(job: Any, environment: Any, config: JobConfig, masker: Masker, console: Console) -> None:
+def print_rl_preview(job: RLJob, environment: TaskAppEnvironment, config: JobConfig, masker: Masker, console: Console) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -122,13 +119,12 @@ def print_rl_preview(job: Any, environment: Any, config: JobConfig, masker: Mask
 
 
 async def execute_rl(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                     resume: bool = False, job: Any = None, environment: Any = None) -> dict[str, Any]:
+                     resume: bool = False, job: RLJob | None = None,
+                     environment: TaskAppEnvironment | None = None) -> dict[str, Any]:
     """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
-    from promptgym.cli.weight_session import WeightRunSession
-
     listeners = with_run_loggers(listeners, config, run, masker)
-    session = WeightRunSession(run, masker, listeners, job_type="rl", resume=resume)
-    with session.training(lost="iterations") as stop:
+    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+    with session.ending(lost="iterations"), session.signals() as stop:
         environment = environment or await connect_environment(config)
         job = job or prepare_rl(config)
         result = await job.run(environment, run.path, on_event=session.recorder.emit, status=run.update_status,

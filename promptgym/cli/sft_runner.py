@@ -15,26 +15,28 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from promptgym.cli.backend import BackendSpec
 from promptgym.cli.config import ConfigError, JobConfig
-from promptgym.cli.run_loggers import with_run_loggers
+from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.recorder import Listener
+from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
+from promptgym.cli.session import RunSession
+from promptgym.distributed.sft_train import STARTUP_SECONDS
+from promptgym.finetune.base_model import BaseModelError
+from promptgym.finetune.chat_data import ChatDataError, describe_problems
+from promptgym.finetune.device import DeviceError
+from promptgym.finetune.encoding import ChatTemplateError
+from promptgym.finetune.lora import LoraTargetError
+from promptgym.finetune.settings import SFTSettings
+from promptgym.finetune.sft_flow import SFTJob  # torch, transformers and peft load when a job is prepared
+from promptgym.lm.errors import EngineMissingError, UnknownModelError
 
 EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 
 
-def prepare_sft(config: JobConfig) -> Any:
+def prepare_sft(config: JobConfig) -> SFTJob:
     """An SFTJob for the config; bad data or an unusable base model become a ConfigError naming the problem."""
-    from promptgym.finetune.base_model import BaseModelError
-    from promptgym.finetune.device import DeviceError
-    from promptgym.finetune.chat_data import ChatDataError
-    from promptgym.finetune.encoding import ChatTemplateError
-    from promptgym.finetune.lora import LoraTargetError
-    from promptgym.finetune.sft_flow import SFTJob
-    from promptgym.lm.errors import EngineMissingError, UnknownModelError
-
     assert config.sft is not None
     try:
         return SFTJob.prepare(config.sft, seed=config.job.seed, name=config.job.name)
@@ -46,7 +48,7 @@ def prepare_sft(config: JobConfig) -> Any:
         raise ConfigError(f"sft.device: {error}") from None
 
 
-def estimated_seconds(job: Any, step_seconds: float, backend: BackendSpec | None = None) -> float:
+def estimated_seconds(job: SFTJob, step_seconds: float, backend: ExecutionSpec | None = None) -> float:
     """Steps x measured step, plus evaluations (a forward pass is about a third of a step) and the export.
 
     On Ray, plus starting the trainer; the step is the one measured here (on 2 shared cores, more workers
@@ -56,11 +58,7 @@ def estimated_seconds(job: Any, step_seconds: float, backend: BackendSpec | None
     evals = 2 + (job.total_steps // settings.eval_steps if settings.eval_steps else 0)
     eval_batches = -(-len(job.data.validation) // settings.batch_size)
     per_batch = step_seconds / settings.gradient_accumulation_steps
-    startup = 0.0
-    if backend is not None and backend.kind != "local":
-        from promptgym.distributed.sft_train import STARTUP_SECONDS
-
-        startup = STARTUP_SECONDS
+    startup = STARTUP_SECONDS if backend is not None and backend.kind != "local" else 0.0
     return (job.total_steps * step_seconds + evals * eval_batches * per_batch / 3 + EXPORT_SECONDS[settings.export.merged]
             + startup)
 
@@ -69,8 +67,8 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float,
-                     backend: BackendSpec | None = None) -> list[tuple[str, str]]:
+def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
+                     backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
     settings, data = job.settings, job.data
     lora = settings.lora
     skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
@@ -96,14 +94,14 @@ def sft_preview_rows(job: Any, config: JobConfig, step_seconds: float,
     ]
 
 
-def _evaluation_note(settings: Any, validation_rows: int) -> str:
+def _evaluation_note(settings: SFTSettings, validation_rows: int) -> str:
     if not validation_rows:
         return "; no evaluation (0 validation rows: set validation_file or validation_split)"
     return f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after"
 
 
-def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: Masker, console: Console,
-                      backend: BackendSpec | None = None) -> None:
+def print_sft_preview(job: SFTJob, config: JobConfig, step_seconds: float, masker: Masker, console: Console,
+                      backend: ExecutionSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -111,56 +109,20 @@ def print_sft_preview(job: Any, config: JobConfig, step_seconds: float, masker: 
         table.add_row(key, masker.mask(value))
     console.print(table)
     if job.data.skipped:
-        from promptgym.finetune.chat_data import describe_problems
-
         console.print(f"skipping {len(job.data.skipped)} invalid row(s) (skip_invalid_rows = true):", markup=False)
         console.print(masker.mask(describe_problems(job.data.skipped)), markup=False, soft_wrap=True)
 
 
 def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                resume: bool = False, job: Any = None, backend: BackendSpec | None = None) -> dict[str, Any]:
+                resume: bool = False, job: SFTJob | None = None, backend: ExecutionSpec | None = None) -> dict[str, Any]:
     """Train into the run folder (here, or on Ray Train for a Ray ``backend``); Ctrl-C/SIGTERM checkpoint and
     raise KeyboardInterrupt; returns the final status."""
-    from promptgym.cli.weight_session import WeightRunSession
-
     listeners = with_run_loggers(listeners, config, run, masker)
     trainer = backend.train_backend() if backend is not None else None
-    session = WeightRunSession(run, masker, listeners, job_type="sft", resume=resume)
-    run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
-    with session.training(lost="steps") as stop:
+    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+    with session.ending(lost="steps"), session.signals() as stop:
         job = job or prepare_sft(config)
+        run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
         result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop,
                          backend=trainer)
     return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
-
-
-def has_checkpoint(run: RunFolder) -> bool:
-    """Resume from a checkpoint when the run has one; else start over in the same folder."""
-    from promptgym.finetune.checkpoint import last_checkpoint
-
-    return last_checkpoint(run.path / "checkpoints") is not None
-
-
-def resume_message(run: RunFolder, unit: str) -> str:
-    """What ``--resume`` says: after which step (iteration) it continues, from which checkpoint when that is not
-    the one ``last.json`` names, or that it starts over."""
-    from promptgym.finetune.checkpoint import find_checkpoint, read_progress
-
-    checkpoint, note = find_checkpoint(run.path / "checkpoints")
-    if checkpoint is None:
-        return f"run {run.id} has no checkpoint yet: starting it over"
-    return f"resuming run {run.id} after {unit} {read_progress(checkpoint).step}" + (f" ({note})" if note else "")
-
-
-def run_sft_in_process(run: RunFolder, config: JobConfig, masker: Masker, stream_format: str, resume: bool,
-                       console: Console, job: Any = None, backend: BackendSpec | None = None) -> dict[str, Any] | None:
-    """Run with a live renderer; returns the final status, or None when interrupted (the checkpoint is saved)."""
-    from promptgym.cli.render import make_renderer
-
-    renderer = make_renderer(stream_format, console, job_type="sft")
-    try:
-        return execute_sft(run, config, masker, [renderer], resume=resume, job=job, backend=backend)
-    except KeyboardInterrupt:
-        return None
-    finally:
-        renderer.close()

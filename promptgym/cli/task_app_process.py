@@ -21,6 +21,7 @@ from typing import Iterator
 from promptgym.cli.common import console
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.secrets import Masker
+from promptgym.taskapp.launch import TaskAppLaunchError, launch_task_app
 
 
 def with_task_url(config: JobConfig, url: str) -> JobConfig:
@@ -32,8 +33,6 @@ def with_task_url(config: JobConfig, url: str) -> JobConfig:
 @contextlib.contextmanager
 def running_task_app(config: JobConfig, masker: Masker, runs_dir: Path) -> Iterator[JobConfig]:
     """Start ``config.data.task_app`` (if set) for the block; yields the config with its URL."""
-    from promptgym.taskapp.launch import TaskAppLaunchError, launch_task_app
-
     data = config.data
     if data is None or data.task_app is None:
         yield config

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from promptgym.core.atomic import read_json
 from promptgym.training.callback import Callback
+from promptgym.training.checkpoints import Checkpointable, restore_checkpoint, write_checkpoint
 
 
 class BackupAndRestore(Callback):
@@ -40,15 +40,11 @@ class BackupAndRestore(Callback):
     def backup_path(self) -> Path:
         return self.backup_dir / "latest.program.json"
 
-    def resume_point(self, program: Any) -> tuple[int, int] | None:
+    def resume_point(self, program: Checkpointable) -> tuple[int, int] | None:
         """Restore ``program`` from the backup, if there is one: the (epoch, step) ``fit()`` goes on from."""
         if not self.backup_path.exists():
             return None
-        data = read_json(self.backup_path)
-        program.set_variables(data["variables"], source=str(self.backup_path))
-        program.compile_from_config(data["compile"], data.get("optimizer_state"), data.get("trainer_state"))
-        position = (data.get("trainer_state") or {}).get("position") or {}
-        return int(position.get("epoch", 0)), int(position.get("step", 0))
+        return restore_checkpoint(program, self.backup_path)
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._batches = 0
@@ -72,4 +68,4 @@ class BackupAndRestore(Callback):
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         if self.double_checkpoint and self.backup_path.exists():
             self.backup_path.replace(self.backup_dir / "previous.program.json")
-        self.program.save(self.backup_path)
+        write_checkpoint(self.program, self.backup_path)

@@ -8,8 +8,6 @@ falls back to ``"auto"``.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import os
 import re
 import warnings
@@ -18,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from promptgym.core.atomic import atomic_write_text
 from promptgym.training.callback import Callback
+from promptgym.training.checkpoints import write_checkpoint
+from promptgym.training.history_csv import read_history, write_history
 
 
 def _check_mode(mode: str, owner: str) -> str:
@@ -176,7 +175,7 @@ class ProgramCheckpoint(_Monitoring):
             if self.save_variables_only:
                 self.program.save_variables(path)
             else:
-                self.program.save(path)
+                write_checkpoint(self.program, path)
         except IsADirectoryError:
             raise IOError(f"ProgramCheckpoint: {path} is a directory; the filepath must be a non-directory filepath "
                           "(ending in .json)") from None
@@ -278,18 +277,8 @@ class CSVLogger(Callback):
         self.rows: list[dict[str, Any]] = []
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        self.rows = []
-        if self.append and self.filename.exists():
-            with self.filename.open(encoding="utf-8") as handle:
-                self.rows = list(csv.DictReader(handle, delimiter=self.separator))
+        self.rows = read_history(self.filename, self.separator)[0] if self.append else []
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.rows.append({"epoch": epoch, **(logs or {})})
-        keys: list[str] = []
-        for row in self.rows:
-            keys += [key for key in row if key not in keys]
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=keys, delimiter=self.separator)
-        writer.writeheader()
-        writer.writerows(self.rows)
-        atomic_write_text(self.filename, buffer.getvalue())
+        write_history(self.filename, self.rows, separator=self.separator)

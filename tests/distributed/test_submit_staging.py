@@ -9,7 +9,7 @@ import pytest
 
 from promptgym.cli.config import load_config
 from promptgym.cli.secrets import Masker
-from promptgym.cli.submit import LineMasker, SubmitError, entrypoint_command, job_secrets, stage_working_dir
+from promptgym.cli.commands.submit import LineMasker, SubmitError, entrypoint_command, job_secrets, stage_working_dir
 from tests.cli.helpers import write_config
 
 

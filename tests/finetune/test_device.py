@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from promptgym.cli.doctor_command import doctor_rows
+from promptgym.cli.commands.doctor import doctor_rows
 from promptgym.finetune.device import (
     GPU,
     DeviceError,

@@ -17,7 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 import promptgym as pg
-from promptgym.cli.serve_command import listening_socket
+from promptgym.cli.commands.serve import listening_socket
 from tests.lm.fake_openai_server import FakeOpenAIServer
 from tests.serving.process import REPO, serve_process
 from tests.serving.programs import qa_program

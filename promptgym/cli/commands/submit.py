@@ -24,6 +24,7 @@ from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, s
 from promptgym.cli.config import PATH_KEYS, ConfigError, JobConfig, load_config, resolved_dict
 from promptgym.cli.runs import RunFolder, default_runs_dir, new_run_id
 from promptgym.cli.secrets import Masker, env_file_values
+from promptgym.distributed.jobs import JobsAPIError, RayJobs
 
 CONFIG_NAME = "config.toml"
 FILES_DIR = "files"
@@ -167,8 +168,6 @@ def submit(
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where the local record goes (default ./runs)."),
 ) -> None:
     """Send a run to a Ray cluster as a job (Ray Jobs API) and stream its log."""
-    from promptgym.distributed.jobs import JobsAPIError, RayJobs
-
     masker = secret_masker(env_file)
     try:
         job_config = load_config(config, {"model": model, "dataset": dataset, "examples": examples, "seed": seed})

@@ -11,6 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from promptgym.lm.cache import models_dir
+from promptgym.lm.errors import UnknownModelError
+from promptgym.lm.finetuned_models import UnreadableEntry, remove_finetuned_model, scan_finetuned_models
+from promptgym.lm.local_models import LOCAL_MODELS
+
 models_app = typer.Typer(help="Models usable as model strings: embedded and fine-tuned.", no_args_is_help=True)
 console = Console(highlight=False)
 
@@ -25,9 +30,6 @@ def _mb(size: int) -> str:
 
 def embedded_rows() -> list[tuple[str, str, str, str, str]]:
     """(model string, kind, base, size, where) for each embedded model; files not assembled yet say so."""
-    from promptgym.lm.cache import models_dir
-    from promptgym.lm.local_models import LOCAL_MODELS
-
     rows = []
     for name, spec in sorted(LOCAL_MODELS.items()):
         installed = importlib.util.find_spec(spec.parts[0][0]) is not None
@@ -45,8 +47,6 @@ def embedded_rows() -> list[tuple[str, str, str, str, str]]:
 
 def finetuned_rows() -> list[tuple[str, str, str, str, str]]:
     """One row per usable entry, then one per unreadable entry saying what is wrong (``models remove`` deletes it)."""
-    from promptgym.lm.finetuned_models import scan_finetuned_models
-
     rows = []
     entries, unreadable = scan_finetuned_models()
     for entry in entries:
@@ -86,11 +86,6 @@ def list_command() -> None:
 @models_app.command("remove")
 def remove_command(name: str) -> None:
     """Forget a fine-tuned model (its files stay in its run folder)."""
-    from promptgym.lm.errors import UnknownModelError
-    from promptgym.lm.finetuned_models import remove_finetuned_model
-
-    from promptgym.lm.finetuned_models import UnreadableEntry
-
     try:
         entry = remove_finetuned_model(name.removeprefix("local/"))
     except UnknownModelError as error:

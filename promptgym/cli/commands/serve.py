@@ -19,6 +19,7 @@ import typer
 
 from promptgym.cli.common import console, fail, secret_masker
 from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.lm.language_model import LanguageModel
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -73,7 +74,7 @@ def serve_command(
     if host not in LOCAL_HOSTS:
         console.print(f"warning: listening on {host}: other machines can reach this server"
                       + ("" if api_key else " and no --api-key-env is set"), style="yellow", soft_wrap=True)
-    if mcp == "http":
+    if mcp == "http":  # deferred: mcp loads only for MCP over HTTP
         from promptgym.serving.mcp_server import mcp_server
         from promptgym.serving.middleware import ServingMiddleware
 
@@ -110,9 +111,7 @@ def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path) -> 
     return paths, names
 
 
-def direct_model(name: str) -> Any:
-    from promptgym.lm.language_model import LanguageModel
-
+def direct_model(name: str) -> LanguageModel:
     if not name.startswith("local/"):
         raise ValueError(f"--model {name!r}: only embedded or fine-tuned models (local/NAME) are served directly")
     return LanguageModel(model=name)
@@ -182,7 +181,7 @@ def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, describ
 def run_mcp_stdio(state: Any) -> None:
     import anyio
 
-    from promptgym.serving.mcp_server import mcp_server, run_stdio
+    from promptgym.serving.mcp_server import mcp_server, run_stdio  # deferred: mcp loads only for MCP over stdio
 
     try:
         anyio.run(run_stdio, mcp_server(state))

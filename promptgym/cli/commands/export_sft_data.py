@@ -14,7 +14,11 @@ import typer
 
 from promptgym.cli.common import EXIT_FAILED, console, fail, secret_masker
 from promptgym.cli.config import ConfigError, load_config, read_toml, validate_config
+from promptgym.cli.build import build_job
+from promptgym.cli.flows import flow_for
 from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.core.atomic import read_json
+from promptgym.training.sft_export import check_min_reward
 
 SPLITS = ("train", "validation", "test")
 
@@ -33,10 +37,6 @@ def export_sft_data_command(
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where run folders are (default ./runs)."),
 ) -> None:
     """Write SFT rows made of the messages a program's Generators send and the answers that earned the reward."""
-    from promptgym.cli.build import build_job
-
-    from promptgym.training.sft_export import check_min_reward
-
     if split not in SPLITS:
         fail(f"--split: expected one of {', '.join(SPLITS)}, got {split!r}")
     try:
@@ -57,15 +57,13 @@ def export_sft_data_command(
             program_file = program_file or run.path / "best_program.json"
         else:
             job_config = load_config(config)
-        if job_config.job.type != "prompt_learning":
+        if not flow_for(job_config.job.type).exports_sft_data:
             raise ConfigError(f"job.type {job_config.job.type!r}: export-sft-data distils a prompt_learning program")
         job = asyncio.run(build_job(job_config))
     except (ConfigError, FileNotFoundError) as error:
         fail(masker.mask(str(error)))
     program = job.program  # the config's program and models, with the learned variables of the saved one
     if program_file is not None:
-        from promptgym.core.atomic import read_json
-
         try:
             saved = read_json(program_file)
             variables = saved.get("variables") if isinstance(saved, dict) else None

@@ -13,8 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
+from promptgym.cli.secrets import load_env_file
+from promptgym.distributed.jobs import RayJobs  # HTTP to a cluster's Jobs API; ray itself is not imported
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -47,35 +50,14 @@ def _when(timestamp: float | None, short: bool = False) -> str:
     return datetime.fromtimestamp(timestamp).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S") if timestamp else "-"
 
 
-def _reward(entry: Any) -> str:
-    value = entry.get("reward") if isinstance(entry, dict) else entry
-    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
-
-
-def _count(value: Any) -> str:
-    return str(value) if isinstance(value, int) else "?"
-
-
 def progress_cells(status: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(progress, baseline, final, model) of a run in its own terms: epochs and rewards for prompt learning,
-    steps and loss for SFT, iterations and test reward (before/after) for RL."""
-    job_type = status.get("job_type")
-    model = str(status.get("model_id") or status.get("planned_model_id") or "-")
-    if job_type == "sft":
-        loss = status.get("final_loss")
-        return (f"{_count(status.get('steps_done', 0))}/{_count(status.get('total_steps'))} steps", "-",
-                f"loss {loss:.3f}" if isinstance(loss, (int, float)) else "-", model)
-    if job_type == "rl":
-        return (f"{_count(status.get('iterations_done', 0))}/{_count(status.get('iterations'))} iterations",
-                _reward(status.get("eval_reward_before")), _reward(status.get("eval_reward_after")), model)
-    return (f"{_count(status.get('epochs_done', 0))} epoch(s)", _reward(status.get("baseline")),
-            _reward(status.get("final")), "-")
+    """(progress, baseline, final, model) of a run in its own terms (its flow's: epochs and rewards for prompt
+    learning, steps and loss for SFT, iterations and test reward before/after for RL)."""
+    return flow_of_run(status).progress_cells(status)
 
 
 def submitted_status(run: RunFolder, status: dict[str, Any]) -> str:
     """A submitted run's status from its cluster (recorded in run.json); the last known one if unreachable."""
-    from promptgym.distributed.jobs import RayJobs
-
     try:
         current = RayJobs(status["ray_address"]).status(run.id)
     except Exception:  # noqa: BLE001 - an unreachable cluster is a state to show, not a crash
@@ -100,8 +82,6 @@ def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
                                                        "Ray cluster (dashboard address) instead.")) -> None:
     """Every run, newest first."""
     if address:
-        from promptgym.distributed.jobs import RayJobs
-
         table = Table("id", "status", "started", "message")
         for job in RayJobs(address).jobs():
             table.add_row(job["id"], job["status"], _when((job["start_time"] or 0) / 1000), job["message"] or "")
@@ -152,7 +132,7 @@ def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
 
 def watch_run(run: RunFolder, stream_format: str = "cli", poll_s: float = 0.5, timeout_s: float | None = None) -> str:
     """Replay the run's events, then follow new ones until it ends; returns the final status."""
-    renderer = make_renderer(stream_format, console, job_type=run.status().get("job_type"))
+    renderer = make_renderer(stream_format, console, flow_of_run(run.status()).chart)
     next_line, started = 0, time.time()
 
     def skipped(number: int, text: str) -> None:
@@ -188,9 +168,6 @@ def watch_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--
 
 def show_submitted(run: RunFolder, status: dict[str, Any], log_lines: int) -> None:
     """The cluster's view of a submitted run, and the end of its log, secrets masked."""
-    from promptgym.cli.secrets import load_env_file
-    from promptgym.distributed.jobs import RayJobs
-
     env_file = status.get("env_file")
     masker = load_env_file(env_file if env_file and Path(env_file).is_file() else None)
     console.print(f"cluster: {status['ray_address']}", markup=False, soft_wrap=True)
@@ -219,8 +196,6 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
         console.print(f"run {run.id} is not running ({state})", markup=False)
         return
     if status.get("ray_address"):
-        from promptgym.distributed.jobs import RayJobs
-
         RayJobs(status["ray_address"]).stop(run.id)
         console.print(f"stop requested for job {run.id} on {status['ray_address']}", markup=False)
         return

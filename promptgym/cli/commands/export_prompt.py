@@ -22,6 +22,7 @@ from promptgym.core.atomic import atomic_write_text
 from promptgym.export import FORMATS, check_export, export_prompts, render
 from promptgym.export.check import http_caller
 from promptgym.lm.language_model import LanguageModel
+from promptgym.programs.program import Program
 from promptgym.programs.walk import iter_modules
 
 
@@ -41,8 +42,6 @@ def export_prompt_command(
     report_file: Optional[Path] = typer.Option(None, "--report", help="Also write the check's numbers as JSON."),
 ) -> None:
     """Write each Generator's exact messages (system text, demonstrations, the input slot)."""
-    from promptgym.programs.program import Program
-
     if format not in FORMATS:
         fail(f"--format: expected one of {', '.join(FORMATS)}, got {format!r}")
     path = program_path(program_file, run_id, runs_dir)
@@ -83,7 +82,7 @@ def program_path(program_file: Optional[Path], run_id: Optional[str], runs_dir: 
     return program_file
 
 
-def read_labelled(path: Path, program: Any, limit: Optional[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def read_labelled(path: Path, program: Program, limit: Optional[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Inputs and labels from JSONL rows holding the program's input and output fields."""
     inputs = list((program.input_schema.get("properties") or {}))
     outputs = [name for name in (program.output_schema.get("properties") or {}) if name != "thinking"]
@@ -114,7 +113,7 @@ def read_labelled(path: Path, program: Any, limit: Optional[int]) -> tuple[list[
     return x, y
 
 
-async def run_check(program: Any, exported: Any, x: list[dict[str, Any]], y: list[dict[str, Any]],
+async def run_check(program: Program, exported: Any, x: list[dict[str, Any]], y: list[dict[str, Any]],
                     api_base: Optional[str], api_key_env: Optional[str]) -> Any:
     """The check, against ``api_base`` or the program's server; an embedded model is served in-process."""
     from promptgym.serving import create_app  # deferred: FastAPI loads only when an embedded model is checked

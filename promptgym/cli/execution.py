@@ -1,0 +1,87 @@
+"""``--backend local | ray | ray://HOST:PORT`` and ``--workers N``: where a run executes (its rollouts, an
+sft job's training). The flag keeps its name; inside the CLI this is the run's *execution*, so "backend"
+keeps its library meaning (an LM engine, a tracking store).
+
+    spec = parse_execution("ray", workers=2)  # ExecutionSpec(kind="ray", address=None, workers=2)
+    spec.describe()                            # for the preview
+    executor = spec.executor()                 # None (in-process) or a RayExecutor owned by the run
+    spec.train_backend()                       # for an sft job: None (this process) or a RayTrainBackend
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from promptgym.distributed.ray_executor import RayExecutor  # ray itself loads on the first rollout
+from promptgym.distributed.sft_train import RayTrainBackend  # ray itself loads when training starts
+
+DEFAULT_WORKERS = 2
+# Set by Ray's job supervisor for a submitted job's entrypoint: `--backend ray` then joins that cluster.
+RAY_JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
+class ExecutionError(ValueError):
+    """A --backend / --workers value that can't be used."""
+
+
+@dataclass(frozen=True)
+class ExecutionSpec:
+    kind: str  # "local" | "ray"
+    address: str | None = None
+    workers: int = DEFAULT_WORKERS
+
+    def describe(self) -> str:
+        if self.kind == "local":
+            return "in this process (--backend local)"
+        if self.address is None:
+            where = "a local Ray instance on 127.0.0.1, started and stopped by this run"
+        elif self.address == "auto":
+            where = "the Ray cluster this job runs on"
+        else:
+            where = f"the Ray cluster at {self.address}"
+        return f"{where}, {self.workers} worker(s); the optimizer stays in this process"
+
+    def arguments(self) -> list[str]:
+        """The flags that give this spec again (for a detached worker process)."""
+        if self.kind == "local":
+            return []
+        return ["--backend", "ray" if self.address in (None, "auto") else self.address, "--workers", str(self.workers)]
+
+    def executor(self) -> RayExecutor | None:
+        """The run's executor (None: in-process); a Ray one starts on its first rollout.
+
+        A local instance shares this machine's cores among its workers (llama.cpp threads each).
+        """
+        if self.kind == "local":
+            return None
+        threads = max(1, (os.cpu_count() or 1) // self.workers) if self.address is None else 1
+        return RayExecutor(address=self.address, num_workers=self.workers, threads=threads)
+
+    def train_backend(self) -> RayTrainBackend | None:
+        """Where an sft job trains: None (this process) or Ray Train's CPU workers, one per ``--workers``."""
+        if self.kind == "local":
+            return None
+        return RayTrainBackend(address=self.address, num_workers=self.workers)
+
+
+def parse_execution(value: str, workers: int | None = None) -> ExecutionSpec:
+    """Check ``--backend`` and ``--workers`` together; the error says what is accepted."""
+    if value == "local":
+        if workers is not None:
+            raise ExecutionError("--workers needs --backend ray or ray://HOST:PORT (local runs in this process)")
+        return ExecutionSpec("local")
+    if workers is not None and workers < 1:
+        raise ExecutionError(f"--workers: expected a number >= 1, got {workers}")
+    count = workers or DEFAULT_WORKERS
+    if value == "ray":
+        return ExecutionSpec("ray", "auto" if os.environ.get(RAY_JOB_ENV) else None, count)
+    if value.startswith("ray://") and value.count(":") == 2 and value.rsplit(":", 1)[1].isdigit():
+        return ExecutionSpec("ray", value, count)
+    raise ExecutionError(f"--backend: expected 'local', 'ray' or 'ray://HOST:PORT', got {value!r}")
+
+
+# The names before the rename (tests and scripts import them).
+BackendError = ExecutionError
+BackendSpec = ExecutionSpec
+parse_backend = parse_execution

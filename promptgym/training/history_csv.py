@@ -1,0 +1,66 @@
+"""``history.csv``: one row per epoch (prompt learning) or per step (a weight run), read and written here only.
+
+    rows, fields = read_history(path)
+    write_history(path, rows)                                   # atomically, columns in first-seen order
+    drop_history_rows(path, lambda row: int(row["epoch"]) < 3)  # on resume: rows past the checkpoint go
+    history_columns(path)                                       # {"reward": [0.5, 0.7], ...} as floats
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Callable
+
+from promptgym.core.atomic import atomic_write_text
+
+
+def read_history(path: Path, separator: str = ",") -> tuple[list[dict[str, str]], list[str]]:
+    """(rows as text, the header); no file is no rows."""
+    if not path.is_file():
+        return [], []
+    with path.open(encoding="utf-8") as handle:
+        reader = csv.DictReader(handle, delimiter=separator)
+        return list(reader), list(reader.fieldnames or [])
+
+
+def write_history(path: Path, rows: list[dict[str, Any]], fields: list[str] | None = None,
+                  separator: str = ",") -> None:
+    """Rewrite the file atomically (a kill leaves the old one or the new one, never half)."""
+    if fields is None:
+        fields = []
+        for row in rows:
+            fields += [key for key in row if key not in fields]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, delimiter=separator)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def drop_history_rows(path: Path, keep: Callable[[dict[str, str]], bool]) -> int:
+    """Keep the rows ``keep`` accepts; returns how many were dropped (the file is untouched when none are)."""
+    rows, fields = read_history(path)
+    kept = [row for row in rows if keep(row)]
+    if len(kept) == len(rows):
+        return 0
+    write_history(path, kept, fields)
+    return len(rows) - len(kept)
+
+
+def history_columns(path: Path) -> dict[str, list[float]]:
+    """Every column but ``epoch`` as floats (missing or unreadable cells become NaN)."""
+    rows, _ = read_history(path)
+    columns: dict[str, list[float]] = {}
+    for row in rows:
+        for key in row:
+            if key != "epoch":
+                columns.setdefault(key, [])
+    for row in rows:
+        for key, values in columns.items():
+            try:
+                values.append(float(row.get(key) or "nan"))
+            except ValueError:
+                values.append(float("nan"))
+    return columns
