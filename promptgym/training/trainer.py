@@ -19,7 +19,7 @@ from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.compile import CompiledState, compile_state, restore_state
 from promptgym.training.evaluate import evaluate_program
-from promptgym.training.fit import fit_program
+from promptgym.training.fit import FitSettings, fit_program
 from promptgym.training.history import History
 from promptgym.training.predict import predict_program
 from promptgym.training.sft_export import SFTExport, export_sft_data
@@ -56,12 +56,7 @@ class Trainer:
             from promptgym.session import get_seed
 
             seed = get_seed()
-        return await fit_program(self, x, y, validation_split=validation_split, validation_data=validation_data,
-                                 epochs=epochs, batch_size=batch_size, minibatch_size=minibatch_size,
-                                 validation_batch_size=validation_batch_size, validation_freq=validation_freq,
-                                 callbacks=callbacks, shuffle=shuffle, seed=seed, verbose=verbose,
-                                 max_errors=max_errors, initial_epoch=initial_epoch, initial_step=initial_step,
-                                 executor=executor)
+        return await fit_program(self, x, y, FitSettings.from_arguments(locals()))
 
     async def evaluate(self, x: Any = None, y: Any = None, batch_size: int = 32, verbose: Any = "auto",
                        callbacks: list[Any] | None = None, max_errors: int | None = None,
