@@ -114,9 +114,9 @@ class ProgramState:
 
     def to_json(self, **kwargs: Any) -> str:
         """The program file's content (architecture, variables, compile state) as a JSON string."""
-        from promptgym.programs.saving import program_to_json
+        from promptgym.programs.saving import program_to_dict
 
-        return json.dumps(program_to_json(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
+        return json.dumps(program_to_dict(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
 
 
 def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = None) -> Any:
@@ -129,7 +129,7 @@ def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = N
     classes with ``register_synalinks_serializable``.
     """
     from promptgym.core.serialization import deserialize_object
-    from promptgym.programs.saving import load_problem, program_from_json as load
+    from promptgym.programs.saving import load_problem, program_from_dict
     from promptgym.programs.synalinks_files import is_synalinks_file
 
     source = "program_from_json"
@@ -139,4 +139,4 @@ def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = N
             return deserialize_object(data, expected="program class")
         except Exception as error:  # noqa: BLE001 - a bad architecture: say where in it, never a bare KeyError
             raise ValueError(f"{source}: {load_problem(data, 'program', error, source)}") from None
-    return load(data, source=source)
+    return program_from_dict(data, source=source)
