@@ -77,6 +77,21 @@ def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_
     return model
 
 
+def check_arguments(k_nearest_fitter: Any, algorithm: str, max_instruction_length: int, max_evidence: int,
+                    distance_function: Any) -> None:
+    """OMEGA's own arguments (the evolution's are checked by :class:`EvolutionaryOptimizer`)."""
+    if not isinstance(k_nearest_fitter, int) or k_nearest_fitter < 1:
+        raise ValueError(f"OMEGA: k_nearest_fitter must be an integer >= 1, got {k_nearest_fitter!r}")
+    if str(algorithm).lower() not in ALGORITHMS:
+        raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
+    if max_instruction_length < 40:
+        raise ValueError(f"OMEGA: max_instruction_length must be >= 40 characters, got {max_instruction_length}")
+    if max_evidence < 1:
+        raise ValueError(f"OMEGA: max_evidence must be >= 1, got {max_evidence}")
+    if distance_function is not None and not callable(distance_function):
+        raise ValueError("OMEGA: distance_function must be an async function f(c1, c2, embedding_model=None, **kwargs)")
+
+
 class _Kept:
     """An OMEGA attribute that one of its parts keeps (``OMEGA.population`` is ``OMEGA.pool.ids``)."""
 
@@ -182,16 +197,7 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
                          description=description, seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
         self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels)
         self.few_shot_learning = few_shot_learning
-        if not isinstance(k_nearest_fitter, int) or k_nearest_fitter < 1:
-            raise ValueError(f"OMEGA: k_nearest_fitter must be an integer >= 1, got {k_nearest_fitter!r}")
-        if str(algorithm).lower() not in ALGORITHMS:
-            raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
-        if max_instruction_length < 40:
-            raise ValueError(f"OMEGA: max_instruction_length must be >= 40 characters, got {max_instruction_length}")
-        if max_evidence < 1:
-            raise ValueError(f"OMEGA: max_evidence must be >= 1, got {max_evidence}")
-        if distance_function is not None and not callable(distance_function):
-            raise ValueError("OMEGA: distance_function must be an async function f(c1, c2, embedding_model=None, **kwargs)")
+        check_arguments(k_nearest_fitter, algorithm, max_instruction_length, max_evidence, distance_function)
         # Models given by name are built now; missing ones come from the defaults when training starts (build),
         # so OMEGA() can be made before set_default_language_model().
         self.language_model = LanguageModel(model=language_model) if isinstance(language_model, str) else language_model
