@@ -22,7 +22,7 @@ from promptgym.training.evaluate import evaluate_program
 from promptgym.training.fit import FitSettings, fit_program
 from promptgym.training.history import History
 from promptgym.training.predict import predict_program
-from promptgym.training.sft_export import SFTExport, export_sft_data
+from promptgym.training.sft_export import SFTDataReport, export_sft_data
 
 
 class Trainer:
@@ -78,7 +78,7 @@ class Trainer:
 
     async def export_sft_data(self, x: Any, y: Any, path: str, min_reward: float = 1.0,
                               with_demonstrations: bool = False, batch_size: int = 32,
-                              executor: Executor | None = None) -> SFTExport:
+                              executor: Executor | None = None) -> SFTDataReport:
         """Write chat JSONL for fine-tuning from the runs on ``(x, y)`` that earn ``min_reward``: each Generator's
         messages (without its demonstrations unless ``with_demonstrations``) and the answer it gave.
 
