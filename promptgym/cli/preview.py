@@ -12,14 +12,14 @@ from rich.table import Table
 from promptgym.cli.build import Job
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
-from promptgym.optimizers.kit import prompt_states
+from promptgym.optimizers.kit import trainable_prompts
 from promptgym.programs.program import Program
 from promptgym.training.headroom import check_headroom
 
 
 def generator_count(program: Program) -> int:
     """How many LM-calling steps one program run makes (modules with a trainable prompt)."""
-    return max(1, len(prompt_states(program)))
+    return max(1, len(trainable_prompts(program)))
 
 
 def estimate_lm_calls(job: Job) -> dict[str, int]:

@@ -36,7 +36,7 @@ import numpy as np
 from promptgym.core.events import CandidateAccepted
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
-from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states, variable_owners
+from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts, variable_owners
 from promptgym.rollouts import ExampleResult
 
 
@@ -84,7 +84,7 @@ class Optimizer:
         self.best_id: int | None = None
         self.epochs_done = 0
         self.built = False
-        self.prompts: list[PromptState] = []
+        self.prompts: list[TrainablePrompt] = []
         self.owners: dict[str, str] = {}
         """The module that owns each variable, by variable name."""
         self.stage_name: str | None = None
@@ -102,7 +102,7 @@ class Optimizer:
 
     def build(self, program: Any) -> None:
         """Find the program's prompt states; remember its starting variables as the first candidate."""
-        self.prompts = prompt_states(program)
+        self.prompts = trainable_prompts(program)
         self.owners = variable_owners(program)
         if self.built:
             return
@@ -124,7 +124,7 @@ class Optimizer:
 
     # -- the kit: prompt states -----------------------------------------------------------
 
-    def prompt(self, variable: str) -> PromptState | None:
+    def prompt(self, variable: str) -> TrainablePrompt | None:
         """The prompt state held by ``variable`` (None if it is not one)."""
         return next((state for state in self.prompts if state.variable == variable), None)
 

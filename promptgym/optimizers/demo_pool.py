@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from promptgym.modules.generator import as_json
-from promptgym.optimizers.kit import PromptState
+from promptgym.optimizers.kit import TrainablePrompt
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult, RolloutService
 
@@ -106,7 +106,7 @@ class DemoPool:
             self.demos.setdefault(demo.module, {})[demo.index] = demo
 
 
-def seed_labelled_demos(pool: DemoPool, rollouts: RolloutService, prompts: list[PromptState]) -> set[str]:
+def seed_labelled_demos(pool: DemoPool, rollouts: RolloutService, prompts: list[TrainablePrompt]) -> set[str]:
     """Put every labelled training example in ``pool`` for each of ``prompts`` whose module answers directly.
 
     A module answers directly when it reads the program's input and writes
@@ -178,11 +178,11 @@ class DemoSampler:
         self.pool = DemoPool(min_reward=min_reward)
         self.labelled_modules: set[str] = set()
 
-    def seed(self, rollouts: RolloutService, prompts: list[PromptState]) -> None:
+    def seed(self, rollouts: RolloutService, prompts: list[TrainablePrompt]) -> None:
         """Labelled training examples become demonstrations of the modules that answer directly."""
         self.labelled_modules = seed_labelled_demos(self.pool, rollouts, prompts) if self.use_labels else set()
 
-    def needs_traces(self, prompts: list[PromptState]) -> bool:
+    def needs_traces(self, prompts: list[TrainablePrompt]) -> bool:
         """Whether some module can only learn from traces (it did not get labelled demonstrations)."""
         return any(state.module_name not in self.labelled_modules for state in prompts)
 
@@ -192,7 +192,7 @@ class DemoSampler:
         if self.use_labels:
             self.pool.add_labels(results, {r.index: rollouts.target_json("train", r.index) for r in results})
 
-    def shown(self, variables: dict[str, Any], prompts: list[PromptState]) -> set[int]:
+    def shown(self, variables: dict[str, Any], prompts: list[TrainablePrompt]) -> set[int]:
         """Training examples whose demonstrations ``variables`` show."""
         return {index for state in prompts
                 for index in self.pool.indices_shown(state.module_name, variables[state.variable].get("examples", []))}

@@ -4,7 +4,7 @@
   service, the trainer's pace, its random generator, the event stream);
 - :class:`Budget`: what the optimizer may spend, counted in program runs
   (``"rollouts"``) or in model calls (``"lm_calls"``);
-- :class:`PromptState` / :func:`prompt_states`: each module's trainable
+- :class:`TrainablePrompt` / :func:`trainable_prompts`: each module's trainable
   prompt (instructions + examples), found through the module API, so no
   optimizer parses variable names or recognises a state by its keys.
 """
@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -101,7 +102,7 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class PromptState:
+class TrainablePrompt:
     """A module's trainable prompt: the variable that holds ``{"instructions", "examples"}``, and its module.
 
     ``answer_fields`` is set when the module reads the program's input and
@@ -118,8 +119,8 @@ class PromptState:
         return self.module.name
 
 
-def prompt_states(program: Any) -> list[PromptState]:
-    """The trainable prompt state of every module of ``program`` that has one, in program order."""
+def trainable_prompts(program: Any) -> list[TrainablePrompt]:
+    """The trainable prompt of every module of ``program`` that has one, in program order."""
     answering = {id(module) for module in program.answer_modules()}
     states = []
     for module in program.modules:
@@ -130,10 +131,22 @@ def prompt_states(program: Any) -> list[PromptState]:
         # an agent's demonstration is a whole trajectory, which a label alone is not
         if id(module) in answering and getattr(module, "labels_are_demonstrations", True):
             fields = frozenset(module.output_data_model(program.input_data_model).model_fields)
-        states.append(PromptState(variable.name, module, fields))
+        states.append(TrainablePrompt(variable.name, module, fields))
     return states
 
 
 def variable_owners(program: Any) -> dict[str, str]:
     """The name of the module that owns each of ``program``'s variables."""
     return {variable.name: module.name for module in program.modules for variable in module.variables}
+
+
+# Old names (one word, one meaning: a prompt is not a "state"); the modules outside optimizers/ still import them.
+PromptState = TrainablePrompt
+"""Deprecated: :class:`TrainablePrompt`."""
+
+
+def prompt_states(program: Any) -> list[TrainablePrompt]:
+    """Deprecated: :func:`trainable_prompts`."""
+    warnings.warn("promptgym.optimizers.kit.prompt_states is deprecated: use trainable_prompts", DeprecationWarning,
+                  stacklevel=2)
+    return trainable_prompts(program)

@@ -32,7 +32,7 @@ from promptgym.lm.embedding_model import DEFAULT_EMBEDDING_MODEL, EmbeddingModel
 from promptgym.modules.retrieval import example_text, retrieval_state
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.few_shot import FewShotOptimizer
-from promptgym.optimizers.kit import OptimizerContext, prompt_states
+from promptgym.optimizers.kit import OptimizerContext, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
 
 
@@ -143,7 +143,7 @@ class KNNFewShot(FewShotOptimizer):
 
     def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
         """None when labels serve every Generator; otherwise each training example once an epoch (within budget)."""
-        if self.use_labels and all(state.answer_fields for state in prompt_states(program)):
+        if self.use_labels and all(state.answer_fields for state in trainable_prompts(program)):
             return 0
         runs = epochs * train_size
         return runs if self.budget.limit is None else min(runs, self.budget.limit)

@@ -22,6 +22,11 @@ call, and a few-shot proposal takes its place. The child is scored against the i
 minibatch and becomes the best only when it does strictly better. At each
 epoch end the population competes (Dominated Novelty Search, or plain GA).
 
+The parts, each usable alone: :mod:`~promptgym.optimizers.omega_population` (the population, parent
+selection, the DNS / GA competition and candidate distances), :mod:`~promptgym.optimizers.omega_breeding`
+(which variable to change, the LM request that writes a child, its guard rails, its demonstrations) and
+:mod:`~promptgym.optimizers.omega_prompts` (the prompts). This class wires them into an optimizer.
+
     optimizer = OMEGA(language_model=lm, embedding_model=em, few_shot_learning=True)
     program.compile(reward=ExactMatch(), optimizer=optimizer)
 """
@@ -31,50 +36,32 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from promptgym.core.events import OptimizerError, PopulationUpdated, ProposalFailed, ProposalRejected
+from promptgym.core.events import ProposalFailed, ProposalRejected
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import lm_phase
-from promptgym.optimizers.base import Candidate
-from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
-from promptgym.optimizers.dns import (
-    ALGORITHMS,
-    competition_scores,
-    compete_candidate_dicts,
-    cosine_distance_matrix,
-    crossover_probability,
-    dns_survivors,
-    ga_survivors,
-    selection_probabilities,
-    softmax,
-    variable_probabilities,
-)
 from promptgym.optimizers import racing
+from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoSampler, FewShotArguments
+from promptgym.optimizers.dns import ALGORITHMS, compete_candidate_dicts, crossover_probability
+from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
+from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.kit import Budget, OptimizerContext
-from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
-from promptgym.optimizers.omega_prompts import (
-    LABEL_LENGTH,
-    candidate_text,
-    evidence,
-    labelled_examples,
-    mutable_schema,
-    shorten,
-    step_request,
-    string_leaves,
-)
+from promptgym.optimizers.omega_breeding import ChildWriter, VariableCredit, crossover_examples, sample_examples
+from promptgym.optimizers.omega_population import CandidateDistances, DistanceFunction, Population
+from promptgym.optimizers.omega_prompts import LABEL_LENGTH, candidate_text, mutable_schema, shorten, string_leaves
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult
 
 logger = logging.getLogger("promptgym")
 
-DistanceFunction = Callable[..., Awaitable[float]]
+__all__ = ["OMEGA", "DistanceFunction", "candidate_text", "mutable_schema"]  # the last two: old import path
 
 GROUNDED_ATTEMPTS = 2
 """Grounded rewrites tried per Generator while its instructions are still the starting ones."""
@@ -88,6 +75,34 @@ def _resolve_model(model: Any, cls: type, default: Callable[[str], Any], needed_
     if isinstance(model, str):
         return cls(model=model)
     return model
+
+
+def check_arguments(k_nearest_fitter: Any, algorithm: str, max_instruction_length: int, max_evidence: int,
+                    distance_function: Any) -> None:
+    """OMEGA's own arguments (the evolution's are checked by :class:`EvolutionaryOptimizer`)."""
+    if not isinstance(k_nearest_fitter, int) or k_nearest_fitter < 1:
+        raise ValueError(f"OMEGA: k_nearest_fitter must be an integer >= 1, got {k_nearest_fitter!r}")
+    if str(algorithm).lower() not in ALGORITHMS:
+        raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
+    if max_instruction_length < 40:
+        raise ValueError(f"OMEGA: max_instruction_length must be >= 40 characters, got {max_instruction_length}")
+    if max_evidence < 1:
+        raise ValueError(f"OMEGA: max_evidence must be >= 1, got {max_evidence}")
+    if distance_function is not None and not callable(distance_function):
+        raise ValueError("OMEGA: distance_function must be an async function f(c1, c2, embedding_model=None, **kwargs)")
+
+
+class _Kept:
+    """An OMEGA attribute that one of its parts keeps (``OMEGA.population`` is ``OMEGA.pool.ids``)."""
+
+    def __init__(self, part: str, name: str) -> None:
+        self.part, self.name = part, name
+
+    def __get__(self, owner: Any, cls: type | None = None) -> Any:
+        return self if owner is None else getattr(getattr(owner, self.part), self.name)
+
+    def __set__(self, owner: Any, value: Any) -> None:
+        setattr(getattr(owner, self.part), self.name, value)
 
 
 @register_builtin
@@ -126,6 +141,18 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
             :class:`RandomFewShot` (the budget counts program runs, not the
             optimizer's own mutation and crossover calls).
     """
+
+    population = _Kept("pool", "ids")
+    dns_scores = _Kept("pool", "scores")
+    algorithm = _Kept("pool", "algorithm")
+    k_nearest_fitter = _Kept("pool", "k_nearest_fitter")
+    embedding_model = _Kept("distances", "embedding_model")
+    distance_function = _Kept("distances", "distance_function")
+    _embeddings = _Kept("distances", "embeddings")
+    variable_rewards = _Kept("credit", "rewards")
+    instructions = _Kept("writer", "instructions")
+    max_instruction_length = _Kept("writer", "max_instruction_length")
+    max_evidence = _Kept("writer", "max_evidence")
 
     def __init__(
         self,
@@ -170,40 +197,21 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
                          description=description, seed=seed, budget=Budget(max_metric_calls, unit="rollouts"))
         self.demos = DemoSampler(nb_min_examples, nb_max_examples, min_reward, use_labels)
         self.few_shot_learning = few_shot_learning
-        if not isinstance(k_nearest_fitter, int) or k_nearest_fitter < 1:
-            raise ValueError(f"OMEGA: k_nearest_fitter must be an integer >= 1, got {k_nearest_fitter!r}")
-        if str(algorithm).lower() not in ALGORITHMS:
-            raise ValueError(f"OMEGA: unknown algorithm {algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
-        if max_instruction_length < 40:
-            raise ValueError(f"OMEGA: max_instruction_length must be >= 40 characters, got {max_instruction_length}")
-        if max_evidence < 1:
-            raise ValueError(f"OMEGA: max_evidence must be >= 1, got {max_evidence}")
-        if distance_function is not None and not callable(distance_function):
-            raise ValueError("OMEGA: distance_function must be an async function f(c1, c2, embedding_model=None, **kwargs)")
-        self.algorithm = str(algorithm).lower()
+        check_arguments(k_nearest_fitter, algorithm, max_instruction_length, max_evidence, distance_function)
         # Models given by name are built now; missing ones come from the defaults when training starts (build),
         # so OMEGA() can be made before set_default_language_model().
         self.language_model = LanguageModel(model=language_model) if isinstance(language_model, str) else language_model
-        self.embedding_model = EmbeddingModel(model=embedding_model) if isinstance(embedding_model, str) \
-            else embedding_model
-        self.k_nearest_fitter = k_nearest_fitter
-        self.distance_function = distance_function
-        self.instructions = instructions or ""
-        self.max_instruction_length = max_instruction_length
-        self.max_evidence = max_evidence
+        self.distances = CandidateDistances(EmbeddingModel(model=embedding_model) if isinstance(embedding_model, str)
+                                            else embedding_model, distance_function)
+        self.pool = Population(self.distances, k_nearest_fitter, str(algorithm).lower())
+        self.credit = VariableCredit()
+        self.writer = ChildWriter(instructions or "", max_instruction_length, max_evidence)
         self.fallback_few_shot = fallback_few_shot
         self.grounded_start = grounded_start
         self.grounded_attempts: dict[str, int] = {}
-        self.population: list[int] = []
-        self.dns_scores: dict[int, float] = {}
-        self.variable_rewards: dict[str, list[float]] = {}
         self.stats = {"mutations": 0, "crossovers": 0, "few_shot": 0, "grounded": 0, "rejected": 0,
                       "lm_failures": 0}
-        self._embeddings: dict[int, np.ndarray] = {}
-        self._program_description = ""
-        self._variable_descriptions: dict[str, str] = {}
         self._fitness_split = "val"
-        self._labels: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -235,17 +243,17 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         self.resolve_models()
         first = not self.built
         super().build(program)
-        self._program_description = " ".join(filter(None, [getattr(program, "name", ""), getattr(program, "description", "")]))
-        self._variable_descriptions = {v.name: v.description for v in program.trainable_variables}
+        self.writer.program_description = " ".join(filter(None, [getattr(program, "name", ""),
+                                                                  getattr(program, "description", "")]))
+        self.writer.variable_descriptions = {v.name: v.description for v in program.trainable_variables}
         if first:
             self.population = [self.best_id]  # type: ignore[list-item]
 
     async def on_train_begin(self, ctx: OptimizerContext) -> None:
         self.demos.seed(ctx.rollouts, self.prompts)  # labelled demonstrations for the Generators that answer directly
         self._fitness_split = ctx.rollouts.validation_split()
-        # The task's short output values: a "rewrite" equal to one of them is an answer, not instructions.
-        self._labels = {leaf for y in ctx.rollouts.targets("train") for leaf in string_leaves(to_json(y))
-                        if len(leaf) <= LABEL_LENGTH}
+        self.writer.labels = {leaf for y in ctx.rollouts.targets("train") for leaf in string_leaves(to_json(y))
+                              if len(leaf) <= LABEL_LENGTH}
         if self.best_id is not None and self.best_id not in self.population:
             self.population.append(self.best_id)
 
@@ -257,7 +265,7 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         unseen = [i for i in batch if i not in shown][: self.max_evidence]  # no run nobody reads
         results = await self.score(ctx, parent, "train", self.affordable(ctx, "train", unseen, parent))
         self.demos.learn(ctx.rollouts, results)
-        self.credit_variables(results, list(parent.variables))
+        self.credit.credit(results, list(parent.variables), self.owners)
         child = await self.breed(ctx, parent, results)
         if child is None and self.fallback_few_shot:
             child = self.few_shot_child(ctx, parent)
@@ -270,7 +278,7 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         await self.compete_population(ctx)
         await super().on_epoch_end(ctx, epoch)
 
-    # -- population -----------------------------------------------------------------------
+    # -- population (omega_population) ----------------------------------------------------
 
     def fitness(self, candidate: Candidate) -> float:
         """Mean reward over the validation examples the candidate was scored on (train, then 0, when none)."""
@@ -280,96 +288,24 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         return float(value) if value is not None else 0.0
 
     def members(self) -> list[Candidate]:
-        return [self.get_candidate(i) for i in dict.fromkeys(self.population)]
+        return self.pool.members(self.get_candidate)
 
     def select_parent(self, rng: np.random.Generator, exclude: int | None = None) -> Candidate:
         members = [c for c in self.members() if c.id != exclude] or [self.best]
-        probabilities = selection_probabilities([self.fitness(c) for c in members], self.selection,
-                                                self.selection_temperature)
-        return members[int(rng.choice(len(members), p=probabilities))]
+        return self.pool.select(members, self.fitness, self.selection, self.selection_temperature, rng)
 
     async def compete_population(self, ctx: OptimizerContext) -> None:
         """Dominated Novelty Search (or GA truncation) over the population; the best always survives."""
-        members = self.members()
-        if self.best not in members:
-            members.append(self.best)
-        fitness = [self.fitness(c) for c in members]
-        protected = [members.index(self.best)]
-        algorithm = self.algorithm
-        scores: dict[int, float] = {}
-        if algorithm == "dns" and len(members) > 1:
-            try:
-                distances = await self.distance_matrix(members)
-            except Exception as error:  # an embedding failure degrades to GA for this epoch
-                logger.warning("OMEGA: distances failed (%s: %s); keeping the fittest this epoch",
-                               type(error).__name__, error)
-                await ctx.emit(OptimizerError(optimizer="OMEGA", stage="distances", error=f"{type(error).__name__}: {error}"))
-                algorithm = "ga"
-            else:
-                values = competition_scores(fitness, distances, self.k_nearest_fitter)
-                scores = {c.id: float(v) for c, v in zip(members, values)}
-                keep = dns_survivors(fitness, distances, self.k_nearest_fitter, self.population_size, protected)
-        if algorithm == "ga" or len(members) <= 1:
-            keep = ga_survivors(fitness, self.population_size, protected)
-        before = [c.id for c in members]
-        self.population = [members[i].id for i in keep]
-        self.dns_scores = scores
-        await ctx.emit(PopulationUpdated(algorithm=algorithm, before=before, population=list(self.population),
-                                         fitness={c.id: f for c, f in zip(members, fitness)}, competition=scores))
-
-    async def distance_matrix(self, members: list[Candidate]) -> np.ndarray:
-        if self.distance_function is None:
-            return cosine_distance_matrix(await self.embeddings(members))
-        size = len(members)
-        matrix = np.zeros((size, size))
-        with lm_phase("optimizer"):
-            for i in range(size):
-                for j in range(i + 1, size):
-                    value = await self.distance_function(members[i].variables, members[j].variables,
-                                                         embedding_model=self.embedding_model)
-                    matrix[i, j] = matrix[j, i] = float(value)
-        return matrix
-
-    async def embeddings(self, members: list[Candidate]) -> np.ndarray:
-        """One vector per candidate, computed once (one batched call for the new ones) and cached."""
-        missing = [c for c in members if c.id not in self._embeddings]
-        if missing:
-            if self.embedding_model is None:
-                raise ValueError("OMEGA needs an embedding_model for DNS distances")
-            with lm_phase("optimizer"):
-                vectors = await self.embedding_model([candidate_text(c.variables) for c in missing])
-            for candidate, vector in zip(missing, vectors):
-                self._embeddings[candidate.id] = np.asarray(vector, dtype=np.float64)
-        return np.stack([self._embeddings[c.id] for c in members])
-
-    # -- variables ------------------------------------------------------------------------
-
-    def credit_variables(self, results: list[ExampleResult], names: list[str]) -> None:
-        """Each example's reward counts for the variables whose module ran on it (all, if none traced)."""
-        for result in results:
-            ran = {step.module for step in result.trace.steps}
-            for name in names:
-                if not ran or self.owners.get(name) in ran:
-                    total = self.variable_rewards.setdefault(name, [0.0, 0.0])
-                    total[0] += result.reward
-                    total[1] += 1
-
-    def average_reward(self, name: str) -> float:
-        total, count = self.variable_rewards.get(name, [0.0, 0.0])
-        return total / count if count else 0.0
+        await self.pool.compete(self.members(), self.fitness, self.best, self.population_size, ctx.emit)
 
     def choose_variable(self, names: list[str], rng: np.random.Generator) -> str:
-        probabilities = variable_probabilities([self.average_reward(n) for n in names])
-        return names[int(rng.choice(len(names), p=probabilities))]
+        return self.credit.choose(names, rng)
 
-    def schema_for(self, value: Any) -> dict[str, Any] | None:
-        return mutable_schema(value, self.max_instruction_length) if isinstance(value, dict) else None
-
-    # -- breeding -------------------------------------------------------------------------
+    # -- breeding (omega_breeding) --------------------------------------------------------
 
     async def breed(self, ctx: OptimizerContext, parent: Candidate, results: list[ExampleResult]) -> Candidate | None:
         """A mutation or (with probability ``merging_rate * epoch``) a crossover child, or None."""
-        mutable = [name for name, value in parent.variables.items() if self.schema_for(value) is not None]
+        mutable = [name for name, value in parent.variables.items() if self.writer.schema_for(value) is not None]
         if not mutable:
             return None
         ungrounded = [name for name in mutable if self.wants_grounding(parent, name)]
@@ -411,24 +347,13 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
 
     async def offspring(self, ctx: OptimizerContext, operation: str, parent: Candidate, name: str,
                         results: list[ExampleResult], other: Candidate | None = None) -> Candidate | None:
+        """The child the LM writes by ``operation`` on ``name`` (None when the call fails or a guard rail refuses)."""
         value = parent.variables[name]
-        schema = self.schema_for(value)
-        assert schema is not None
-        fields = list(schema["properties"])
-        inputs: dict[str, Any] = {
-            "program": self._program_description,
-            "variable": name,
-            "variable_description": self._variable_descriptions.get(name, ""),
-            "average_reward": round(self.average_reward(name), 3),
-            "batch": evidence(results, ctx.rollouts, self.max_evidence),
-            "current_value": {key: value[key] for key in fields},
-        }
-        if other is not None:
-            inputs["other_value"] = {key: other.variables[name].get(key) for key in fields}
-        if operation == "grounded":
-            inputs["examples"] = labelled_examples(ctx.rollouts, ctx.rng)
+        fields = list(self.writer.schema_for(value)["properties"])  # type: ignore[index]
         try:
-            messages, constrained, validation = step_request(operation, schema, inputs, self.instructions)
+            messages, constrained, validation = self.writer.request(
+                operation, name, value, results, ctx.rollouts, ctx.rng, self.credit.average(name),
+                other.variables[name] if other is not None else None)
             temperature = self.crossover_temperature if operation == "crossover" else self.mutation_temperature
             with lm_phase("optimizer"):
                 answer = await self.language_model(messages, schema=constrained, validation_schema=validation,
@@ -441,80 +366,36 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
                                           variable=name, parent=parent.id))
             return None
         new_fields = {key: cut_repetition(answer.get(key)) for key in fields}
-        problem = self.child_problem(ctx, name, value, new_fields, results)
+        problem = self.writer.problem(name, value, new_fields, results, self.candidates)
         if problem is not None:
-            self.stats["rejected"] += 1
-            await ctx.emit(ProposalRejected(optimizer="OMEGA", what=f"{operation} of {name}", reason=problem,
-                                            text=shorten(json.dumps(new_fields, ensure_ascii=False)),
-                                            operation=operation, variable=name, parent=parent.id))
-            return None
+            return await self.rejected(ctx, operation, name, parent, problem,
+                                       shorten(json.dumps(new_fields, ensure_ascii=False)))
         new_value = {**value, **new_fields}
         if self.few_shot_learning and "examples" in value and operation != "grounded":
-            examples = self.crossover_examples(ctx.rng, value, other.variables[name]) if other is not None else \
-                self.sample_examples(self.owners[name], ctx.rng)
+            examples = crossover_examples(ctx.rng, value, other.variables[name], self.demos.nb_max_examples) \
+                if other is not None else sample_examples(self.demos, self.owners[name], self.sampling_temperature,
+                                                          ctx.rng)
             if examples:
                 new_value["examples"] = examples
         variables = {**parent.variables, name: new_value}
         if self.find(variables) is not None:
-            self.stats["rejected"] += 1
-            await ctx.emit(ProposalRejected(optimizer="OMEGA", what=f"{operation} of {name}",
-                                            reason="copy of an earlier candidate", operation=operation,
-                                            variable=name, parent=parent.id))
-            return None
+            return await self.rejected(ctx, operation, name, parent, "copy of an earlier candidate")
         self.stats[COUNTERS[operation]] += 1
         return self.add_candidate(variables, parent=parent.id, origin=operation)
 
-    def child_problem(self, ctx: OptimizerContext, name: str, value: dict[str, Any], new_fields: dict[str, Any],
-                      results: list[ExampleResult]) -> str | None:
-        """Why the LM's new fields are not worth a validation call (guard rails), or None."""
-        changed = [key for key, item in new_fields.items() if item != value.get(key)]
-        if not changed:
-            return "copy of the parent"
-        labels = set(self._labels)
-        labels |= {leaf for r in results if r.prediction is not None for leaf in string_leaves(to_json(r.prediction))}
-        for key in changed:
-            item = new_fields[key]
-            texts = item if isinstance(item, list) else [item]
-            for text in texts:
-                if not isinstance(text, str):
-                    continue
-                known = [c.variables.get(name, {}).get(key) for c in self.candidates]
-                problem = instruction_problem(text, parent=str(value.get(key, "")), labels=labels,
-                                              max_length=self.max_instruction_length,
-                                              known=[k for k in known if isinstance(k, str)])
-                if problem is not None:
-                    return f"{key}: {problem}"
-        return None
-
-    # -- few-shot -------------------------------------------------------------------------
-
-    def sample_examples(self, module: str, rng: np.random.Generator) -> list[dict[str, Any]]:
-        """``nb_min_examples``..``nb_max_examples`` demos, drawn by softmax(reward / sampling_temperature)."""
-        demos = self.demos.pool.for_module(module)
-        if not demos:
-            return []
-        count = min(self.demos.count(rng), len(demos))
-        if count == 0:
-            return []
-        weights = softmax([demo.reward - 0.1 * demo.labeled for demo in demos], self.sampling_temperature)
-        chosen = rng.choice(len(demos), size=count, replace=False, p=weights)
-        return [demos[i].as_example() for i in sorted(chosen)]
-
-    def crossover_examples(self, rng: np.random.Generator, mine: dict[str, Any], theirs: dict[str, Any]
-                           ) -> list[dict[str, Any]]:
-        merged: list[dict[str, Any]] = []
-        for example in list(mine.get("examples", [])) + list(theirs.get("examples", [])):
-            if example not in merged:
-                merged.append(example)
-        if len(merged) <= self.demos.nb_max_examples:
-            return merged
-        chosen = rng.choice(len(merged), size=self.demos.nb_max_examples, replace=False)
-        return [merged[i] for i in sorted(chosen)]
+    async def rejected(self, ctx: OptimizerContext, operation: str, name: str, parent: Candidate, reason: str,
+                       text: str | None = None) -> None:
+        """Count and announce a child refused before its validation call."""
+        self.stats["rejected"] += 1
+        extra = {"text": text} if text is not None else {}
+        await ctx.emit(ProposalRejected(optimizer="OMEGA", what=f"{operation} of {name}", reason=reason, **extra,
+                                        operation=operation, variable=name, parent=parent.id))
 
     def few_shot_child(self, ctx: OptimizerContext, parent: Candidate) -> Candidate | None:
         """The fallback proposal: the parent with new demonstrations (None when the pool has nothing new)."""
         for _ in range(8):
-            chosen = {state.variable: self.sample_examples(state.module_name, ctx.rng) for state in self.prompts}
+            chosen = {state.variable: sample_examples(self.demos, state.module_name, self.sampling_temperature,
+                                                      ctx.rng) for state in self.prompts}
             if not any(chosen.values()):
                 return None
             variables = self.demos.with_examples(parent.variables, {n: e for n, e in chosen.items() if e})

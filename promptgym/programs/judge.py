@@ -12,7 +12,7 @@ import warnings
 from typing import Any
 
 from promptgym.core.serialization import register_builtin
-from promptgym.programs.saving import FORMAT_VERSION, PROGRAM_FORMAT, program_from_json, program_to_json
+from promptgym.programs.saving import FORMAT_VERSION, PROGRAM_FORMAT, program_from_dict, program_to_dict
 from promptgym.rewards.base import JsonView, Reward, RewardResult
 
 logger = logging.getLogger("promptgym")
@@ -55,7 +55,7 @@ class ProgramAsJudge(Reward):
         if not hasattr(self.program, "get_variables"):  # not a promptgym program (a test double): its own config
             return {**super().get_config(), "program": {"class_name": type(self.program).__name__,
                                                         "config": self.program.get_config()}}
-        saved = program_to_json(self.program)
+        saved = program_to_dict(self.program)
         return {**super().get_config(), "program": {**saved["program"], "variables": saved["variables"]}}
 
     @classmethod
@@ -65,4 +65,4 @@ class ProgramAsJudge(Reward):
             saved = {"format": PROGRAM_FORMAT, "version": FORMAT_VERSION,
                      "program": {key: saved[key] for key in ("class_name", "config")},
                      "variables": saved.get("variables", {})}
-        return cls(**{**config, "program": program_from_json(saved, source="ProgramAsJudge")})
+        return cls(**{**config, "program": program_from_dict(saved, source="ProgramAsJudge")})

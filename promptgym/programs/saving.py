@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgym.core.atomic import atomic_write_json, read_json
+from promptgym.core.deprecation import renamed_names
 from promptgym.core.serialization import deserialize_object, json_path, registered_name, serialize_object, where_failed
 from promptgym.programs.synalinks_files import is_synalinks_file, synalinks_load_problem, variables_from_synalinks
 
@@ -26,7 +27,7 @@ FORMAT_VERSION = 1
 logger = logging.getLogger("promptgym")
 
 
-def program_to_json(program: "Program") -> dict[str, Any]:
+def program_to_dict(program: "Program") -> dict[str, Any]:
     if ">" in registered_name(type(program)) and not hasattr(type(program), "_promptgym_registered_name"):
         logger.warning(
             "%s is not registered: decorate it with @register_synalinks_serializable() so Program.load() can rebuild it",
@@ -45,7 +46,11 @@ def program_to_json(program: "Program") -> dict[str, Any]:
     return data
 
 
-def program_from_json(data: dict[str, Any], source: str = "program") -> "Program":
+def program_from_dict(data: dict[str, Any], source: str = "program") -> "Program":
+    """A program from a program file's dict (``program_to_dict``'s); errors name ``source`` and where in it.
+
+    For JSON text (or an architecture alone) use :func:`promptgym.programs.program_from_json`.
+    """
     if is_synalinks_file(data):
         raise ValueError(synalinks_load_problem(data, source))
     if not isinstance(data, dict) or data.get("format") != PROGRAM_FORMAT:
@@ -87,11 +92,11 @@ def load_problem(data: dict[str, Any], part: str, error: Exception, source: str)
 
 
 def save_program(program: "Program", filepath: str | Path) -> None:
-    atomic_write_json(filepath, program_to_json(program))
+    atomic_write_json(filepath, program_to_dict(program))
 
 
 def load_program(filepath: str | Path) -> "Program":
-    return program_from_json(read_json(filepath), source=str(filepath))
+    return program_from_dict(read_json(filepath), source=str(filepath))
 
 
 def save_variables(program: "Program", filepath: str | Path) -> None:
@@ -108,3 +113,7 @@ def load_variables(program: "Program", filepath: str | Path) -> None:
     if not isinstance(data, dict) or "variables" not in data:
         raise ValueError(f"{filepath}: not a promptgym variables file (no \"variables\" key)")
     program.set_variables(data["variables"], source=str(filepath))
+
+
+__getattr__ = renamed_names(__name__, {"program_to_json": "program_to_dict", "program_from_json": "program_from_dict"},
+                            globals(), " (a program file's dict; promptgym.programs.program_from_json reads JSON text)")

@@ -117,7 +117,7 @@ class ProgramState:
 
     def to_json(self, **kwargs: Any) -> str:
         """The program file's content (architecture, variables, compile state) as a JSON string."""
-        return json.dumps(saving.program_to_json(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
+        return json.dumps(saving.program_to_dict(self), ensure_ascii=False, **kwargs)  # type: ignore[arg-type]
 
 
 def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = None) -> Any:
@@ -136,4 +136,4 @@ def program_from_json(json_string: str | dict[str, Any], custom_objects: Any = N
             return deserialize_object(data, expected="program class")
         except Exception as error:  # noqa: BLE001 - a bad architecture: say where in it, never a bare KeyError
             raise ValueError(f"{source}: {saving.load_problem(data, 'program', error, source)}") from None
-    return saving.program_from_json(data, source=source)
+    return saving.program_from_dict(data, source=source)

@@ -8,12 +8,13 @@ from typing import Any
 from promptgym import metrics as metrics_module
 from promptgym import optimizers as optimizers_module
 from promptgym import rewards as rewards_module
+from promptgym.core.deprecation import renamed_names
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.rollouts import RolloutService
 
 
 @dataclass
-class CompiledState:
+class TrainingSetup:
     """What ``compile()`` resolved, plus what a resumed ``fit()`` needs (see :meth:`trainer_state`)."""
 
     reward: Any
@@ -45,8 +46,8 @@ def output_fields(program: Any) -> list[str] | None:
     return list(model.model_fields) if model is not None else None
 
 
-def compile_state(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None
-                  ) -> CompiledState:
+def compile_setup(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None
+                  ) -> TrainingSetup:
     """Resolve names, instances and config dicts; check the masks against the program's output fields."""
     # Without a reward the program can still predict and evaluate metrics; fit() asks for one.
     resolved_reward = rewards_module.get(reward) if reward is not None else rewards_module.NoReward()
@@ -67,7 +68,7 @@ def compile_state(program: Any, reward: Any = None, optimizer: Any = None, metri
     if duplicates:
         raise ValueError(f"two scorers are named {duplicates[0]!r}; pass name=... to tell them apart")
     bind_operational(program, resolved_metrics)
-    return CompiledState(resolved_reward, resolved_optimizer, resolved_metrics)
+    return TrainingSetup(resolved_reward, resolved_optimizer, resolved_metrics)
 
 
 def bind_operational(program: Any, metrics: list[Any]) -> None:
@@ -77,12 +78,16 @@ def bind_operational(program: Any, metrics: list[Any]) -> None:
             metric.bind_program(program)
 
 
-def restore_state(config: dict[str, Any], optimizer_state: dict[str, Any] | None,
-                  trainer_state: dict[str, Any] | None = None) -> CompiledState:
+def restore_setup(config: dict[str, Any], optimizer_state: dict[str, Any] | None,
+                  trainer_state: dict[str, Any] | None = None) -> TrainingSetup:
     """The compiled state of a loaded program, with the optimizer's progress and the trainer's."""
     reward = deserialize_object(config["reward"], expected="reward")
     optimizers_module.load_lazy_optimizers()  # a saved FineTune (or a Sequence holding one) resolves by name
     optimizer = deserialize_object(config["optimizer"], expected="optimizer")
     metrics = [deserialize_object(item, expected="metric") for item in config.get("metrics", [])]
     optimizer.set_state(optimizer_state)
-    return CompiledState(reward, optimizer, metrics, restored=trainer_state)
+    return TrainingSetup(reward, optimizer, metrics, restored=trainer_state)
+
+
+__getattr__ = renamed_names(__name__, {"CompiledState": "TrainingSetup", "compile_state": "compile_setup",
+                                       "restore_state": "restore_setup"}, globals())

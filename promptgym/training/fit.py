@@ -7,6 +7,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -39,149 +40,211 @@ def require_compiled(program: Any, method: str) -> Any:
     return program.training_state
 
 
-async def fit_program(
-    program: Any,
-    x: Any = None,
-    y: Any = None,
-    validation_split: float = 0.1,
-    validation_data: Any = None,
-    epochs: int = 1,
-    batch_size: int = 1,
-    minibatch_size: int = 4,
-    validation_batch_size: int = 32,
-    validation_freq: int = 1,
-    callbacks: list[Any] | None = None,
-    shuffle: bool = False,
-    seed: int = 0,
-    verbose: Any = 1,
-    max_errors: int | None = None,
-    initial_epoch: int = 0,
-    initial_step: int = 0,
-    executor: Executor | None = None,
-) -> History:
-    """Train; see the README for every argument. Returns a :class:`History`."""
-    compiled = require_compiled(program, "fit")
-    if getattr(compiled.reward, "placeholder", False):
-        raise ValueError("fit() needs a reward to maximise: program.compile(reward=..., optimizer=...); "
-                         "a program compiled without one can predict() and evaluate() its metrics")
-    x_all, y_all = as_object_array(x, "x"), as_object_array(y, "y")
-    if len(x_all) != len(y_all):
-        raise ValueError(f"x and y have different lengths ({len(x_all)} and {len(y_all)})")
-    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("minibatch_size", minibatch_size),
-                        ("validation_batch_size", validation_batch_size), ("validation_freq", validation_freq)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    x_train, y_train, x_val, y_val = split_validation(x_all, y_all, validation_split, validation_data)
-    splits = {
-        "train": (validate_inputs(program, x_train, "x"), validate_targets(program, y_train, "y")),
-        "val": (validate_inputs(program, x_val, "validation x"), validate_targets(program, y_val, "validation y")),
-    }
-    for callback in callbacks or []:  # BackupAndRestore: an interrupted run goes on from its backup
-        resume = getattr(callback, "resume_point", None)
-        point = resume(program) if resume is not None else None
-        if point is not None:
-            initial_epoch, initial_step = point
-            compiled = program.training_state
-            logger.info("fit(): resuming from the backup at epoch %d, step %d", initial_epoch, initial_step)
-    history = History()
-    callback_list = CallbackList([history, *(callbacks or [])], program)
-    if verbose not in (0, False, None):
-        callback_list.append(ProgressBar(), program)
-    rng = np.random.default_rng(seed)
-    limit = max_errors if max_errors is not None else max(10, len(x_train) + len(x_val))
-    rollouts = RolloutService(program, compiled.reward, compiled.metrics, splits, executor=executor,
-                              emit=callback_list.emit, max_errors=limit, rng=rng, minibatch_size=minibatch_size)
-    optimizer = compiled.optimizer
-    stages: list[Any] = list(getattr(optimizer, "stages", None) or [optimizer])
-    chained = stages[0] is not optimizer  # an optimizers.Sequence: one History, a stage column
-    first_stage = getattr(optimizer, "stage", 0) if chained else 0
-    if first_stage >= len(stages):  # a finished chain fitted again runs again
-        first_stage = 0
-    if (initial_epoch or initial_step or first_stage) and compiled.restored:  # resumed: the rollouts it paid for
-        rollouts.set_state(compiled.restored.get("rollouts") or {})
-    compiled.rollouts, compiled.restored = rollouts, None
-    compiled.position = {"epoch": initial_epoch, "step": initial_step}
-    if not len(x_val):
-        warnings.warn(NO_VALIDATION_ADVICE, UncheckedTrainingWarning, stacklevel=3)
-    steps = math.ceil(len(x_train) / batch_size)
-    program.stop_training = False
-    await callback_list.call("on_train_begin", {"epochs": epochs, "steps": steps, "train_size": len(x_train),
-                                                "val_size": len(x_val)})
-    await callback_list.emit(TrainBegin(epochs=epochs, steps=steps, train_size=len(x_train), val_size=len(x_val)))
-    usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in the first epoch
-    resumed = bool(initial_epoch or initial_step or first_stage)
-    for index in range(first_stage, len(stages)):
-        stage = stages[index]
-        label = optimizer.stage_label(index) if chained else None
-        if chained:
+@dataclass
+class FitSettings:
+    """``fit()``'s keyword arguments, written once: :meth:`Trainer.fit` builds them from its public signature.
+
+    See ``Trainer.fit`` (and the README) for what each one means.
+    """
+
+    validation_split: float = 0.1
+    validation_data: Any = None
+    epochs: int = 1
+    batch_size: int = 1
+    minibatch_size: int = 4
+    validation_batch_size: int = 32
+    validation_freq: int = 1
+    callbacks: list[Any] | None = None
+    shuffle: bool = False
+    seed: int = 0
+    verbose: Any = 1
+    max_errors: int | None = None
+    initial_epoch: int = 0
+    initial_step: int = 0
+    executor: Executor | None = None
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, Any]) -> "FitSettings":
+        """The settings among a call's arguments (``locals()`` of ``fit``: ``self``, ``x`` and ``y`` are left out)."""
+        return cls(**{item.name: arguments[item.name] for item in fields(cls) if item.name in arguments})
+
+    def check(self) -> None:
+        for name in ("epochs", "batch_size", "minibatch_size", "validation_batch_size", "validation_freq"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+
+    @property
+    def shows_progress(self) -> bool:
+        return self.verbose not in (0, False, None)
+
+
+async def fit_program(program: Any, x: Any = None, y: Any = None, settings: FitSettings | None = None) -> History:
+    """Train ``program`` on ``(x, y)`` as ``settings`` say; returns a :class:`History` (see ``Trainer.fit``)."""
+    return await FitRun(program, x, y, settings or FitSettings()).train()
+
+
+class FitRun:
+    """One ``fit()`` call: its checked data, callbacks, rollouts and position, and the loop over its
+    optimizer's stages (one, or a Sequence's), epochs and steps."""
+
+    def __init__(self, program: Any, x: Any, y: Any, settings: FitSettings) -> None:
+        self.program, self.settings = program, settings
+        self.compiled = require_compiled(program, "fit")
+        if getattr(self.compiled.reward, "placeholder", False):
+            raise ValueError("fit() needs a reward to maximise: program.compile(reward=..., optimizer=...); "
+                             "a program compiled without one can predict() and evaluate() its metrics")
+        x_all, y_all = as_object_array(x, "x"), as_object_array(y, "y")
+        if len(x_all) != len(y_all):
+            raise ValueError(f"x and y have different lengths ({len(x_all)} and {len(y_all)})")
+        settings.check()
+        x_train, y_train, x_val, y_val = split_validation(x_all, y_all, settings.validation_split,
+                                                          settings.validation_data)
+        splits = {
+            "train": (validate_inputs(program, x_train, "x"), validate_targets(program, y_train, "y")),
+            "val": (validate_inputs(program, x_val, "validation x"), validate_targets(program, y_val, "validation y")),
+        }
+        self.train_size, self.val_size = len(x_train), len(x_val)
+        self.initial_epoch, self.initial_step = settings.initial_epoch, settings.initial_step
+        self.resume_from_backup()
+        self.history = History()
+        self.callbacks = CallbackList([self.history, *(settings.callbacks or [])], program)
+        if settings.shows_progress:
+            self.callbacks.append(ProgressBar(), program)
+        self.rng = np.random.default_rng(settings.seed)
+        limit = settings.max_errors if settings.max_errors is not None else max(10, self.train_size + self.val_size)
+        self.rollouts = RolloutService(program, self.compiled.reward, self.compiled.metrics, splits,
+                                       executor=settings.executor, emit=self.callbacks.emit, max_errors=limit,
+                                       rng=self.rng, minibatch_size=settings.minibatch_size)
+        self.steps = math.ceil(self.train_size / settings.batch_size)
+        self.usage_start: dict[str, Any] = {}
+
+    def resume_from_backup(self) -> None:
+        """BackupAndRestore: an interrupted run goes on from its backup."""
+        for callback in self.settings.callbacks or []:
+            resume = getattr(callback, "resume_point", None)
+            point = resume(self.program) if resume is not None else None
+            if point is not None:
+                self.initial_epoch, self.initial_step = point
+                self.compiled = self.program.training_state
+                logger.info("fit(): resuming from the backup at epoch %d, step %d", self.initial_epoch,
+                            self.initial_step)
+
+    async def train(self) -> History:
+        compiled, optimizer = self.compiled, self.compiled.optimizer
+        stages: list[Any] = list(getattr(optimizer, "stages", None) or [optimizer])
+        self.chained = stages[0] is not optimizer  # an optimizers.Sequence: one History, a stage column
+        first_stage = getattr(optimizer, "stage", 0) if self.chained else 0
+        if first_stage >= len(stages):  # a finished chain fitted again runs again
+            first_stage = 0
+        resumed = bool(self.initial_epoch or self.initial_step or first_stage)
+        if resumed and compiled.restored:  # resumed: the rollouts it paid for
+            self.rollouts.set_state(compiled.restored.get("rollouts") or {})
+        compiled.rollouts, compiled.restored = self.rollouts, None
+        compiled.position = {"epoch": self.initial_epoch, "step": self.initial_step}
+        if not self.val_size:  # stacklevel: warn, FitRun.train, fit_program, Trainer.fit, the caller
+            warnings.warn(NO_VALIDATION_ADVICE, UncheckedTrainingWarning, stacklevel=4)
+        self.program.stop_training = False
+        epochs = self.settings.epochs
+        await self.callbacks.call("on_train_begin", {"epochs": epochs, "steps": self.steps,
+                                                     "train_size": self.train_size, "val_size": self.val_size})
+        await self.callbacks.emit(TrainBegin(epochs=epochs, steps=self.steps, train_size=self.train_size,
+                                             val_size=self.val_size))
+        self.usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in epoch 1
+        for index in range(first_stage, len(stages)):
+            await self.run_stage(stages, index, resumed)
+            self.initial_epoch = self.initial_step = 0
+            if self.program.stop_training:
+                break
+        await self.callbacks.emit(TrainEnd(history=self.history.as_rows()))
+        history = self.history.history
+        await self.callbacks.call("on_train_end", history and {k: v[-1] for k, v in history.items()})
+        return self.history
+
+    async def run_stage(self, stages: list[Any], index: int, resumed: bool) -> None:
+        """One optimizer (a Sequence's stage ``index``) from its ``on_train_begin`` to its kept best."""
+        optimizer, stage = self.compiled.optimizer, stages[index]
+        label = optimizer.stage_label(index) if self.chained else None
+        if self.chained:
             optimizer.stage = index
-            await callback_list.emit(StageStarted(stage=label, index=index, stages=len(stages),
-                                                  optimizer=type(stage).__name__))
+            await self.callbacks.emit(StageStarted(stage=label, index=index, stages=len(stages),
+                                                   optimizer=type(stage).__name__))
         stage_start = (LEDGER.snapshot(), time.monotonic())
         stage.stage_name = label
-        ctx = OptimizerContext(rollouts, callback_list.emit, rng, epoch=initial_epoch, epochs=epochs,
-                               step=initial_step, steps=steps)
-        stage.build(program)
+        ctx = OptimizerContext(self.rollouts, self.callbacks.emit, self.rng, epoch=self.initial_epoch,
+                               epochs=self.settings.epochs, step=self.initial_step, steps=self.steps)
+        stage.build(self.program)
         await stage.on_train_begin(ctx)
-        if verbose not in (0, False, None) and not resumed:
-            for warning in await check_starting_candidate(stage, ctx, minibatch_size):
+        if self.settings.shows_progress and not resumed:
+            for warning in await check_starting_candidate(stage, ctx, self.settings.minibatch_size):
                 print(f"promptgym: {warning.message}", file=sys.stderr, flush=True)
-        for epoch in range(initial_epoch, epochs):
-            ctx.epoch = epoch
-            failures_start = len(rollouts.failure_log)
-            await callback_list.call("on_epoch_begin", epoch, {"steps": steps})
-            await stage.on_epoch_begin(ctx, epoch)
-            order = np.random.default_rng(seed + epoch).permutation(len(x_train)) if shuffle else np.arange(len(x_train))
-            train_results: list[ExampleResult] = []
-            for step in range(initial_step if epoch == initial_epoch else 0, steps):
-                ctx.step = step
-                batch = [int(i) for i in order[step * batch_size:(step + 1) * batch_size]]
-                await callback_list.call("on_train_batch_begin", step, {"size": len(batch)})
-                rollouts.start_step()
-                step_logs = await stage.train_step(ctx, batch)
-                results = list(rollouts.train_results.values())  # what the optimizer ran on training examples
-                await rollouts.add_metrics(results)
-                train_results += results
-                program_assign(program, stage.best.variables)
-                compiled.position = {"epoch": epoch, "step": step + 1}
-                logs = {**scored_logs(train_results, compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
-                await callback_list.call("on_train_batch_end", step, logs)
-            ctx.step = 0
-            await stage.on_epoch_end(ctx, epoch)
-            validating = bool(len(x_val)) and (epoch + 1) % validation_freq == 0
-            if validating:  # the epoch's validation pass shows the program fit() would return now
-                await keep_if_better_than_start(stage, ctx, label)
-            program_assign(program, stage.best.variables)
-            compiled.position = {"epoch": epoch + 1, "step": 0}
-            epoch_logs: dict[str, Any] = {"stage": label} if chained else {}
-            epoch_logs.update(scored_logs(train_results, compiled))
-            intervals = {}
-            if validating:
-                validation = await validate(rollouts, callback_list, validation_batch_size, compiled)
-                epoch_logs.update(validation)
-                intervals = validation.intervals()
-                history.pending_intervals = intervals
-            epoch_logs.update(usage_logs(LEDGER.since(usage_start)))
-            usage_start = LEDGER.snapshot()
-            epoch_logs["failures"] = len(set(rollouts.failure_log[failures_start:]))
-            await callback_list.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=stage.best.id,
-                                              intervals={key: value.as_dict() for key, value in intervals.items()}))
-            await callback_list.call("on_epoch_end", epoch, epoch_logs)
-            if program.stop_training:
+        for epoch in range(self.initial_epoch, self.settings.epochs):
+            await self.run_epoch(stage, ctx, epoch, label)
+            if self.program.stop_training:
                 break
         await stage.on_train_end(ctx)
         await keep_if_better_than_start(stage, ctx, label)
-        program_assign(program, stage.best.variables)
-        if chained:
-            await end_stage(callback_list, rollouts, stage, label, index, stage.last_check, stage_start)
+        program_assign(self.program, stage.best.variables)
+        if self.chained:
+            await end_stage(self.callbacks, self.rollouts, stage, label, index, stage.last_check, stage_start)
             optimizer.stage = index + 1
-            compiled.position = {"epoch": 0, "step": 0}
-        initial_epoch = initial_step = 0
-        if program.stop_training:
-            break
-    await callback_list.emit(TrainEnd(history=history.as_rows()))
-    await callback_list.call("on_train_end", history.history and {k: v[-1] for k, v in history.history.items()})
-    return history
+            self.compiled.position = {"epoch": 0, "step": 0}
+
+    async def run_epoch(self, stage: Any, ctx: OptimizerContext, epoch: int, label: str | None) -> None:
+        settings = self.settings
+        ctx.epoch = epoch
+        failures_start = len(self.rollouts.failure_log)
+        await self.callbacks.call("on_epoch_begin", epoch, {"steps": self.steps})
+        await stage.on_epoch_begin(ctx, epoch)
+        order = np.random.default_rng(settings.seed + epoch).permutation(self.train_size) if settings.shuffle \
+            else np.arange(self.train_size)
+        train_results: list[ExampleResult] = []
+        for step in range(self.initial_step if epoch == self.initial_epoch else 0, self.steps):
+            batch = [int(i) for i in order[step * settings.batch_size:(step + 1) * settings.batch_size]]
+            await self.run_step(stage, ctx, epoch, step, batch, train_results)
+        ctx.step = 0
+        await stage.on_epoch_end(ctx, epoch)
+        validating = bool(self.val_size) and (epoch + 1) % settings.validation_freq == 0
+        if validating:  # the epoch's validation pass shows the program fit() would return now
+            await keep_if_better_than_start(stage, ctx, label)
+        program_assign(self.program, stage.best.variables)
+        self.compiled.position = {"epoch": epoch + 1, "step": 0}
+        epoch_logs, intervals = await self.epoch_logs(train_results, validating, label, failures_start)
+        await self.callbacks.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=stage.best.id,
+                                           intervals={key: value.as_dict() for key, value in intervals.items()}))
+        await self.callbacks.call("on_epoch_end", epoch, epoch_logs)
+
+    async def run_step(self, stage: Any, ctx: OptimizerContext, epoch: int, step: int, batch: list[int],
+                       train_results: list[ExampleResult]) -> None:
+        """One training step; its results join ``train_results`` (the epoch's, which its logs average)."""
+        ctx.step = step
+        await self.callbacks.call("on_train_batch_begin", step, {"size": len(batch)})
+        self.rollouts.start_step()
+        step_logs = await stage.train_step(ctx, batch)
+        results = list(self.rollouts.train_results.values())  # what the optimizer ran on training examples
+        await self.rollouts.add_metrics(results)
+        train_results += results
+        program_assign(self.program, stage.best.variables)
+        self.compiled.position = {"epoch": epoch, "step": step + 1}
+        logs = {**scored_logs(train_results, self.compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
+        await self.callbacks.call("on_train_batch_end", step, logs)
+
+    async def epoch_logs(self, train_results: list[ExampleResult], validating: bool, label: str | None,
+                         failures_start: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The epoch's logs (training scores, validation, usage, failures) and the validation intervals."""
+        epoch_logs: dict[str, Any] = {"stage": label} if self.chained else {}
+        epoch_logs.update(scored_logs(train_results, self.compiled))
+        intervals: dict[str, Any] = {}
+        if validating:
+            validation = await validate(self.rollouts, self.callbacks, self.settings.validation_batch_size,
+                                        self.compiled)
+            epoch_logs.update(validation)
+            intervals = validation.intervals()
+            self.history.pending_intervals = intervals
+        epoch_logs.update(usage_logs(LEDGER.since(self.usage_start)))
+        self.usage_start = LEDGER.snapshot()
+        epoch_logs["failures"] = len(set(self.rollouts.failure_log[failures_start:]))
+        return epoch_logs, intervals
 
 
 async def end_stage(callback_list: CallbackList, rollouts: RolloutService, stage: Any, label: str, index: int,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgym.core.atomic import atomic_write_text
+from promptgym.core.deprecation import renamed_names
 from promptgym.rollouts import RolloutService
 from promptgym.rollouts.executor import Executor
 from promptgym.training.data import as_object_array, validate_inputs, validate_targets
@@ -29,7 +30,7 @@ from promptgym.training.fit import require_compiled
 
 
 @dataclass
-class SFTExport:
+class SFTDataReport:
     """What ``export_sft_data`` wrote: rows per Generator, and why examples were left out."""
 
     path: Path
@@ -79,7 +80,7 @@ async def step_conversation(program: Any, step: Any, with_demonstrations: bool) 
 
 async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_reward: float = 1.0,
                           with_demonstrations: bool = False, batch_size: int = 32,
-                          executor: Executor | None = None) -> SFTExport:
+                          executor: Executor | None = None) -> SFTDataReport:
     """Write the conversations of the runs that earned ``min_reward``; returns counts (see the module doc).
 
     Raises ValueError for a ``min_reward`` that is not a number in [0, 1] (NaN compares false with every
@@ -96,7 +97,7 @@ async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_re
     rollouts = RolloutService(program, compiled.reward, [], splits, executor=executor, max_errors=len(xs) + 1)
     results = await rollouts.run("train", list(range(len(xs))), window=batch_size)
     conversations: list[dict[str, Any]] = []
-    report = SFTExport(path=Path(path), rows=0, kept=0)
+    report = SFTDataReport(path=Path(path), rows=0, kept=0)
     for index, result in enumerate(results):
         if result.error:
             report.failed[index] = result.error
@@ -114,3 +115,7 @@ async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_re
     report.mean_reward = sum(result.reward for result in results) / len(results) if results else 0.0
     atomic_write_text(report.path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in conversations))
     return report
+
+
+# "export" is an artifact for another stack (prompts, a merged model); this is a report on written training data.
+__getattr__ = renamed_names(__name__, {"SFTExport": "SFTDataReport"}, globals())

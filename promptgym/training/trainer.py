@@ -17,18 +17,18 @@ import numpy as np
 
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
-from promptgym.training.compile import CompiledState, compile_state, restore_state
+from promptgym.training.compile import TrainingSetup, compile_setup, restore_setup
 from promptgym.training.evaluate import evaluate_program
-from promptgym.training.fit import fit_program
+from promptgym.training.fit import FitSettings, fit_program
 from promptgym.training.history import History
 from promptgym.training.predict import predict_program
-from promptgym.training.sft_export import SFTExport, export_sft_data
+from promptgym.training.sft_export import SFTDataReport, export_sft_data
 
 
 class Trainer:
     """compile / fit / evaluate / predict for a program (a class that also is a Module)."""
 
-    training_state: CompiledState | None = None
+    training_state: TrainingSetup | None = None
     """What ``compile()`` resolved (None before it)."""
     stop_training: bool = False
     """Set by a callback (EarlyStopping) to end ``fit()`` after the current epoch."""
@@ -38,7 +38,7 @@ class Trainer:
 
         >>> # program.compile(reward="exactmatch", optimizer="randomfewshot", metrics=["f1_score"])
         """
-        self.training_state = compile_state(self, reward=reward, optimizer=optimizer, metrics=metrics)
+        self.training_state = compile_setup(self, reward=reward, optimizer=optimizer, metrics=metrics)
 
     async def fit(self, x: Any = None, y: Any = None, validation_split: float = 0.1, validation_data: Any = None,
                   epochs: int = 1, batch_size: int = 1, minibatch_size: int = 4, validation_batch_size: int = 32,
@@ -56,12 +56,7 @@ class Trainer:
             from promptgym.session import get_seed
 
             seed = get_seed()
-        return await fit_program(self, x, y, validation_split=validation_split, validation_data=validation_data,
-                                 epochs=epochs, batch_size=batch_size, minibatch_size=minibatch_size,
-                                 validation_batch_size=validation_batch_size, validation_freq=validation_freq,
-                                 callbacks=callbacks, shuffle=shuffle, seed=seed, verbose=verbose,
-                                 max_errors=max_errors, initial_epoch=initial_epoch, initial_step=initial_step,
-                                 executor=executor)
+        return await fit_program(self, x, y, FitSettings.from_arguments(locals()))
 
     async def evaluate(self, x: Any = None, y: Any = None, batch_size: int = 32, verbose: Any = "auto",
                        callbacks: list[Any] | None = None, max_errors: int | None = None,
@@ -83,7 +78,7 @@ class Trainer:
 
     async def export_sft_data(self, x: Any, y: Any, path: str, min_reward: float = 1.0,
                               with_demonstrations: bool = False, batch_size: int = 32,
-                              executor: Executor | None = None) -> SFTExport:
+                              executor: Executor | None = None) -> SFTDataReport:
         """Write chat JSONL for fine-tuning from the runs on ``(x, y)`` that earn ``min_reward``: each Generator's
         messages (without its demonstrations unless ``with_demonstrations``) and the answer it gave.
 
@@ -121,4 +116,4 @@ class Trainer:
     def compile_from_config(self, config: dict[str, Any], optimizer_state: dict[str, Any] | None = None,
                             trainer_state: dict[str, Any] | None = None) -> None:
         """Compile from :meth:`get_compile_config`'s output, restoring the optimizer's and trainer's progress."""
-        self.training_state = restore_state(config, optimizer_state, trainer_state)
+        self.training_state = restore_setup(config, optimizer_state, trainer_state)
