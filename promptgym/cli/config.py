@@ -225,6 +225,19 @@ class JobConfig(Section):
     sft: SFTSettings | None = None
     rl: RLSettings | None = None
     logging: LoggingSection = Field(default_factory=LoggingSection)
+    flow_sections: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude=True)
+    """The settings sections of flows added to the table (``[count]`` of a ``count`` flow), as written; the
+    built-in flows' sections are the typed fields above."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flows_own_sections(cls, raw: Any) -> Any:
+        unknown = [key for key in raw if key not in cls.model_fields] if isinstance(raw, dict) else []
+        if not unknown:
+            return raw
+        owned = {flow_for(job_type).settings_section for job_type in job_types()}
+        sections = {key: raw[key] for key in unknown if key in owned and isinstance(raw[key], dict)}
+        return {**{key: value for key, value in raw.items() if key not in sections}, "flow_sections": sections}
 
     @model_validator(mode="after")
     def _sections_for_job(self) -> "JobConfig":
@@ -351,4 +364,4 @@ def resolved_dict(config: JobConfig) -> dict[str, Any]:
             return [prune(v) for v in value]
         return value
 
-    return prune(config.model_dump(mode="json"))
+    return prune({**config.model_dump(mode="json"), **config.flow_sections})
