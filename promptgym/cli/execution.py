@@ -80,8 +80,3 @@ def parse_execution(value: str, workers: int | None = None) -> ExecutionSpec:
         return ExecutionSpec("ray", value, count)
     raise ExecutionError(f"--backend: expected 'local', 'ray' or 'ray://HOST:PORT', got {value!r}")
 
-
-# The names before the rename (tests and scripts import them).
-BackendError = ExecutionError
-BackendSpec = ExecutionSpec
-parse_backend = parse_execution

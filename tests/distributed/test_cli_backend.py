@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from promptgym.cli.backend import BackendError, BackendSpec, parse_backend
+from promptgym.cli.execution import ExecutionError, ExecutionSpec, parse_execution
 from promptgym.cli.main import app
 from promptgym.cli.runs import RunFolder, list_runs
 from promptgym.distributed.local_head import descendants
@@ -21,17 +21,17 @@ runner = CliRunner()
 
 def test_backend_values_and_their_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
-    assert parse_backend("local") == BackendSpec("local")
-    assert parse_backend("ray") == BackendSpec("ray", None, 2)
-    assert parse_backend("ray://10.0.0.5:10001", workers=8) == BackendSpec("ray", "ray://10.0.0.5:10001", 8)
+    assert parse_execution("local") == ExecutionSpec("local")
+    assert parse_execution("ray") == ExecutionSpec("ray", None, 2)
+    assert parse_execution("ray://10.0.0.5:10001", workers=8) == ExecutionSpec("ray", "ray://10.0.0.5:10001", 8)
     monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")  # inside a submitted job: join its cluster
-    assert parse_backend("ray", workers=3) == BackendSpec("ray", "auto", 3)
-    with pytest.raises(BackendError, match="--workers needs --backend ray"):
-        parse_backend("local", workers=2)
-    with pytest.raises(BackendError, match="expected 'local', 'ray' or 'ray://HOST:PORT'"):
-        parse_backend("ray://nohost")
-    with pytest.raises(BackendError, match=">= 1"):
-        parse_backend("ray", workers=0)
+    assert parse_execution("ray", workers=3) == ExecutionSpec("ray", "auto", 3)
+    with pytest.raises(ExecutionError, match="--workers needs --backend ray"):
+        parse_execution("local", workers=2)
+    with pytest.raises(ExecutionError, match="expected 'local', 'ray' or 'ray://HOST:PORT'"):
+        parse_execution("ray://nohost")
+    with pytest.raises(ExecutionError, match=">= 1"):
+        parse_execution("ray", workers=0)
 
 
 def write_config(folder: Path) -> Path:
