@@ -128,10 +128,7 @@ class FunctionCallingAgent(Module):
         description: str | None = None,
     ) -> None:
         super().__init__(name=name, description=description)
-        if tool_calling not in TOOL_CALLING_MODES:
-            raise ValueError(f"{self.name}: tool_calling must be one of {', '.join(TOOL_CALLING_MODES)}, got {tool_calling!r}")
-        if not (isinstance(max_iterations, int) and max_iterations >= 1):
-            raise ValueError(f"{self.name}: max_iterations must be an integer >= 1, got {max_iterations!r}")
+        self._check_arguments(tool_calling, max_iterations)
         if schema is None and data_model is not None:
             schema = data_model.get_schema() if (is_data_model_class(data_model) or hasattr(data_model, "get_schema")) \
                 else None
@@ -146,16 +143,7 @@ class FunctionCallingAgent(Module):
                             for tool in tools or []]
         builtin = [read_skill_tool(discovered)] if self.skills and READ_SKILL not in {t.name for t in self.extra_tools} \
             else []
-        self.tools: dict[str, Tool] = {}
-        for tool in [*builtin, *self.extra_tools]:
-            if tool.name.startswith("_"):
-                raise ValueError(f"{self.name}: tool name {tool.name!r} starts with an underscore; tools the model sees "
-                                 "need public names (rename the function or pass Tool(..., name=...))")
-            if tool.name in self.tools:
-                raise ValueError(f"{self.name}: two tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
-        if not self.tools:
-            raise ValueError(f"{self.name}: an agent needs tools: pass tools=[Tool(my_function), ...]")
+        self.tools: dict[str, Tool] = self._tool_table([*builtin, *self.extra_tools])
         self.prompt_template = prompt_template
         self.instructions = instructions or get_default_instructions()
         self.final_instructions = final_instructions or self.instructions
@@ -185,6 +173,26 @@ class FunctionCallingAgent(Module):
                                          name=f"final_generator_{self.name}", **sampling)
         self.tool_call_counts = {"calls": 0, "invalid": 0, "failed": 0}
         """Tool calls made by this agent: all, invalid (unknown tool, unreadable or wrong arguments), failed (an error)."""
+
+    def _check_arguments(self, tool_calling: str, max_iterations: int) -> None:
+        if tool_calling not in TOOL_CALLING_MODES:
+            raise ValueError(f"{self.name}: tool_calling must be one of {', '.join(TOOL_CALLING_MODES)}, got {tool_calling!r}")
+        if not (isinstance(max_iterations, int) and max_iterations >= 1):
+            raise ValueError(f"{self.name}: max_iterations must be an integer >= 1, got {max_iterations!r}")
+
+    def _tool_table(self, tools: list[Tool]) -> dict[str, Tool]:
+        """The tools by name: public, distinct names, at least one."""
+        table: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name.startswith("_"):
+                raise ValueError(f"{self.name}: tool name {tool.name!r} starts with an underscore; tools the model sees "
+                                 "need public names (rename the function or pass Tool(..., name=...))")
+            if tool.name in table:
+                raise ValueError(f"{self.name}: two tools are named {tool.name!r}")
+            table[tool.name] = tool
+        if not table:
+            raise ValueError(f"{self.name}: an agent needs tools: pass tools=[Tool(my_function), ...]")
+        return table
 
     # -- the trainable prompt ------------------------------------------------------------------
 
