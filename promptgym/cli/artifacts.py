@@ -6,7 +6,7 @@ import json
 import logging
 from typing import Any
 
-from promptgym.cli.build import Job
+from promptgym.cli.build import RunPlan
 from promptgym.cli.runs import RunFolder
 from promptgym.core.atomic import atomic_write_json
 from promptgym.modules.retrieval import describe_retrieval
@@ -142,7 +142,7 @@ def stage_lines(run: RunFolder) -> list[str]:
     return [*lines, ""]
 
 
-def summary_markdown(run: RunFolder, job: Job, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
+def summary_markdown(run: RunFolder, job: RunPlan, status: dict[str, Any], ranked: list[dict[str, Any]]) -> str:
     baseline, final = status.get("baseline") or {}, status.get("final") or {}
     reward = job.reward.name
     before, after = baseline.get(reward), final.get(reward)
@@ -207,7 +207,7 @@ def write_failure_summary(run: RunFolder, status: dict[str, Any]) -> None:
     run.write_text("summary.md", "\n".join(lines))
 
 
-def write_artifacts(run: RunFolder, job: Job, status: dict[str, Any]) -> None:
+def write_artifacts(run: RunFolder, job: RunPlan, status: dict[str, Any]) -> None:
     optimizer = job.program.training_state.optimizer
     ranked = ranked_candidates(optimizer)
     atomic_write_json(run.path / "candidates.json", {"best_id": optimizer.best_id, "ranked": ranked,

@@ -1,6 +1,6 @@
 """Config -> the same library objects a Python user builds (LM, program, data, reward, optimizer).
 
-    job = await build_job(config)
+    job = await build_run_plan(config)
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
 """
 
@@ -56,7 +56,9 @@ class Data:
 
 
 @dataclass
-class Job:
+class RunPlan:
+    """A prompt-learning job file made ready to run: the program, its data, reward, optimizer and metrics."""
+
     config: JobConfig
     program: Program
     data: Data
@@ -290,7 +292,7 @@ def build_optimizer(config: JobConfig) -> Optimizer:
         raise ConfigError(f"optimizer: {error}" + (f" (optimizer.params: {given})" if given else "")) from None
 
 
-async def build_job(config: JobConfig) -> Job:
+async def build_run_plan(config: JobConfig) -> RunPlan:
     """Everything ``fit()`` needs for a prompt-learning config (the flows that build one: ``PromptFlow``,
     ``export-sft-data``), or a ConfigError naming the key at fault."""
     data = await build_data(config)
@@ -302,4 +304,4 @@ async def build_job(config: JobConfig) -> Job:
     else:
         program = await build_program(config, build_language_model(config), data)
     reward, metrics = build_scorers(config)
-    return Job(config, program, data, reward, build_optimizer(config), metrics)
+    return RunPlan(config, program, data, reward, build_optimizer(config), metrics)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from promptgym.cli.build import Job
+from promptgym.cli.build import RunPlan
 from promptgym.cli.config import ConfigError
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.errors import LMError
@@ -27,7 +27,7 @@ def models_of(obj: Any) -> Iterator[Any]:
                 yield item
 
 
-def job_models(job: Job) -> list[Any]:
+def job_models(job: RunPlan) -> list[Any]:
     """Every distinct model of the program's modules, the reward, the metrics and the optimizer."""
     owners = [*getattr(job.program, "modules", []), job.reward, *job.metrics, job.optimizer]
     found: dict[tuple[Any, ...], Any] = {}
@@ -37,7 +37,7 @@ def job_models(job: Job) -> list[Any]:
     return list(found.values())
 
 
-async def check_models(job: Job) -> None:
+async def check_models(job: RunPlan) -> None:
     """Raise a ConfigError naming the first model that can't be used (its URL, and why)."""
     for model in job_models(job):
         try:

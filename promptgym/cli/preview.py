@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from promptgym.cli.build import Job
+from promptgym.cli.build import RunPlan
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
 from promptgym.optimizers.kit import trainable_prompts
@@ -22,7 +22,7 @@ def generator_count(program: Program) -> int:
     return max(1, len(trainable_prompts(program)))
 
 
-def estimate_lm_calls(job: Job) -> dict[str, int]:
+def estimate_lm_calls(job: RunPlan) -> dict[str, int]:
     """An upper bound on LM calls, by part (cached calls cost nothing and are not subtracted).
 
     An optimizer may give its own number with ``estimate_lm_calls(train_size, val_size, epochs, batch_size,
@@ -62,7 +62,7 @@ def estimate_lm_calls(job: Job) -> dict[str, int]:
     return parts
 
 
-def stage_estimates(job: Job) -> list[tuple[str, str]]:
+def stage_estimates(job: RunPlan) -> list[tuple[str, str]]:
     """Per stage of a chain (or for a lone FineTune): what it will cost in LM calls and SFT steps."""
     stages = getattr(job.optimizer, "stages", None)
     if not stages and not hasattr(job.optimizer, "estimate_sft_steps"):
@@ -92,14 +92,14 @@ def stage_estimates(job: Job) -> list[tuple[str, str]]:
     return rows
 
 
-def optimizer_description(job: Job) -> str:
+def optimizer_description(job: RunPlan) -> str:
     config = job.optimizer.get_config() if hasattr(job.optimizer, "get_config") else {}
     budget = {k: v for k, v in config.items() if "budget" in k or "calls" in k}
     text = f"{type(job.optimizer).__name__} {json.dumps(config, default=str)}"
     return text + (f" (budget: {budget})" if budget else "")
 
 
-def sizes_description(job: Job) -> str:
+def sizes_description(job: RunPlan) -> str:
     """``train 9, validation 3 (held out of the 12 training examples: validation_split=0.25), test 0``."""
     sizes = dict(job.data.sizes())
     split = job.config.data.validation_split if job.config.data else 0.0
@@ -117,7 +117,7 @@ def scorer_description(scorer: Any) -> str:
     return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
 
 
-def preview_rows(job: Job, masker: Masker, backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
+def preview_rows(job: RunPlan, masker: Masker, backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
     config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
@@ -144,7 +144,7 @@ def preview_rows(job: Job, masker: Masker, backend: ExecutionSpec | None = None)
     return [(key, masker.mask(value)) for key, value in rows]
 
 
-def print_preview(job: Job, masker: Masker, console: Console | None = None,
+def print_preview(job: RunPlan, masker: Masker, console: Console | None = None,
                   backend: ExecutionSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -154,7 +154,7 @@ def print_preview(job: Job, masker: Masker, console: Console | None = None,
     (console or Console()).print(table)
 
 
-def print_sft_step_times(job: Job, console: Console | None = None) -> dict[str, float]:
+def print_sft_step_times(job: RunPlan, console: Console | None = None) -> dict[str, float]:
     """Time one SFT step for each FineTune stage (it loads the base model) and print what training will take.
 
     Raises the stage's error (a model it cannot train, no labels) before the run starts.
@@ -179,7 +179,7 @@ def print_sft_step_times(job: Job, console: Console | None = None) -> dict[str, 
     return measured
 
 
-def validation_sample(job: Job) -> tuple[Any, Any]:
+def validation_sample(job: RunPlan) -> tuple[Any, Any]:
     """The validation examples fit() will use: the validation data, else the validation_split tail of train."""
     data = job.data
     if data.x_val is not None and len(data.x_val):
@@ -189,7 +189,7 @@ def validation_sample(job: Job) -> tuple[Any, Any]:
     return data.x_train[cut:], data.y_train[cut:]
 
 
-def print_headroom(job: Job, masker: Masker, console: Console | None = None) -> list[Any]:
+def print_headroom(job: RunPlan, masker: Masker, console: Console | None = None) -> list[Any]:
     """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
     import asyncio
 

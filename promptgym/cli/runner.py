@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgym.cli.artifacts import failure_counts, write_artifacts, write_failure_summary
-from promptgym.cli.build import Job, build_job
+from promptgym.cli.build import RunPlan, build_run_plan
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.recorder import Listener, RunRecorder
@@ -53,7 +53,7 @@ class FailureTally(Callback):
             self.last_error = f"{event['split']} example {event['index']}: {event['error']}"
 
 
-def eval_split(job: Job) -> tuple[str, Any, Any]:
+def eval_split(job: RunPlan) -> tuple[str, Any, Any]:
     """The held-out set for baseline vs best: test, else validation, else fit()'s validation tail."""
     data = job.data
     if data.x_test is not None and len(data.x_test):
@@ -67,7 +67,7 @@ def eval_split(job: Job) -> tuple[str, Any, Any]:
     return "train", data.x_train, data.y_train
 
 
-async def evaluate(job: Job, recorder: RunRecorder, label: str, executor: Executor | None = None) -> dict[str, Any]:
+async def evaluate(job: RunPlan, recorder: RunRecorder, label: str, executor: Executor | None = None) -> dict[str, Any]:
     """Score the held-out split; every example failing is :class:`AllExamplesFailed`, not a score of 0."""
     split, x, y = eval_split(job)
     tally = FailureTally()
@@ -107,7 +107,7 @@ def drop_history_after(path: Path, epochs_done: int) -> int:
     return drop_history_rows(path, lambda row: str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done)
 
 
-def fit_arguments(job: Job, initial_epoch: int, callbacks: list[Callback], initial_step: int = 0,
+def fit_arguments(job: RunPlan, initial_epoch: int, callbacks: list[Callback], initial_step: int = 0,
                   executor: Executor | None = None) -> dict[str, Any]:
     training, data = job.config.training, job.data
     arguments: dict[str, Any] = dict(
@@ -149,7 +149,7 @@ class PromptAccounting:
         return {**counts, "failures": failure_counts({**previous, **changes, **counts})}
 
 
-async def train_program(job: Job, session: RunSession, training: FailureTally, resume: bool,
+async def train_program(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
                 executor: Executor | None) -> dict[str, Any]:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
     run, recorder, config = session.run, session.recorder, job.config
@@ -173,7 +173,7 @@ async def train_program(job: Job, session: RunSession, training: FailureTally, r
 
 
 async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                  resume: bool = False, job: Job | None = None,
+                  resume: bool = False, job: RunPlan | None = None,
                   execution: ExecutionSpec | None = None) -> dict[str, Any]:
     """Train, checkpointing every step and on interrupt; returns the final run status.
 
@@ -195,7 +195,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     try:
         with session.ending(on_interrupt=save_interrupted, on_failure=lambda status: write_failure_summary(run, status)), \
                 session.signals(asyncio.current_task()):
-            job = job or await build_job(config)
+            job = job or await build_run_plan(config)
             final = await train_program(job, session, training, resume, executor)
     finally:
         if executor is not None:

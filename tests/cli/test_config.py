@@ -91,13 +91,13 @@ def test_env_file_values_are_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 async def test_call_estimate_is_capped_by_the_optimizer_budget() -> None:
-    from promptgym.cli.build import build_job
+    from promptgym.cli.build import build_run_plan
     from promptgym.cli.preview import estimate_lm_calls
 
     totals = []
     for params in ({}, {"max_metric_calls": 5}):
         config = validate_config({"program": {"generator": {}}, "optimizer": {"name": "randomfewshot", "params": params},
                                   "data": {"dataset": "arithmetic", "dataset_args": {"n_train": 20, "n_test": 10}}}, "cfg")
-        estimate = estimate_lm_calls(await build_job(config))
+        estimate = estimate_lm_calls(await build_run_plan(config))
         totals.append(estimate["training runs"] + estimate["candidate scoring"])
     assert totals[0] > 5 and totals[1] == 5

@@ -253,7 +253,7 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
 
     from rich.console import Console
 
-    from promptgym.cli.build import build_job
+    from promptgym.cli.build import build_run_plan
     from promptgym.cli.config import validate_config
     from promptgym.cli.preview import print_sft_step_times
 
@@ -262,7 +262,7 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
     config = validate_config({"program": {"generator": {}},
                               "optimizer": {"stages": [{"name": "randomfewshot"}, {"name": "finetune", "params": params}]},
                               "data": {"dataset": "arithmetic", "dataset_args": {"n_train": 6, "n_test": 2}}}, "cfg")
-    job = asyncio.run(build_job(config))
+    job = asyncio.run(build_run_plan(config))
     console = Console(record=True, width=200)
     measured = print_sft_step_times(job, console)
     assert list(measured) == [str(tiny_model)] and measured[str(tiny_model)] > 0

@@ -14,7 +14,7 @@ import typer
 
 from promptgym.cli.common import EXIT_FAILED, console, fail, secret_masker
 from promptgym.cli.config import ConfigError, load_config, read_toml, validate_config
-from promptgym.cli.build import build_job
+from promptgym.cli.build import build_run_plan
 from promptgym.cli.flows import flow_for
 from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.core.atomic import read_json
@@ -59,7 +59,7 @@ def export_sft_data_command(
             job_config = load_config(config)
         if not flow_for(job_config.job.type).exports_sft_data:
             raise ConfigError(f"job.type {job_config.job.type!r}: export-sft-data distils a prompt_learning program")
-        job = asyncio.run(build_job(job_config))
+        job = asyncio.run(build_run_plan(job_config))
     except (ConfigError, FileNotFoundError) as error:
         fail(masker.mask(str(error)))
     program = job.program  # the config's program and models, with the learned variables of the saved one

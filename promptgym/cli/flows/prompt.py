@@ -9,7 +9,7 @@ from typing import Any, ContextManager
 
 from rich.console import Console
 
-from promptgym.cli.build import Job, build_job
+from promptgym.cli.build import RunPlan, build_run_plan
 from promptgym.cli.common import console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
@@ -43,10 +43,10 @@ class PromptFlow:
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:
         return task_app_for(config, masker, runs_dir)
 
-    def prepare(self, config: JobConfig, masker: Masker, execution: ExecutionSpec, resuming: bool) -> Job:
+    def prepare(self, config: JobConfig, masker: Masker, execution: ExecutionSpec, resuming: bool) -> RunPlan:
         """Build the job (a config's factory runs here), preview it, and check its models answer; exit 2 if not."""
-        async def build_and_check() -> Job:
-            job = await build_job(config)
+        async def build_and_check() -> RunPlan:
+            job = await build_run_plan(config)
             print_preview(job, masker, console, backend=execution)
             await check_models(job)
             return job
@@ -57,7 +57,7 @@ class PromptFlow:
             fail(masker.mask(str(error)))
         raise AssertionError("unreachable")
 
-    def confirm_checks(self, prepared: Job, masker: Masker) -> None:
+    def confirm_checks(self, prepared: RunPlan, masker: Masker) -> None:
         print_headroom(prepared, masker, console)
         try:
             print_sft_step_times(prepared, console)
@@ -77,11 +77,11 @@ class PromptFlow:
     def resumes_in_worker(self, run: RunFolder) -> bool:
         return run.events_path.is_file()  # an earlier session ran
 
-    def release(self, prepared: Job | None) -> None:
+    def release(self, prepared: RunPlan | None) -> None:
         """Nothing to free: the program holds no weights."""
 
     def execute(self, run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None,
-                resume: bool, prepared: Job | None, execution: ExecutionSpec | None) -> dict[str, Any]:
+                resume: bool, prepared: RunPlan | None, execution: ExecutionSpec | None) -> dict[str, Any]:
         return asyncio.run(execute(run, config, masker, listeners, resume=resume, job=prepared, execution=execution))
 
     def chart(self, console: Console | None) -> Renderer:
