@@ -27,7 +27,7 @@ program = pg.Sequential([pg.Input(data_model=Question),
                          pg.Generator(data_model=Answer, language_model=lm, name="answerer", instructions="Be brief.")],
                         name="qa")
 program.compile(reward="exactmatch", optimizer=pg.optimizers.RandomFewShot(), metrics=["f1_score"])
-program.training_state.optimizer.build(program)
+program.training_setup.optimizer.build(program)
 program.save(sys.argv[1])
 """
 

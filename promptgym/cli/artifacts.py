@@ -208,7 +208,7 @@ def write_failure_summary(run: RunFolder, status: dict[str, Any]) -> None:
 
 
 def write_artifacts(run: RunFolder, job: RunPlan, status: dict[str, Any]) -> None:
-    optimizer = job.program.training_state.optimizer
+    optimizer = job.program.training_setup.optimizer
     ranked = ranked_candidates(optimizer)
     atomic_write_json(run.path / "candidates.json", {"best_id": optimizer.best_id, "ranked": ranked,
                                                      "candidates": optimizer.export_candidates()})

@@ -167,7 +167,7 @@ async def build_program(config: JobConfig, lm: LanguageModel, data: Data) -> Pro
         except Exception as error:  # noqa: BLE001 - any unreadable program file is this config key's problem
             message = str(error) if section.path in str(error) else f"{section.path}: {type(error).__name__}: {error}"
             raise ConfigError(f"program.path: {message}") from None
-        program.training_state = None  # the config's reward/optimizer apply, not the file's
+        program.training_setup = None  # the config's reward/optimizer apply, not the file's
         return program
     if section.factory:
         return await call_factory(section.factory, dict(section.factory_args), lm)

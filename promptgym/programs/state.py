@@ -40,19 +40,19 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class ProgramState:
-    """Mixed into Program (which provides ``variables``, ``training_state``, ``save`` and friends)."""
+    """Mixed into Program (which provides ``variables``, ``training_setup``, ``save`` and friends)."""
 
     variables: list[Variable]
     trainable_variables: list[Variable]
     non_trainable_variables: list[Variable]
-    training_state: Any
+    training_setup: Any
 
     def _compiled(self, part: str) -> Any:
         if f"_own_{part}" in self.__dict__:  # a subclass set an attribute of that name itself
             return self.__dict__[f"_own_{part}"]
-        if self.training_state is None:
+        if self.training_setup is None:
             return [] if part == "metrics" else None
-        value = getattr(self.training_state, part)
+        value = getattr(self.training_setup, part)
         return list(value) if part == "metrics" else value
 
     @property
@@ -100,8 +100,8 @@ class ProgramState:
         """The variables' values nested by name: trainable, non-trainable, and the optimizer's state."""
         tree = {"trainable_variables": _nested(self.trainable_variables),
                 "non_trainable_variables": _nested(self.non_trainable_variables)}
-        if self.training_state is not None:
-            tree["optimizer_variables"] = self.training_state.optimizer.get_state()
+        if self.training_setup is not None:
+            tree["optimizer_variables"] = self.training_setup.optimizer.get_state()
         return tree
 
     def set_state_tree(self, state_tree: dict[str, Any]) -> None:
@@ -112,8 +112,8 @@ class ProgramState:
                 if name not in by_name:
                     raise ValueError(f"set_state_tree: {group}: no variable named {name!r}")
                 by_name[name].assign(value)
-        if "optimizer_variables" in state_tree and self.training_state is not None:
-            self.training_state.optimizer.set_state(state_tree["optimizer_variables"])
+        if "optimizer_variables" in state_tree and self.training_setup is not None:
+            self.training_setup.optimizer.set_state(state_tree["optimizer_variables"])
 
     def to_json(self, **kwargs: Any) -> str:
         """The program file's content (architecture, variables, compile state) as a JSON string."""

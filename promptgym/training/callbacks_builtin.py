@@ -31,7 +31,7 @@ def _check_mode(mode: str, owner: str) -> str:
 def monitor_direction(program: Any, monitor: str) -> str | None:
     """"up" or "down" for ``monitor`` (``val_`` stripped), from the program's reward and metrics; None if unknown."""
     name = monitor.removeprefix("val_")
-    state = getattr(program, "training_state", None)
+    state = getattr(program, "training_setup", None)
     scorers = [state.reward, *state.metrics] if state is not None else []
     for group in getattr(program, "metrics", None) or []:  # synalinks-style metric lists
         scorers += list(getattr(group, "metrics", [group]))

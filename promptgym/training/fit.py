@@ -35,9 +35,9 @@ class UncheckedTrainingWarning(UserWarning):
 
 
 def require_compiled(program: Any, method: str) -> Any:
-    if program.training_state is None:
+    if program.training_setup is None:
         raise RuntimeError(f"{method}() needs compile() first: program.compile(reward=..., optimizer=..., metrics=...)")
-    return program.training_state
+    return program.training_setup
 
 
 @dataclass
@@ -126,7 +126,7 @@ class FitRun:
             point = resume(self.program) if resume is not None else None
             if point is not None:
                 self.initial_epoch, self.initial_step = point
-                self.compiled = self.program.training_state
+                self.compiled = self.program.training_setup
                 logger.info("fit(): resuming from the backup at epoch %d, step %d", self.initial_epoch,
                             self.initial_step)
 

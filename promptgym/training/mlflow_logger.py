@@ -125,7 +125,7 @@ class MLflowLogger(EventSinkCallback):
             self.client.log_batch(self.run_id, params=items[start:start + 100])
 
     def _program_params(self) -> dict[str, str]:
-        state = getattr(self.program, "training_state", None)
+        state = getattr(self.program, "training_setup", None)
         if state is None:
             return {}
         found = {"optimizer": type(state.optimizer).__name__ if state.optimizer is not None else None,

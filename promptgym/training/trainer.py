@@ -11,6 +11,8 @@ program can resume ``fit()``)::
 
 from __future__ import annotations
 
+import warnings
+
 from typing import Any
 
 import numpy as np
@@ -28,17 +30,30 @@ from promptgym.training.sft_export import SFTDataReport, export_sft_data
 class Trainer:
     """compile / fit / evaluate / predict for a program (a class that also is a Module)."""
 
-    training_state: TrainingSetup | None = None
+    training_setup: TrainingSetup | None = None
     """What ``compile()`` resolved (None before it)."""
     stop_training: bool = False
     """Set by a callback (EarlyStopping) to end ``fit()`` after the current epoch."""
+
+    @property
+    def training_state(self) -> TrainingSetup | None:
+        """Deprecated name of :attr:`training_setup`."""
+        warnings.warn("program.training_state is deprecated: use program.training_setup", DeprecationWarning,
+                      stacklevel=2)
+        return self.training_setup
+
+    @training_state.setter
+    def training_state(self, value: TrainingSetup | None) -> None:
+        warnings.warn("program.training_state is deprecated: use program.training_setup", DeprecationWarning,
+                      stacklevel=2)
+        self.training_setup = value
 
     def compile(self, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
         """Attach a reward, an optimizer and metrics (instances, names or config dicts).
 
         >>> # program.compile(reward="exactmatch", optimizer="randomfewshot", metrics=["f1_score"])
         """
-        self.training_state = compile_setup(self, reward=reward, optimizer=optimizer, metrics=metrics)
+        self.training_setup = compile_setup(self, reward=reward, optimizer=optimizer, metrics=metrics)
 
     async def fit(self, x: Any = None, y: Any = None, validation_split: float = 0.1, validation_data: Any = None,
                   epochs: int = 1, batch_size: int = 1, minibatch_size: int = 4, validation_batch_size: int = 32,
@@ -101,14 +116,14 @@ class Trainer:
 
     def get_compile_config(self) -> dict[str, Any] | None:
         """The reward, optimizer and metrics as config dicts (None before ``compile()``)."""
-        return self.training_state.get_config() if self.training_state is not None else None
+        return self.training_setup.get_config() if self.training_setup is not None else None
 
     def get_training_progress(self) -> dict[str, Any]:
         """The optimizer's state and, during or after ``fit()``, the trainer's: what a resumed fit needs."""
-        if self.training_state is None:
+        if self.training_setup is None:
             return {}
-        progress: dict[str, Any] = {"optimizer_state": self.training_state.optimizer.get_state()}
-        trainer_state = self.training_state.trainer_state()
+        progress: dict[str, Any] = {"optimizer_state": self.training_setup.optimizer.get_state()}
+        trainer_state = self.training_setup.trainer_state()
         if trainer_state is not None:
             progress["trainer_state"] = trainer_state
         return progress
@@ -116,4 +131,4 @@ class Trainer:
     def compile_from_config(self, config: dict[str, Any], optimizer_state: dict[str, Any] | None = None,
                             trainer_state: dict[str, Any] | None = None) -> None:
         """Compile from :meth:`get_compile_config`'s output, restoring the optimizer's and trainer's progress."""
-        self.training_state = restore_setup(config, optimizer_state, trainer_state)
+        self.training_setup = restore_setup(config, optimizer_state, trainer_state)

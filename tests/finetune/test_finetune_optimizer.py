@@ -87,8 +87,8 @@ async def test_labels_train_a_model_that_replaces_the_start_when_it_wins(tiny_mo
     program.save(tmp_path / "tuned.json")
     loaded = pg.Program.load(tmp_path / "tuned.json")
     assert loaded.modules[-1].language_model.model == model
-    assert isinstance(loaded.training_state.optimizer, FineTune)
-    assert loaded.training_state.optimizer.tuned == optimizer.tuned  # a resumed fit does not train again
+    assert isinstance(loaded.training_setup.optimizer, FineTune)
+    assert loaded.training_setup.optimizer.tuned == optimizer.tuned  # a resumed fit does not train again
 
 
 async def test_a_tuned_model_worse_on_validation_leaves_the_program_on_its_model(tiny_model, tmp_path, fake_export,
@@ -238,7 +238,7 @@ async def test_a_killed_sft_resumes_from_its_checkpoint_and_other_rows_start_afr
     again.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, **options))
     await again.fit(x, y, validation_data=labelled("riga"), epochs=1, batch_size=4, verbose=0, callbacks=[recorder])
     [started] = recorder.of("sft_started")
-    assert started["resume_from_step"] == 2 and again.training_state.optimizer.sft_steps == 4
+    assert started["resume_from_step"] == 2 and again.training_setup.optimizer.sft_steps == 4
 
     other = await functional_program(always("?"))  # other rows in the same folder: a fresh run, not a resume
     other.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path, **options))

@@ -26,7 +26,7 @@ async def test_compile_fit_evaluate_predict_save_load_evaluate(tmp_path):
     history = await program.fit(x=x_train, y=y_train, validation_split=0.34, epochs=1, batch_size=2, verbose=0)
     assert set(history.history) >= {"reward", "f1_score", "val_reward", "val_f1_score", "lm_calls"}
     assert history.history["lm_calls"][0] >= 2  # at least one race: the first candidate on the 2 validation examples
-    assert program.training_state.optimizer.demos.pool.size() == 4  # every training label, before any call
+    assert program.training_setup.optimizer.demos.pool.size() == 4  # every training label, before any call
 
     metrics = await program.evaluate(x=x_test, y=y_test, verbose=0)
     assert 0.0 <= metrics["reward"] <= 1.0 and 0.0 <= metrics["f1_score"] <= 1.0

@@ -75,7 +75,7 @@ def context(program: pg.Program, optimizer: Optimizer, train: int = 6, val: int 
     x, y = data(train)
     xv, yv = data(val, start=100)
     compiled = CompiledState(pg.rewards.ExactMatch(), optimizer)
-    program.training_state = compiled
+    program.training_setup = compiled
     optimizer.build(program)
     events = Events()
     rng = np.random.default_rng(seed)

@@ -138,7 +138,7 @@ async def test_labels_are_demonstrations_before_any_call_and_the_race_stops_earl
     # (fit()'s final check against the start then scores both on the other 4 validation examples: 8 more calls)
     assert len(lm.requests) == 20 and history.history["lm_calls"] == [12]
     assert history.history["reward"] == [None]  # no training rollout to report
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     assert optimizer.metric_calls == 12 and optimizer.best.origin == "random_few_shot"
     examples = program.trainable_variables[0].get("examples")
     assert len(examples) == 3 and all(e["outputs"]["answer"] == e["inputs"]["question"].upper() for e in examples)
@@ -154,8 +154,8 @@ async def test_budget_caps_program_runs_exactly():
     # a second round would cost 4. Step 2: the new incumbent is known on those examples, so one run of the
     # next candidate fits the last unit of budget. Step 3: nothing left, nothing run.
     # fit()'s final check (outside the budget) then scores start and best on all 10 validation examples: 16 more
-    assert program.training_state.optimizer.metric_calls == 5 and len(lm.requests) == 5 + 16
-    assert program.training_state.optimizer.get_candidate(1).origin == "random_few_shot"
+    assert program.training_setup.optimizer.metric_calls == 5 and len(lm.requests) == 5 + 16
+    assert program.training_setup.optimizer.get_candidate(1).origin == "random_few_shot"
 
 
 async def test_a_tie_keeps_the_incumbent():
@@ -164,7 +164,7 @@ async def test_a_tie_keeps_the_incumbent():
     (x, y), (x_val, y_val) = data("t", 10), data("v", 6)
     await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=6,
                       validation_freq=2, verbose=0)
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     assert optimizer.best.origin == "initial" and program.trainable_variables[0].get("examples") == []
     # A tie is only settled by the last validation example (6 pairs), then goes to a second race on 6
     # training examples neither program shows (6 more pairs): a dead heat, so one more round on the held-out
@@ -186,7 +186,7 @@ async def test_a_tie_on_validation_is_broken_on_held_out_training_examples():
     accepted = [e for e in events if e["event"] == "candidate_accepted"]
     assert accepted and accepted[0]["reason"] == ("ahead by 4 on 4 val examples (lead +0: too close to call) "
                                                   "and 4 held-out train examples")
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     shown = optimizer.shown(optimizer.best)
     assert not shown & {int(i) for i in optimizer.best.scores["train"]}  # never scored on its own demonstrations
 
@@ -205,7 +205,7 @@ async def test_close_calls_reuse_the_held_out_examples_the_incumbent_already_ran
     (x, y), (x_val, y_val) = data("t", 12), data("v", 4)
     await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, minibatch_size=4,
                       validation_freq=2, verbose=0)
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     challengers = optimizer.candidates[1:]
     # Three dead heats, each settled on two rounds of 4 held-out examples.
     assert len(challengers) == 3 and optimizer.best.origin == "initial"
@@ -240,7 +240,7 @@ async def test_two_examples_behind_on_validation_loses_without_training_runs():
     (x, y), (x_val, y_val) = data("t", 10), data("v", 4)
     await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=10, minibatch_size=4,
                       validation_freq=2, verbose=0)
-    assert program.training_state.optimizer.best.origin == "initial"
+    assert program.training_setup.optimizer.best.origin == "initial"
     assert not any(q.startswith("t") for q in asked(lm))  # behind by 2 after one round of 2: no held-out race
 
 
@@ -250,7 +250,7 @@ async def test_validating_on_training_data_never_scores_a_demonstration_on_itsel
     x, y = data("t", 8)
     await program.fit(x, y, validation_split=0.0, epochs=1, batch_size=8, minibatch_size=8, validation_freq=2,
                       verbose=0)
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     candidate = optimizer.get_candidate(1)
     shown = optimizer.shown(candidate)
     assert len(shown) == 3 and not shown & {int(i) for i in candidate.scores["train"]}
@@ -280,7 +280,7 @@ async def test_without_labels_traces_are_needed():
     (x, y), (x_val, y_val) = data("t", 4), data("v", 4)
     await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=4, minibatch_size=4, verbose=0)
     assert asked(lm)[:4] == ["t0", "t1", "t2", "t3"]
-    assert program.training_state.optimizer.demos.pool.size() == 4
+    assert program.training_setup.optimizer.demos.pool.size() == 4
 
 
 async def test_budget_and_spend_survive_save_and_load(tmp_path):
@@ -291,8 +291,8 @@ async def test_budget_and_spend_survive_save_and_load(tmp_path):
                       validation_freq=2, verbose=0)
     program.save(tmp_path / "p.json")
     loaded = pg.Program.load(tmp_path / "p.json")
-    optimizer = loaded.training_state.optimizer
-    assert optimizer.max_metric_calls == 6 and optimizer.metric_calls == program.training_state.optimizer.metric_calls
+    optimizer = loaded.training_setup.optimizer
+    assert optimizer.max_metric_calls == 6 and optimizer.metric_calls == program.training_setup.optimizer.metric_calls
     with pytest.raises(ValueError, match="max_metric_calls must be >= 1"):
         pg.optimizers.RandomFewShot(max_metric_calls=0)
 

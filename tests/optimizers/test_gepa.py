@@ -198,7 +198,7 @@ async def test_fit_runs_the_whole_budget_in_one_epoch_and_saves_state(tmp_path):
     x, y = data(8)
     xv, yv = data(4, start=50)
     history = await program.fit(x, y, validation_data=(xv, yv), epochs=1, batch_size=4, verbose=0)
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     assert 4 + 4 + 4 <= optimizer.metric_calls <= 30  # start, one minibatch pair, child validation
     assert history.history["val_reward"][-1] == 1.0
     # Every call is in the History, the starting program's validation (made before the first epoch) too,
@@ -209,7 +209,7 @@ async def test_fit_runs_the_whole_budget_in_one_epoch_and_saves_state(tmp_path):
     path = tmp_path / "p.json"
     program.save(str(path))
     loaded = pg.Program.load(str(path))
-    again = loaded.training_state.optimizer
+    again = loaded.training_setup.optimizer
     assert isinstance(again, GEPA) and again.metric_calls == optimizer.metric_calls
     assert len(again.export_candidates()) == len(optimizer.candidates)
 

@@ -147,7 +147,7 @@ async def test_fit_runs_every_trial_in_one_epoch():
     x, y = data(9)
     xv, yv = data(4, start=50)
     history = await program.fit(x, y, validation_data=(xv, yv), epochs=1, batch_size=2, verbose=0)
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     assert len(optimizer.trials) == 7
     assert history.history["val_reward"][-1] == 1.0
 

@@ -125,7 +125,7 @@ async def test_string_form_uses_the_default_models():
     lm, em = pg.set_default_language_model(optimizer_lm()), pg.set_default_embedding_model(HashEmbeddingModel())
     program = await functional_program(task_lm())
     program.compile(reward="exactmatch", optimizer="omega")
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     assert isinstance(optimizer, OMEGA)
     assert optimizer.language_model is lm and optimizer.embedding_model is em
 
@@ -207,7 +207,7 @@ async def test_fit_learns_the_instruction_the_mutation_writes():
     assert first["batch"][0]["expected"] == {"answer": "PARIS"} and "expected 'PARIS'" in first["batch"][0]["feedback"]
     assert lm.requests[0].schema["properties"]["instructions"]["maxLength"] == 800
     populations = events.of("population_updated")
-    assert len(populations) == 2 and program.training_state.optimizer.best_id in populations[-1]["population"]
+    assert len(populations) == 2 and program.training_setup.optimizer.best_id in populations[-1]["population"]
 
 
 @pytest.mark.parametrize("bad, reason", [("PARIS", "label-only"), ("Read the input and answer with the output fields.",
@@ -371,7 +371,7 @@ async def test_save_and_resume(tmp_path):
     path = tmp_path / "program.json"
     program.save(str(path))
     loaded = pg.Program.load(str(path))
-    restored = loaded.training_state.optimizer
+    restored = loaded.training_setup.optimizer
     assert isinstance(restored, OMEGA)
     assert restored.get_state() == optimizer.get_state()
     assert restored.population == optimizer.population and restored.epochs_done == 1
@@ -399,7 +399,7 @@ async def test_parent_runs_only_on_the_examples_the_mutation_reads_and_budget_ca
     # Batch of 4, but the mutation reads 2: the parent runs on those two only. The child's one run on a
     # training example comes from settling its close call below.
     assert ran_on_train == [*WORDS[:2], WORDS[1]]
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     # 2 parent runs + a race that can afford only one validation pair (2 more would make 6 > 5); a lead of
     # one example is too close to call, and the last unit of budget settles it on a held-out training
     # example the incumbent (the parent) already ran on. fit()'s check against the start then scores both

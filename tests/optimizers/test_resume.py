@@ -56,7 +56,7 @@ class SaveThenInterrupt(pg.callbacks.Callback):
 
 
 def candidates(program):
-    return [(c.id, c.parent, c.origin, c.variables) for c in program.training_state.optimizer.candidates]
+    return [(c.id, c.parent, c.origin, c.variables) for c in program.training_setup.optimizer.candidates]
 
 
 @pytest.mark.parametrize("name", ["gepa", "mipro"])
@@ -77,7 +77,7 @@ async def test_interrupted_after_epoch_one_and_resumed_equals_an_uninterrupted_r
     rewire(resumed, lm)
     second_history = await resumed.fit(epochs=2, initial_epoch=1, **fit_arguments())
 
-    assert any(c.epoch == 1 for c in straight.training_state.optimizer.candidates)  # the search goes on in epoch 2
+    assert any(c.epoch == 1 for c in straight.training_setup.optimizer.candidates)  # the search goes on in epoch 2
     assert candidates(resumed) == candidates(straight)
     for key in ("reward", "val_reward", "lm_calls"):
         assert first_history.history[key] + second_history.history[key] == history.history[key], key

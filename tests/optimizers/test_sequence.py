@@ -108,7 +108,7 @@ async def test_a_resumed_fit_goes_on_inside_the_stage_it_was_in(tmp_path):
         await first.fit(x, y, callbacks=[SaveThenInterruptIn(tmp_path / "kill.json", "2:KNNFewShot")], **arguments)
     resumed = pg.Program.load(str(tmp_path / "kill.json"))
     rewire(resumed, lm)
-    assert resumed.training_state.optimizer.stage == 1
+    assert resumed.training_setup.optimizer.stage == 1
     second = await resumed.fit(x, y, initial_epoch=1, **arguments)
     assert second.history["stage"] == ["2:KNNFewShot"]  # only what was left: stage 2's second epoch
     assert history.history["stage"] == ["1:AddInstruction"] * 2 + ["2:KNNFewShot"] * 2

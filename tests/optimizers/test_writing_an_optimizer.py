@@ -28,12 +28,12 @@ async def test_the_example_optimizer_keeps_the_instructions_that_win(tmp_path):
     xv, yv = data(4, start=100)
     history = await program.fit(x, y, validation_data=(xv, yv), epochs=1, batch_size=2, minibatch_size=4, verbose=0)
 
-    optimizer = program.training_state.optimizer
+    optimizer = program.training_setup.optimizer
     assert program.trainable_variables[0].get("instructions") == GOOD
     assert optimizer.tried == 3 and [c.origin for c in optimizer.candidates][1:] == ["instruction_list"] * 3
     assert history.history["val_reward"] == [1.0] and 0 < optimizer.budget.spent <= 30
     program.save(str(tmp_path / "program.json"))
-    loaded = pg.Program.load(str(tmp_path / "program.json")).training_state.optimizer
+    loaded = pg.Program.load(str(tmp_path / "program.json")).training_setup.optimizer
     assert (loaded.tried, loaded.budget.spent, loaded.best_id) == (3, optimizer.budget.spent, optimizer.best_id)
 
 

@@ -13,7 +13,7 @@ LOAD_AND_DESCRIBE = """
 import json, sys
 import promptgym
 program = promptgym.Program.load(sys.argv[1])
-state = program.training_state
+state = program.training_setup
 print(json.dumps({"reward": type(state.reward).__name__, "optimizer": type(state.optimizer).__name__,
                   "metrics": [type(m).__name__ for m in state.metrics]}))
 """

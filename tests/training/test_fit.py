@@ -99,7 +99,7 @@ async def test_clear_errors_before_any_call():
     with pytest.raises(ValueError, match=r"y\[0\] \(Other\) has field 'label'.*fields: answer"):
         await program.fit(x=x, y=np.array([Other(label="a")] * 4, dtype=object), verbose=0)
     fresh, _ = await compiled_program(name="fresh")
-    fresh.training_state = None
+    fresh.training_setup = None
     with pytest.raises(RuntimeError, match=r"fit\(\) needs compile\(\) first"):
         await fresh.fit(x=x, y=y)
     with pytest.raises(ValueError, match="in_mask names field 'answr'"):
@@ -147,13 +147,13 @@ async def test_checkpoint_csv_and_resume(tmp_path):
     saved = json.loads((tmp_path / "best.json").read_text())
     assert saved["optimizer_state"]["epochs_done"] == 1 and saved["optimizer_state"]["candidates"]
     loaded = synalinks.Program.load(tmp_path / "best.json")
-    assert loaded.training_state.optimizer.best.variables == program.training_state.optimizer.best.variables
+    assert loaded.training_setup.optimizer.best.variables == program.training_setup.optimizer.best.variables
     for module in loaded.modules:
         module.language_model = program.modules[-1].language_model
     result = await loaded.evaluate(x, y, verbose=0)
     assert result["reward"] == 1.0
     await loaded.fit(x=x, y=y, validation_split=0.25, epochs=2, initial_epoch=1, batch_size=3, verbose=0)
-    assert loaded.training_state.optimizer.epochs_done == 2
+    assert loaded.training_setup.optimizer.epochs_done == 2
 
 
 async def test_early_stopping_stops():

@@ -3,6 +3,10 @@
 import dataclasses
 import inspect
 
+import pytest
+
+import promptgym as pg
+
 from promptgym.training.fit import FitSettings
 from promptgym.training.trainer import Trainer
 
@@ -19,3 +23,14 @@ def test_every_fit_keyword_is_a_setting_with_the_same_default():
 def test_settings_come_from_a_call_s_arguments():
     settings = FitSettings.from_arguments({"self": object(), "x": [1], "y": [2], "epochs": 3, "seed": 7})
     assert settings.epochs == 3 and settings.seed == 7 and settings.batch_size == 1
+
+
+def test_training_state_is_a_deprecated_name_of_training_setup() -> None:
+    program = pg.Program.__new__(pg.Program)
+    program.training_setup = None
+    with pytest.warns(DeprecationWarning, match="use program.training_setup"):
+        assert program.training_state is None
+    marker = object()
+    with pytest.warns(DeprecationWarning):
+        program.training_state = marker
+    assert program.training_setup is marker

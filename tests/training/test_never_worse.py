@@ -52,7 +52,7 @@ async def test_a_candidate_worse_on_validation_is_dropped_for_the_start_with_the
     assert comparison["test"]["losses"] == 5 and comparison["test"]["p_value"] < 0.1
     assert "worse than the start on validation" in rejected["reason"]
     assert history.comparisons == [comparison]
-    assert program.training_state.optimizer.best_id == 0
+    assert program.training_setup.optimizer.best_id == 0
 
 
 async def test_a_candidate_better_on_validation_is_kept_with_the_evidence():
