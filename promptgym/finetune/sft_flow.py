@@ -282,7 +282,8 @@ class SFTRun(WeightRun):
             if not is_out_of_memory(error):
                 raise
             rows = [job.data.train[i] for indices in groups for i in indices]
-            raise self.out_of_memory(len(rows) // max(len(groups), 1), max(len(row.input_ids) for row in rows)) from error
+            longest = max(len(row.input_ids) for row in rows)
+            raise self.out_of_memory(len(rows) // max(len(groups), 1), longest) from error
         progress.step, progress.epoch, progress.loss = progress.step + 1, epoch, measured["loss"]
         row = {"step": progress.step, "epoch": epoch + fraction, "loss": _round(measured["loss"]),
                "lr": measured["lr"], "tokens_per_s": _round(measured["tokens_per_s"], 1),
@@ -307,12 +308,15 @@ class SFTRun(WeightRun):
     def before_release(self) -> dict[str, str]:
         job = self.job
         rows = job.data.validation_rows or job.data.train_rows
-        self.samples = sample_answers(job.model, job.tokenizer, [row.messages for row in rows[:self.settings.summary_samples]])
-        plot = plot_losses(self.history.rows(), self.folder / "plots" / "loss.png", title=f"{self.settings.base_model} SFT")
+        prompts = [row.messages for row in rows[:self.settings.summary_samples]]
+        self.samples = sample_answers(job.model, job.tokenizer, prompts)
+        plot = plot_losses(self.history.rows(), self.folder / "plots" / "loss.png",
+                           title=f"{self.settings.base_model} SFT")
         return {"loss_plot": str(plot)} if plot else {}
 
     def registry_details(self) -> dict[str, Any]:
-        return {"train_file": self.settings.train_file, "train_rows": len(self.job.data.train), "steps": self.progress.step,
+        return {"train_file": self.settings.train_file, "train_rows": len(self.job.data.train),
+                "steps": self.progress.step,
                 "final_eval_loss": self.progress.extra.get("final_eval_loss"), "lora_r": self.settings.lora.r}
 
     def result(self, **base: Any) -> SFTResult:

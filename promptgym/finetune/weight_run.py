@@ -68,7 +68,15 @@ from promptgym.finetune.checkpoint import (
 from promptgym.finetune.device import DeviceOutOfMemory, DevicePlan, out_of_memory_message, peak_gpu_memory_mb
 from promptgym.finetune.export import export_adapter, export_merged
 from promptgym.finetune.history import COLUMNS, StepHistory
-from promptgym.finetune.loop import EventSink, JsonStatus, StopRequest, TrainingInterrupted, ignore_event, make_optimizer, peak_rss_mb
+from promptgym.finetune.loop import (
+    EventSink,
+    JsonStatus,
+    StopRequest,
+    TrainingInterrupted,
+    ignore_event,
+    make_optimizer,
+    peak_rss_mb,
+)
 from promptgym.finetune.replicas import SingleProcess
 from promptgym.finetune.settings import WeightTrainingSettings
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model

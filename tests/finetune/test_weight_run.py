@@ -99,8 +99,8 @@ class StopAfter(StopRequest):
 
     @property  # type: ignore[override]
     def requested(self) -> bool:
-        return any(getattr(event, "kind", "") == "checkpoint_saved" and event["step"] >= self.step for event in self.events) \
-            or self._requested
+        saved = [event["step"] for event in self.events if event.kind == "checkpoint_saved"]
+        return self._requested or any(step >= self.step for step in saved)
 
     @requested.setter
     def requested(self, value: bool) -> None:
@@ -128,7 +128,8 @@ def test_a_new_trainer_on_the_skeleton_trains_checkpoints_and_finishes(tiny_mode
     assert kinds[-2:] == ["model_exported", "model_registered"]
     assert result.model_id in (folder / "summary.md").read_text()
     entry = finetuned_model(result.model_id.removeprefix("local/"))
-    assert entry.method == "toy" and entry.details == {"steps": STEPS} and fake_export == [folder / "checkpoints" / "step_000006"]
+    assert entry.method == "toy" and entry.details == {"steps": STEPS}
+    assert fake_export == [folder / "checkpoints" / "step_000006"]
 
 
 def test_a_stopped_run_resumes_from_its_last_checkpoint_with_identical_weights(tiny_model: Path, tmp_path: Path,
@@ -149,5 +150,6 @@ def test_a_stopped_run_resumes_from_its_last_checkpoint_with_identical_weights(t
     assert resumed.final_loss == straight.final_loss
     history = lambda run: (tmp_path / run / "history.csv").read_text()  # noqa: E731 - two reads
     assert history("stopped") == history("straight")
-    mine, theirs = read_adapter(folder / "checkpoints" / "step_000006"), read_adapter(straight.output_dir / "checkpoints" / "step_000006")
+    mine = read_adapter(folder / "checkpoints" / "step_000006")
+    theirs = read_adapter(straight.output_dir / "checkpoints" / "step_000006")
     assert mine.keys() == theirs.keys() and all((mine[key] == theirs[key]).all() for key in mine)

@@ -326,7 +326,8 @@ class RLRun(WeightRun):
 
     def finished_status(self, result: RLResult) -> dict[str, Any]:
         final = {key: value for key, value in result.final_status().items() if key != "checkpoints"}
-        return {**final, "iterations_done": self.progress.step, "checkpoints": result.checkpoints, "files": result.files,
+        return {**final, "iterations_done": self.progress.step, "checkpoints": result.checkpoints,
+                "files": result.files,
                 "elapsed_s": result.elapsed_s, "peak_rss_mb": result.peak_rss_mb, "groups": result.groups,
                 "zero_signal_groups": result.zero_signal_groups, "failed_rollouts": result.failed_rollouts,
                 "peak_gpu_memory_mb": result.peak_gpu_memory_mb}
