@@ -203,14 +203,14 @@ class WeightRun:
     def result(self, **base: Any) -> WeightRunResult:
         return WeightRunResult(**base)
 
-    def summary_markdown(self, result: Any) -> str:
+    def summary_markdown(self, result: WeightRunResult) -> str:
         return f"# {self.method} run `{result.output_dir.name}`\n\n- Model: **`{result.model_id}`**\n"
 
-    def write_outputs(self, result: Any) -> None:
+    def write_outputs(self, result: WeightRunResult) -> None:
         """The files written from the result: ``summary.md`` (a flow may add its own)."""
         atomic_write_text(self.folder / "summary.md", self.summary_markdown(result))
 
-    def finished_status(self, result: Any) -> dict[str, Any]:
+    def finished_status(self, result: WeightRunResult) -> dict[str, Any]:
         """The status keys of a completed run."""
         return {key: value for key, value in vars(result).items() if key != "output_dir"}
 
