@@ -19,7 +19,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from promptgym.core.events import Event, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
@@ -37,10 +37,7 @@ from promptgym.finetune.sft_data import SFTData, prepare_sft_data
 from promptgym.finetune.sft_finish import summary_markdown
 from promptgym.finetune.weight_run import StatusSink, WeightRun, WeightRunResult, default_model_name
 
-if TYPE_CHECKING:  # promptgym.distributed sits above this layer and imports it
-    from promptgym.distributed.sft_train import RayTrainBackend
-
-__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingInterrupted", "default_model_name", "sft"]
+__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingBackend", "TrainingInterrupted", "default_model_name", "sft"]
 
 
 @dataclass(kw_only=True)
@@ -57,6 +54,13 @@ class SFTResult(WeightRunResult):
         data = asdict(self)
         data["output_dir"] = str(self.output_dir)
         return data
+
+
+class TrainingBackend(Protocol):
+    """Where an SFT job's loop runs instead of this process: ``promptgym.distributed.RayTrainBackend``."""
+
+    def train(self, job: SFTJob, folder: Path, on_event: EventSink, status: StatusSink, resume: bool,
+              stop: StopRequest, started: float) -> Any: ...
 
 
 def _round(value: float | None, digits: int = 5) -> float | None:
@@ -195,7 +199,7 @@ class SFTJob:
                 "tokens_per_s": sum(batch.tokens for batch in batches) / seconds if seconds > 0 else None}
 
     def run(self, output_dir: str | Path, on_event: EventSink = ignore_event, status: StatusSink | None = None,
-            resume: bool = False, stop: StopRequest | None = None, backend: RayTrainBackend | None = None) -> SFTResult:
+            resume: bool = False, stop: StopRequest | None = None, backend: TrainingBackend | None = None) -> SFTResult:
         """Train (continuing from the last checkpoint when ``resume``), then export and register the model.
 
         ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
@@ -335,7 +339,7 @@ class SFTRun(WeightRun):
 
 def sft(settings: SFTSettings, output_dir: str | Path, name: str = "sft", seed: int | None = None,
         on_event: EventSink = ignore_event, resume: bool = False, stop: StopRequest | None = None,
-        backend: RayTrainBackend | None = None) -> SFTResult:
+        backend: TrainingBackend | None = None) -> SFTResult:
     """Fine-tune ``settings.base_model`` on ``settings.train_file``; the result's ``model_id`` is a model string.
 
     ``backend``: None trains in this process; ``RayTrainBackend(num_workers=2)`` on Ray Train's CPU workers.
