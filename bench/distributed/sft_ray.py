@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = args.rows or (40 if args.model == "tiny" else 32)
 
-    import promptgym.finetune.sft_finish as finish
+    import promptgym.finetune.weight_run as finish
     from promptgym.distributed.sft_train import RayTrainBackend
 
     finish.export_files = lambda job, folder, adapter_dir, name, on_event: {}  # the export is not what we measure

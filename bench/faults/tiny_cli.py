@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import promptgym.finetune.sft_finish as sft_finish
+import promptgym.finetune.weight_run as weight_run
 from promptgym.cli.main import main
 from promptgym.core.events import ModelExported
 
@@ -26,5 +26,5 @@ def recorded_export(job: Any, folder: Path, adapter_dir: Path, name: str, on_eve
 
 
 if __name__ == "__main__":
-    sft_finish.export_files = recorded_export
+    weight_run.export_files = recorded_export
     main()

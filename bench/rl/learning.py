@@ -110,10 +110,9 @@ async def main() -> None:
                               lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r, dropout=0.0),
                               export=ExportSettings(merged="q8_0", adapter=True), model_name=f"rl-bench-{args.tag}-{secrets.token_hex(3)}")
         if not args.export:  # nothing exported: nothing registered either
-            import promptgym.finetune.rl.finish as finish
-            import promptgym.finetune.sft_finish as sft_finish
+            import promptgym.finetune.weight_run as finish
 
-            sft_finish.export_files = lambda job, folder, adapter, name, on_event: {}
+            finish.export_files = lambda job, folder, adapter, name, on_event: {}
             finish.register_finetuned_model = lambda entry: entry
         environment = await TaskAppEnvironment.connect(app.url, api_key=key, concurrency=64, timeout=600)
         loaded = time.time()

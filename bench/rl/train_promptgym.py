@@ -35,15 +35,14 @@ async def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
 
-    import promptgym.finetune.rl.finish as finish
-    import promptgym.finetune.sft_finish as sft_finish
+    import promptgym.finetune.weight_run as finish
     from promptgym.finetune.rl import RLJob, RLSettings
     from promptgym.finetune.rl.grpo import SeedSplits
     from promptgym.finetune.settings import LoraSettings
     from promptgym.taskapp import TaskAppEnvironment
     from promptgym.taskapp.launch import launch_task_app
 
-    sft_finish.export_files = lambda job, folder, adapter, name, on_event: {}  # speed only: no export, no registry
+    finish.export_files = lambda job, folder, adapter, name, on_event: {}  # speed only: no export, no registry
     finish.register_finetuned_model = lambda entry: entry
     work = Path(tempfile.mkdtemp(prefix="rl-vs-trl-"))
     key = secrets.token_urlsafe(16)

@@ -32,10 +32,11 @@ from typing import Any, Iterator, Sequence
 from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
 from promptgym.finetune.base_model import load_base_model, quiet_transformers
 from promptgym.finetune.device import plan_device
-from promptgym.finetune.loop import StopRequest, TrainingInterrupted
+from promptgym.finetune.loop import EventSink, StopRequest, TrainingInterrupted
 from promptgym.finetune.lora import add_lora
 from promptgym.finetune.replicas import SingleProcess
 from promptgym.finetune.sft_flow import SFTJob
+from promptgym.finetune.weight_run import StatusSink
 
 logger = logging.getLogger("promptgym")
 
@@ -286,8 +287,8 @@ class RayTrainBackend:
             run_config=RunConfig(name="sft", storage_path=self.storage_path or str(folder / RAY_STORAGE),
                                  checkpoint_config=CheckpointConfig(num_to_keep=1)))
 
-    def train(self, job: Any, folder: Path, on_event: Any, status: Any, resume: bool, stop: Any,
-              started: float) -> Any:
+    def train(self, job: SFTJob, folder: Path, on_event: EventSink, status: StatusSink, resume: bool,
+              stop: StopRequest, started: float) -> Any:
         """Run ``job``'s training loop on the workers; returns Ray Train's Result (its ``checkpoint`` is the last one).
 
         Raises TrainingInterrupted after the workers checkpointed on a stop request, RayTrainError on a failure.

@@ -9,6 +9,7 @@ Importing this package is cheap: torch, transformers and peft load when a job st
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from promptgym.finetune.settings import ExportSettings, LoraSettings, SFTSettings, WeightTrainingSettings
@@ -27,7 +28,5 @@ __all__ = ["ExportSettings", "LoraSettings", "SFTSettings", "WeightTrainingSetti
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'promptgym.finetune' has no attribute {name!r}")

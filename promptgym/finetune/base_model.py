@@ -26,6 +26,7 @@ from rich.progress import track
 
 from promptgym.finetune.device import DevicePlan
 from promptgym.lm.cache import models_dir
+from promptgym.lm.local_models import LOCAL_MODELS, ensure_local_model
 from promptgym.lm.model_string import parse_model_string
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers must never reach for a hub
@@ -35,7 +36,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 def quiet_transformers() -> None:
     """No progress bars or advice on stdout: the run's own events say what happens."""
-    import transformers
+    import transformers  # deferred: heavy, loaded when a job runs
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -72,8 +73,6 @@ def _gguf_fingerprint(path: Path, sha256: str | None) -> str:
 
 def resolve_base_model(name: str) -> BaseModelSource:
     """``local/<embedded model>``, a ``.gguf`` file, or a Hugging Face format folder (with ``config.json``)."""
-    from promptgym.lm.local_models import LOCAL_MODELS, ensure_local_model
-
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -155,7 +154,7 @@ def ensure_hf_weights(source: BaseModelSource) -> Path:
     with _file_lock(source.hf_dir.with_name(source.hf_dir.name + ".lock")):
         if _complete(source.hf_dir):
             return source.hf_dir
-        import torch
+        import torch  # deferred: heavy, loaded when a job runs
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         quiet_transformers()
@@ -182,7 +181,7 @@ def ensure_hf_weights(source: BaseModelSource) -> Path:
 
 
 def load_tokenizer(source: BaseModelSource) -> Any:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # deferred: heavy, loaded when a job runs
 
     quiet_transformers()
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_hf_weights(source)), local_files_only=True)
@@ -198,7 +197,7 @@ def load_base_model(source: BaseModelSource, gradient_checkpointing: bool = Fals
     With ``gradient_checkpointing`` each decoder layer keeps only its input for the backward pass and
     recomputes the rest (the non-reentrant kind, which needs no gradient on the frozen embeddings).
     """
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from transformers import AutoModelForCausalLM
 
     folder = ensure_hf_weights(source)

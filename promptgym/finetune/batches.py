@@ -33,7 +33,7 @@ class Batch:
 
 def collate(rows: Sequence[EncodedConversation], pad_id: int) -> Batch:
     """Right-padded tensors of the rows; padding is masked out of attention and loss."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     width = max(len(row.input_ids) for row in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -51,7 +51,7 @@ def epoch_order(size: int, seed: int, epoch: int, shuffle: bool = True) -> list[
     """Row indices of one epoch: a permutation fixed by (seed, epoch)."""
     if not shuffle:
         return list(range(size))
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(size, generator=generator).tolist()

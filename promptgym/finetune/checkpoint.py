@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgym.core.atomic import atomic_write_json, read_json
+from promptgym.finetune.lora import load_adapter_state
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
@@ -50,7 +51,7 @@ class Progress:
 
 def _split_optimizer_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Tensors for safetensors, the rest (param groups, plain numbers) for JSON."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     tensors, scalars = {}, {}
     for index, values in state["state"].items():
@@ -83,7 +84,7 @@ def checkpoint_name(step: int) -> str:
 
 def save_checkpoint(directory: Path, training: TrainingState, progress: Progress) -> Path:
     """Write ``directory/step_NNNNNN`` and point ``last.json`` at it; returns the checkpoint folder."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -163,17 +164,15 @@ def last_checkpoint(directory: Path) -> Path | None:
 
 
 def read_adapter(checkpoint: Path) -> dict[str, Any]:
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # deferred: heavy, loaded when a job runs
 
     return load_file(str(checkpoint / ADAPTER_FILE))
 
 
 def load_checkpoint(directory: Path, training: TrainingState) -> Progress:
     """Restore the newest checkpoint of ``directory`` into ``training``; returns where it stood."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from safetensors.torch import load_file
-
-    from promptgym.finetune.lora import load_adapter_state
 
     checkpoint = last_checkpoint(directory)
     if checkpoint is None:

@@ -37,7 +37,7 @@ def _run_converter(command: list[str], what: str) -> None:
 
 def merge_to_folder(source: BaseModelSource, adapter_dir: Path, target: Path) -> Path:
     """Base weights + adapter, merged, saved as a Hugging Face folder (safetensors and tokenizer)."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgym.core.atomic import atomic_writer
+from promptgym.utils.plotting import _new_figure, save_figure
 
 logger = logging.getLogger("promptgym")
 COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_norm", "seconds", "elapsed_s")
@@ -72,11 +73,10 @@ def plot_losses(rows: list[dict[str, float | None]], target: Path, title: str = 
     if not train and not evals:
         return None
     try:
-        from promptgym.utils.plotting import _new_figure, save_figure
+        figure = _new_figure(7, 4)
     except ImportError as error:  # pragma: no cover - matplotlib is part of the default install
         logger.warning("loss plot skipped: %s", error)
         return None
-    figure = _new_figure(7, 4)
     axes = figure.add_subplot(1, 1, 1)
     if train:
         axes.plot([s for s, _ in train], [v for _, v in train], label="train loss", color="#1f77b4", linewidth=1.2)

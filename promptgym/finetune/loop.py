@@ -75,7 +75,7 @@ def stop_on_signals(stop: StopRequest | None = None) -> Iterator[StopRequest]:
 
 def make_optimizer(model: Any, settings: WeightTrainingSettings, total_steps: int) -> tuple[Any, Any]:
     """AdamW on the trainable parameters, and a linear schedule with warm-up (``warmup_ratio`` of the steps)."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from transformers import get_linear_schedule_with_warmup
 
     parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]

@@ -18,7 +18,7 @@ class LoraTargetError(ValueError):
 
 def add_lora(model: Any, settings: LoraSettings, seed: int) -> Any:
     """A peft model with fresh adapters; their initial values are fixed by ``seed``."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from peft import LoraConfig, get_peft_model
 
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
@@ -44,13 +44,13 @@ def parameter_counts(model: Any) -> tuple[int, int]:
 
 def adapter_state(model: Any) -> dict[str, Any]:
     """The adapter's tensors (what a checkpoint stores), detached copies keyed by peft's names."""
-    from peft import get_peft_model_state_dict
+    from peft import get_peft_model_state_dict  # deferred: heavy, loaded when a job runs
 
     return {name: tensor.detach().clone().contiguous() for name, tensor in get_peft_model_state_dict(model).items()}
 
 
 def load_adapter_state(model: Any, state: dict[str, Any]) -> None:
-    from peft import set_peft_model_state_dict
+    from peft import set_peft_model_state_dict  # deferred: heavy, loaded when a job runs
 
     result = set_peft_model_state_dict(model, state)
     unexpected = getattr(result, "unexpected_keys", None)

@@ -27,7 +27,7 @@ def causal_lm_parts(model: Any) -> tuple[Any, Any, float | None]:
 
 
 def _chunk_loss_sum(head: Any, softcap: float | None, hidden: Any, targets: Any) -> Any:
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     import torch.nn.functional as F
 
     logits = head(hidden).float()
@@ -126,7 +126,7 @@ def sft_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any, chunk
 
 
 def _chunk_logprobs(head: Any, softcap: float | None, temperature: float, hidden: Any, targets: Any) -> Any:
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     logits = head(hidden).float()
     if softcap:
@@ -141,7 +141,7 @@ def chunked_token_logprobs(head: Any, softcap: float | None, hidden: Any, target
     The same chunking (and activation checkpointing) as :func:`chunked_causal_lm_loss`, for losses that
     need each token's log-probability (policy gradients); ``head``/``softcap`` from :func:`causal_lm_parts`.
     """
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from torch.utils.checkpoint import checkpoint
 
     pieces = []

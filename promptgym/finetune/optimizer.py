@@ -39,7 +39,10 @@ from typing import Any, Literal
 from promptgym.core.atomic import atomic_write_text
 from promptgym.core.serialization import register_builtin
 from promptgym.finetune.base_model import BaseModelError, resolve_base_model
+from promptgym.finetune.checkpoint import last_checkpoint, read_progress
+from promptgym.finetune.loop import EventSink, TrainingInterrupted
 from promptgym.finetune.settings import LoraSettings, SFTSettings
+from promptgym.finetune.sft_flow import SFTJob, SFTResult
 from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
 from promptgym.optimizers import OPTIMIZERS
@@ -391,9 +394,7 @@ def check_trainable_string(model: str) -> None:
 
 def measure_sft_step(settings: SFTSettings) -> float:
     """Load the base model with its adapters and time one step on ``settings.train_file``."""
-    from promptgym.finetune.sft_flow import SFTJob  # torch and transformers load here
-
-    job = SFTJob.prepare(settings, seed=0, name="step-time")
+    job = SFTJob.prepare(settings, seed=0, name="step-time")  # torch and transformers load here
     try:
         return job.measure_step_seconds()
     finally:
@@ -401,17 +402,12 @@ def measure_sft_step(settings: SFTSettings) -> float:
 
 
 def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_seconds: float | None,
-                on_event: Any) -> Any:
+                on_event: EventSink) -> SFTResult:
     """Prepare and run one SFT job; under a time budget, stop at it and finish from the last checkpoint.
 
     A folder with a checkpoint and no finished model resumes (a killed ``fit()`` loses at most the
     step in flight). Runs in a worker thread: torch releases the GIL, the event loop goes on.
     """
-    from promptgym.finetune.checkpoint import last_checkpoint, read_progress  # torch-free, but only for SFT
-    from promptgym.finetune.loop import JsonStatus, TrainingInterrupted
-    from promptgym.finetune.sft_finish import finish_sft_run
-    from promptgym.finetune.sft_flow import SFTJob
-
     job = SFTJob.prepare(settings, seed=seed, name=name)
     if max_seconds is not None:
         step_seconds = job.measure_step_seconds()
@@ -428,8 +424,7 @@ def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_s
             raise
     logger.info("FineTune: max_train_seconds=%g reached; keeping the last checkpoint", max_seconds)
     progress = read_progress(last_checkpoint(folder / "checkpoints"))  # type: ignore[arg-type]
-    return finish_sft_run(job, folder, progress, on_event, JsonStatus(folder / "run.json"), job.model_id(folder),
-                          float(progress.extra.get("elapsed_s", 0.0)))
+    return job.finish(folder, progress, on_event)
 
 
 OPTIMIZERS["finetune"] = FineTune

@@ -67,7 +67,7 @@ class SingleProcess:
     def seed_rng(self, seed: int, step: int, resumed: bool) -> None:
         """Seed torch's RNG (dropout) at the start; a resumed run keeps the checkpoint's RNG state."""
         if not resumed:
-            import torch
+            import torch  # deferred: heavy, loaded when a job runs
 
             torch.manual_seed(seed)
 

@@ -15,7 +15,7 @@ from promptgym.finetune.encoding import prompt_messages
 
 
 def _generate(model: Any, tokenizer: Any, messages: list[dict[str, str]], max_new_tokens: int) -> str:
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     input_ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]], device=model.device)

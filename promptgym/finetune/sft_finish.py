@@ -1,75 +1,23 @@
-"""The end of an SFT run: sample answers, loss plot, GGUF export, the registry entry, summary.md.
+"""What an SFT run's finish writes of its own: ``summary.md`` (losses, sample answers, skipped rows, files).
 
-Called by :meth:`SFTJob.run` once the last checkpoint is written; every file it makes is derived
-from that checkpoint, so a run killed during the export resumes straight into it.
+The finish itself (export, registry entry, final status) is the weight-run skeleton's
+(:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.sft_flow.SFTRun`
+calls :func:`summary_markdown` from it.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from promptgym.core.atomic import atomic_write_text
-from promptgym.core.events import ModelExported, ModelRegistered
 from promptgym.finetune.chat_data import describe_problems
-from promptgym.finetune.checkpoint import Progress, last_checkpoint
-from promptgym.finetune.device import peak_gpu_memory_mb
-from promptgym.finetune.export import export_adapter, export_merged
-from promptgym.finetune.history import StepHistory, plot_losses
-from promptgym.finetune.loop import EventSink, peak_rss_mb
-from promptgym.finetune.samples import sample_answers
-from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
+from promptgym.finetune.history import StepHistory
+from promptgym.finetune.weight_run import export_files
 
+if TYPE_CHECKING:  # sft_flow imports this module for the summary; the types only close the loop for the checker
+    from promptgym.finetune.sft_flow import SFTJob, SFTResult
 
-def _size(path: Path) -> str:
-    return f"{path.stat().st_size / 1e6:.1f} MB"
-
-
-def export_files(job: Any, folder: Path, adapter_dir: Path, name: str, on_event: EventSink) -> dict[str, str]:
-    """The GGUF files the settings ask for, in ``folder/export``."""
-    export, files = job.settings.export, {}
-    if export.merged != "none":
-        path = export_merged(job.source, adapter_dir, folder / "export" / f"{name}-{export.merged}.gguf", export.merged, name)
-        files["merged"] = str(path)
-        on_event(ModelExported(part="merged", format=export.merged, path=str(path), size=_size(path)))
-    if export.adapter and job.source.gguf is not None:
-        path = export_adapter(job.source, adapter_dir, folder / "export" / f"{name}-lora-f32.gguf")
-        files["adapter"] = str(path)
-        on_event(ModelExported(part="adapter", format="f32", path=str(path), size=_size(path)))
-    return files
-
-
-def finish_sft_run(job: Any, folder: Path, progress: Progress, on_event: EventSink, status: Any, model_id: str,
-                   elapsed_s: float) -> Any:
-    from promptgym.finetune.sft_flow import SFTResult
-
-    rows = job.data.validation_rows or job.data.train_rows
-    samples = sample_answers(job.model, job.tokenizer, [row.messages for row in rows[:job.settings.summary_samples]])
-    plot = plot_losses(StepHistory(folder / "history.csv").rows(), folder / "plots" / "loss.png",
-                       title=f"{job.settings.base_model} SFT")
-    rss, gpu_memory = peak_rss_mb(), peak_gpu_memory_mb(job.plan)
-    job.release()
-    adapter_dir = last_checkpoint(folder / "checkpoints")
-    name = model_id.removeprefix("local/")
-    files = export_files(job, folder, adapter_dir, name, on_event)
-    entry = register_finetuned_model(FineTunedModel(
-        name=name, base=job.settings.base_model, method="sft", merged=files.get("merged"), adapter=files.get("adapter"),
-        base_gguf=str(job.source.gguf) if job.source.gguf else None, run=str(folder.resolve()),
-        details={"train_file": job.settings.train_file, "train_rows": len(job.data.train), "steps": progress.step,
-                 "final_eval_loss": progress.extra.get("final_eval_loss"), "lora_r": job.settings.lora.r}))
-    on_event(ModelRegistered(model_id=entry.model_string, files=files))
-    result = SFTResult(
-        status="completed", model_id=entry.model_string, output_dir=folder, steps=progress.step,
-        final_loss=progress.loss, final_eval_loss=progress.extra.get("final_eval_loss"),
-        initial_eval_loss=progress.extra.get("initial_eval_loss"), checkpoints=progress.extra["checkpoints"],
-        files={**files, **({"loss_plot": str(plot)} if plot else {})}, elapsed_s=round(elapsed_s, 2), peak_rss_mb=round(rss, 1),
-        device=job.plan.device, peak_gpu_memory_mb=None if gpu_memory is None else round(gpu_memory, 1))
-    atomic_write_text(folder / "summary.md", summary_markdown(job, result, samples))
-    status(**{key: value for key, value in result.status_fields().items() if key != "output_dir"},
-           samples=samples, finished=time.time())
-    return result
+__all__ = ["export_files", "summary_markdown"]  # export_files: now the skeleton's, kept importable here
 
 
 def _loss(value: float | None) -> str:
@@ -81,7 +29,7 @@ def _cell(text: str, limit: int = 120) -> str:
     return (text[: limit - 1] + "…" if len(text) > limit else text).replace("|", "\\|")
 
 
-def summary_markdown(job: Any, result: Any, samples: list[dict[str, str]]) -> str:
+def summary_markdown(job: SFTJob, result: SFTResult, samples: list[dict[str, str]]) -> str:
     settings, data = job.settings, job.data
     hyper = {key: value for key, value in settings.model_dump().items()
              if key not in ("base_model", "train_file", "validation_file", "lora", "export", "model_name")}

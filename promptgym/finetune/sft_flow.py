@@ -15,67 +15,40 @@ Train's workers (the same loop, data parallel); the preparation and the finish s
 from __future__ import annotations
 
 import gc
-import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from promptgym.core.events import CheckpointSaved, SFTEval, SFTStarted, SFTStep
+from promptgym.core.events import Event, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.batches import Batch, batches_of, collate, epoch_order
-from promptgym.finetune.device import (
-    DeviceOutOfMemory,
-    DevicePlan,
-    is_out_of_memory,
-    out_of_memory_message,
-    plan_device,
-    to_device,
-)
-from promptgym.finetune.checkpoint import (
-    Progress,
-    TrainingState,
-    checkpoint_name,
-    last_checkpoint,
-    load_checkpoint,
-    read_adapter,
-    read_progress,
-    save_checkpoint,
-)
-from promptgym.finetune.history import StepHistory
+from promptgym.finetune.checkpoint import Progress, TrainingState, last_checkpoint, read_adapter, read_progress
+from promptgym.finetune.device import DevicePlan, is_out_of_memory, plan_device, to_device
+from promptgym.finetune.history import plot_losses
 from promptgym.finetune.lora import add_lora, load_adapter_state, parameter_counts
-from promptgym.finetune.loop import (
-    EventSink,
-    JsonStatus,
-    StopRequest,
-    TrainingInterrupted,
-    ignore_event,
-    make_optimizer,
-)
+from promptgym.finetune.loop import EventSink, StopRequest, TrainingInterrupted, ignore_event
 from promptgym.finetune.loss import sft_loss
 from promptgym.finetune.replicas import SingleProcess
+from promptgym.finetune.samples import sample_answers
 from promptgym.finetune.settings import SFTSettings
 from promptgym.finetune.sft_data import SFTData, prepare_sft_data
+from promptgym.finetune.sft_finish import summary_markdown
+from promptgym.finetune.weight_run import StatusSink, WeightRun, WeightRunResult, default_model_name
+
+__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingBackend", "TrainingInterrupted", "default_model_name", "sft"]
 
 
-@dataclass
-class SFTResult:
+@dataclass(kw_only=True)
+class SFTResult(WeightRunResult):
     """What a finished (or stopped) run left: the model id, losses, checkpoints and files."""
 
-    status: str
-    model_id: str | None
-    output_dir: Path
     steps: int
     final_loss: float | None
     final_eval_loss: float | None
     initial_eval_loss: float | None
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    peak_rss_mb: float = 0.0
     device: str = "cpu"
-    peak_gpu_memory_mb: float | None = None
 
     def status_fields(self) -> dict[str, Any]:
         data = asdict(self)
@@ -83,11 +56,11 @@ class SFTResult:
         return data
 
 
-def default_model_name(job_name: str, output_dir: Path) -> str:
-    """``ft-<job name>-<6 hex of the output folder>``: stable across resumes of the same run."""
-    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in job_name.lower()).strip("-.")[:40] or "model"
-    digest = hashlib.sha256(str(output_dir.resolve()).encode()).hexdigest()[:6]
-    return f"ft-{slug}-{digest}"
+class TrainingBackend(Protocol):
+    """Where an SFT job's loop runs instead of this process: ``promptgym.distributed.RayTrainBackend``."""
+
+    def train(self, job: SFTJob, folder: Path, on_event: EventSink, status: StatusSink, resume: bool,
+              stop: StopRequest, started: float) -> Any: ...
 
 
 def _round(value: float | None, digits: int = 5) -> float | None:
@@ -152,7 +125,7 @@ class SFTJob:
 
     def measure_step_seconds(self) -> float:
         """Time one forward+backward pass on the first batch; no weight, RNG or optimiser state changes."""
-        import torch
+        import torch  # deferred: heavy, loaded when a job runs
 
         rng = torch.get_rng_state()
         batch = collate([self.data.train[i] for i in self.step_groups(0)[0][0]], self.tokenizer.pad_token_id)
@@ -178,7 +151,7 @@ class SFTJob:
 
     def evaluate(self) -> float | None:
         """Mean loss per trained token over the validation rows (None without validation rows)."""
-        import torch
+        import torch  # deferred: heavy, loaded when a job runs
 
         if not self.data.validation:
             return None
@@ -196,7 +169,7 @@ class SFTJob:
     # -- training -------------------------------------------------------------------------
 
     def _train_step(self, groups: list[list[int]], training: TrainingState, forward: Any) -> dict[str, Any]:
-        import torch
+        import torch  # deferred: heavy, loaded when a job runs
 
         started = time.perf_counter()
         replicas, pad = self.replicas, self.tokenizer.pad_token_id
@@ -225,136 +198,39 @@ class SFTJob:
         return {"loss": total / max(trained, 1), "lr": lr, "grad_norm": grad_norm, "seconds": seconds,
                 "tokens_per_s": sum(batch.tokens for batch in batches) / seconds if seconds > 0 else None}
 
-    def run(self, output_dir: str | Path, on_event: EventSink = ignore_event, status: Any = None, resume: bool = False,
-            stop: StopRequest | None = None, backend: Any = None) -> SFTResult:
+    def run(self, output_dir: str | Path, on_event: EventSink = ignore_event, status: StatusSink | None = None,
+            resume: bool = False, stop: StopRequest | None = None, backend: TrainingBackend | None = None) -> SFTResult:
         """Train (continuing from the last checkpoint when ``resume``), then export and register the model.
 
         ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
         ``backend`` (e.g. ``promptgym.distributed.RayTrainBackend``) trains elsewhere; None trains here.
         Raises TrainingInterrupted, after a checkpoint, when ``stop`` is requested.
         """
-        from promptgym.finetune.sft_finish import finish_sft_run
-
-        folder = Path(output_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        status = status or JsonStatus(folder / "run.json")
-        stop = stop or StopRequest()
-        started = time.time()
+        run = SFTRun(self, output_dir, on_event, status, stop, replicas=self.replicas)
         if backend is None:
-            progress = self.train(folder, on_event, status, resume, stop, started)
-        else:
-            backend.train(self, folder, on_event=on_event, status=status, resume=resume, stop=stop, started=started)
-            checkpoint = last_checkpoint(folder / "checkpoints")
-            progress = read_progress(checkpoint)
-            load_adapter_state(self.model, read_adapter(checkpoint))  # what the workers trained, for samples and export
-        return finish_sft_run(self, folder, progress, on_event, status, self.model_id(folder),
-                              float(progress.extra.get("elapsed_s", 0.0)))
+            return run.run(resume)
+        backend.train(self, run.folder, on_event=on_event, status=run.status, resume=resume, stop=run.stop,
+                      started=run.started)
+        checkpoint = last_checkpoint(run.folder / "checkpoints")
+        load_adapter_state(self.model, read_adapter(checkpoint))  # what the workers trained, for samples and export
+        return run.finish(read_progress(checkpoint))
+
+    def finish(self, output_dir: str | Path, progress: Progress, on_event: EventSink = ignore_event,
+               status: StatusSink | None = None) -> SFTResult:
+        """Export, register and summarise a run whose training ended at ``progress`` (its last checkpoint)."""
+        return SFTRun(self, output_dir, on_event, status).finish(progress)
 
     def model_id(self, folder: Path) -> str:
         return f"local/{self.settings.model_name or default_model_name(self.name, folder)}"
 
-    def train(self, folder: Path, on_event: EventSink, status: Any, resume: bool, stop: StopRequest,
+    def train(self, folder: Path, on_event: EventSink, status: StatusSink, resume: bool, stop: StopRequest,
               started: float) -> Progress:
         """The training loop, on this copy of the model (``self.replicas``); returns where it ended.
 
         Every copy runs it; only the main one writes history and checkpoints and sends events and status.
         ``started`` is the session's start (wall clock), for the elapsed time kept in checkpoints.
         """
-        replicas = self.replicas
-        main = replicas.is_main
-        checkpoints_dir, history = folder / "checkpoints", StepHistory(folder / "history.csv")
-        optimizer, scheduler = make_optimizer(self.model, self.settings, self.total_steps)
-        training = TrainingState(self.model, optimizer, scheduler)
-        if resume:
-            progress = load_checkpoint(checkpoints_dir, training)
-            if main:
-                history.truncate_after(progress.step)
-        else:
-            progress = Progress(extra={"checkpoints": [], "elapsed_s": 0.0})
-            if main and history.path.is_file():  # a fresh run in a used folder starts a fresh history
-                history.truncate_after(-1)
-        replicas.seed_rng(self.seed, progress.step, resumed=resume)
-        forward = replicas.loss_function(self.model, self.model_loss)
-        elapsed_before = float(progress.extra.get("elapsed_s", 0.0))
-        status(status="running", model_id=None, planned_model_id=self.model_id(folder), total_steps=self.total_steps,
-               steps_done=progress.step, checkpoints=progress.extra.get("checkpoints", []), **self.plan.record())
-        on_event(SFTStarted(
-            base_model=self.settings.base_model, train_rows=len(self.data.train), validation_rows=len(self.data.validation),
-            skipped_rows=len(self.data.skipped), epochs=self.settings.n_epochs, steps=self.total_steps,
-            steps_per_epoch=self.steps_per_epoch, trainable_parameters=self.trainable_parameters,
-            resume_from_step=progress.step if resume else None))
-        if "initial_eval_loss" not in progress.extra:
-            progress.extra["initial_eval_loss"] = _round(self.evaluate())
-            self._emit_eval(on_event, history, progress, progress.extra["initial_eval_loss"], "before")
-        self.model.train()
-
-        def checkpoint(reason: str) -> Path | None:
-            progress.extra["elapsed_s"] = elapsed_before + time.time() - started
-            entry = {"step": progress.step, "loss": _round(progress.loss), "path": f"checkpoints/{checkpoint_name(progress.step)}"}
-            progress.extra["checkpoints"] = [e for e in progress.extra["checkpoints"] if e["step"] != progress.step] + [entry]
-            path = save_checkpoint(checkpoints_dir, training, progress) if main else None
-            replicas.report(path, {"step": progress.step, "loss": _round(progress.loss), "reason": reason})
-            status(steps_done=progress.step, checkpoints=progress.extra["checkpoints"])
-            on_event(CheckpointSaved(path=entry["path"], step=progress.step, reason=reason))
-            return path
-
-        for epoch in range(progress.epoch, self.settings.n_epochs):
-            groups = self.step_groups(epoch)
-            first = progress.batch_in_epoch if epoch == progress.epoch else 0
-            for position in range(first, len(groups)):
-                try:
-                    measured = self._train_step(groups[position], training, forward)
-                except Exception as error:
-                    if not is_out_of_memory(error):
-                        raise
-                    raise self._out_of_memory(groups[position], training, checkpoint) from error
-                progress.step, progress.epoch, progress.batch_in_epoch = progress.step + 1, epoch, position + 1
-                progress.loss = measured["loss"]
-                row = {"step": progress.step, "epoch": epoch + (position + 1) / len(groups), "loss": _round(measured["loss"]),
-                       "lr": measured["lr"], "tokens_per_s": _round(measured["tokens_per_s"], 1),
-                       "grad_norm": _round(measured["grad_norm"], 4), "seconds": _round(measured["seconds"], 3),
-                       "elapsed_s": round(elapsed_before + time.time() - started, 2)}
-                eval_due = self.settings.eval_steps and progress.step % self.settings.eval_steps == 0
-                if eval_due and progress.step < self.total_steps:
-                    row["eval_loss"] = _round(self.evaluate())
-                if main:
-                    history.append(row)
-                on_event(SFTStep(total_steps=self.total_steps, **row))
-                if row.get("eval_loss") is not None:
-                    on_event(SFTEval(step=progress.step, eval_loss=row["eval_loss"], label="step"))
-                if replicas.any(stop.requested):
-                    path = checkpoint(f"stop ({stop.reason or 'requested'})")
-                    status(status="interrupted", elapsed_s=round(progress.extra["elapsed_s"], 2))
-                    raise TrainingInterrupted(progress.step, path)
-                if progress.step % self.settings.save_steps == 0 and progress.step < self.total_steps:
-                    checkpoint("save_steps")
-            progress.epoch, progress.batch_in_epoch = epoch + 1, 0
-        if "final_eval_loss" not in progress.extra:
-            progress.extra["final_eval_loss"] = _round(self.evaluate())
-            self._emit_eval(on_event, history, progress, progress.extra["final_eval_loss"], "final")
-        checkpoint("end")
-        return progress
-
-    def _out_of_memory(self, groups: list[list[int]], training: TrainingState,
-                       checkpoint: Any) -> DeviceOutOfMemory:
-        """Free the failed step's memory, checkpoint the steps done, and say what to lower."""
-        import torch  # deferred: a heavy import only the weight flows need
-
-        training.optimizer.zero_grad(set_to_none=True)
-        if self.plan.is_cuda:
-            torch.cuda.empty_cache()
-        rows = [self.data.train[i] for indices in groups for i in indices]
-        path = checkpoint("out of memory")  # the closure writes on the main copy only, as for every checkpoint
-        return DeviceOutOfMemory(out_of_memory_message(self.plan, len(rows) // max(len(groups), 1),
-                                                       max(len(row.input_ids) for row in rows), path))
-
-    def _emit_eval(self, on_event: EventSink, history: StepHistory, progress: Progress, loss: float | None,
-                   label: str) -> None:
-        if loss is None:
-            return
-        if self.replicas.is_main:
-            history.append({"step": progress.step, "eval_loss": loss})
-        on_event(SFTEval(step=progress.step, eval_loss=loss, label=label))
+        return SFTRun(self, folder, on_event, status, stop, started, self.replicas).train(resume)
 
     def release(self) -> None:
         """Drop the model from memory (before an export, which loads the weights afresh)."""
@@ -362,9 +238,108 @@ class SFTJob:
         gc.collect()
 
 
+class SFTRun(WeightRun):
+    """One session of an SFT run on the skeleton: the epochs of optimiser steps, the evaluations, the summary."""
+
+    method = "sft"
+    job: SFTJob
+    samples: list[dict[str, str]] = []  # the summary's sample answers, made before the model is released
+
+    def started_event(self, resume: bool) -> Event:
+        job = self.job
+        return SFTStarted(
+            base_model=self.settings.base_model, train_rows=len(job.data.train), validation_rows=len(job.data.validation),
+            skipped_rows=len(job.data.skipped), epochs=self.settings.n_epochs, steps=job.total_steps,
+            steps_per_epoch=job.steps_per_epoch, trainable_parameters=job.trainable_parameters,
+            resume_from_step=self.progress.step if resume else None)
+
+    def checkpoint_entry(self) -> dict[str, Any]:
+        return {"step": self.progress.step, "loss": _round(self.progress.loss), **super().checkpoint_entry()}
+
+    def train_steps(self) -> None:
+        job, progress, extra = self.job, self.progress, self.progress.extra
+        forward = self.replicas.loss_function(job.model, job.model_loss)
+        if "initial_eval_loss" not in extra:
+            extra["initial_eval_loss"] = _round(job.evaluate())
+            self._emit_eval(extra["initial_eval_loss"], "before")
+        job.model.train()
+        for epoch in range(progress.epoch, self.settings.n_epochs):
+            groups = job.step_groups(epoch)
+            first = progress.batch_in_epoch if epoch == progress.epoch else 0
+            for position in range(first, len(groups)):
+                self._step(groups[position], epoch, (position + 1) / len(groups), forward)
+                progress.batch_in_epoch = position + 1
+                self.stop_if_requested()
+                self.save_if_due()
+            progress.epoch, progress.batch_in_epoch = epoch + 1, 0
+        if "final_eval_loss" not in extra:
+            extra["final_eval_loss"] = _round(job.evaluate())
+            self._emit_eval(extra["final_eval_loss"], "final")
+
+    def _step(self, groups: list[list[int]], epoch: int, fraction: float, forward: Any) -> None:
+        """One optimiser step (its micro-batches ``groups``), its history row and events."""
+        job, progress = self.job, self.progress
+        assert self.training is not None
+        try:
+            measured = job._train_step(groups, self.training, forward)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            rows = [job.data.train[i] for indices in groups for i in indices]
+            longest = max(len(row.input_ids) for row in rows)
+            raise self.out_of_memory(len(rows) // max(len(groups), 1), longest) from error
+        progress.step, progress.epoch, progress.loss = progress.step + 1, epoch, measured["loss"]
+        row = {"step": progress.step, "epoch": epoch + fraction, "loss": _round(measured["loss"]),
+               "lr": measured["lr"], "tokens_per_s": _round(measured["tokens_per_s"], 1),
+               "grad_norm": _round(measured["grad_norm"], 4), "seconds": _round(measured["seconds"], 3),
+               "elapsed_s": round(self.elapsed, 2)}
+        eval_due = self.settings.eval_steps and progress.step % self.settings.eval_steps == 0
+        if eval_due and progress.step < job.total_steps:
+            row["eval_loss"] = _round(job.evaluate())
+        self.record(row)
+        self.on_event(SFTStep(total_steps=job.total_steps, **row))
+        if row.get("eval_loss") is not None:
+            self.on_event(SFTEval(step=progress.step, eval_loss=row["eval_loss"], label="step"))
+
+    def _emit_eval(self, loss: float | None, label: str) -> None:
+        if loss is None:
+            return
+        self.record({"step": self.progress.step, "eval_loss": loss})
+        self.on_event(SFTEval(step=self.progress.step, eval_loss=loss, label=label))
+
+    # -- the finish -------------------------------------------------------------------------
+
+    def before_release(self) -> dict[str, str]:
+        job = self.job
+        rows = job.data.validation_rows or job.data.train_rows
+        prompts = [row.messages for row in rows[:self.settings.summary_samples]]
+        self.samples = sample_answers(job.model, job.tokenizer, prompts)
+        plot = plot_losses(self.history.rows(), self.folder / "plots" / "loss.png",
+                           title=f"{self.settings.base_model} SFT")
+        return {"loss_plot": str(plot)} if plot else {}
+
+    def registry_details(self) -> dict[str, Any]:
+        return {"train_file": self.settings.train_file, "train_rows": len(self.job.data.train),
+                "steps": self.progress.step,
+                "final_eval_loss": self.progress.extra.get("final_eval_loss"), "lora_r": self.settings.lora.r}
+
+    def result(self, **base: Any) -> SFTResult:
+        extra = self.progress.extra
+        return SFTResult(**base, steps=self.progress.step, final_loss=self.progress.loss,
+                         final_eval_loss=extra.get("final_eval_loss"), initial_eval_loss=extra.get("initial_eval_loss"),
+                         device=self.job.plan.device)
+
+    def summary_markdown(self, result: SFTResult) -> str:
+        return summary_markdown(self.job, result, self.samples)
+
+    def finished_status(self, result: SFTResult) -> dict[str, Any]:
+        fields = {key: value for key, value in result.status_fields().items() if key != "output_dir"}
+        return {**fields, "samples": self.samples}
+
+
 def sft(settings: SFTSettings, output_dir: str | Path, name: str = "sft", seed: int | None = None,
         on_event: EventSink = ignore_event, resume: bool = False, stop: StopRequest | None = None,
-        backend: Any = None) -> SFTResult:
+        backend: TrainingBackend | None = None) -> SFTResult:
     """Fine-tune ``settings.base_model`` on ``settings.train_file``; the result's ``model_id`` is a model string.
 
     ``backend``: None trains in this process; ``RayTrainBackend(num_workers=2)`` on Ray Train's CPU workers.

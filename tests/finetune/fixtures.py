@@ -37,5 +37,5 @@ def fake_export(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         on_event(ModelExported(part="merged", format="q8_0", path=str(path), size="0.0 MB"))
         return {"merged": str(path)}
 
-    monkeypatch.setattr("promptgym.finetune.sft_finish.export_files", export_files)
+    monkeypatch.setattr("promptgym.finetune.weight_run.export_files", export_files)
     return calls

@@ -10,6 +10,7 @@ Importing this package is cheap: torch, transformers and peft load when a job st
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from promptgym.finetune.rl.environment import Environment, Episode
@@ -30,7 +31,5 @@ __all__ = ["Environment", "Episode", "RLSettings", *_LAZY]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'promptgym.finetune.rl' has no attribute {name!r}")

@@ -33,6 +33,6 @@ def completion_generator(*key: int, device: Any = "cpu") -> Any:
     On a GPU the generator lives there, so that a draw needs no copy of the probabilities to the host; the
     stream then differs from the CPU's for the same key, and is as reproducible.
     """
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     return torch.Generator(device=device).manual_seed(completion_seed(*key))

@@ -1,25 +1,21 @@
-"""The end of an RL run: the reward curve, GGUF export, the registry entry, summary.md and the final status JSON.
+"""What an RL run's finish writes of its own: the reward curve, ``summary.md`` and ``final_status.json``'s name.
 
-Called by the run once its last checkpoint is written; every file it makes is derived from that checkpoint
-and the run's history, so a run killed during the export resumes straight into it.
+The finish itself (export, registry entry, final status) is the weight-run skeleton's
+(:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.rl.grpo.RLRun` calls these.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from promptgym.core.atomic import atomic_write_json, atomic_write_text
-from promptgym.core.events import ModelRegistered
-from promptgym.finetune.checkpoint import Progress, last_checkpoint
-from promptgym.finetune.history import StepHistory
-from promptgym.finetune.device import peak_gpu_memory_mb
-from promptgym.finetune.loop import EventSink, peak_rss_mb
-from promptgym.finetune import sft_finish
-from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
+from promptgym.finetune.checkpoint import Progress
+from promptgym.utils.plotting import _new_figure, save_figure
+
+if TYPE_CHECKING:  # grpo imports this module for the summary; the types only close the loop for the checker
+    from promptgym.finetune.rl.grpo import RLJob, RLResult
 
 logger = logging.getLogger("promptgym")
 FINAL_STATUS_FILE = "final_status.json"
@@ -33,11 +29,10 @@ def plot_rewards(rows: list[dict[str, Any]], evaluations: list[dict[str, Any]], 
     if not train and not evaluations:
         return None
     try:
-        from promptgym.utils.plotting import _new_figure, save_figure
+        figure = _new_figure(7, 4)
     except ImportError as error:  # pragma: no cover - matplotlib is part of the default install
         logger.warning("reward plot skipped: %s", error)
         return None
-    figure = _new_figure(7, 4)
     axes = figure.add_subplot(1, 1, 1)
     if train:
         xs, ys, spread = [t[0] for t in train], [t[1] for t in train], [t[2] for t in train]
@@ -62,7 +57,7 @@ def _reward(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def summary_markdown(job: Any, result: Any, rows: list[dict[str, Any]], progress: Progress) -> str:
+def summary_markdown(job: RLJob, result: RLResult, rows: list[dict[str, Any]], progress: Progress) -> str:
     settings = job.settings
     evaluations = progress.extra.get("evaluations", [])
     before, after = progress.extra.get("eval_before") or {}, progress.extra.get("eval_after") or {}
@@ -105,41 +100,3 @@ def summary_markdown(job: Any, result: Any, rows: list[dict[str, Any]], progress
               "- `history.csv`, `events.jsonl`, `final_status.json`", "", "## Final status", "", "```json",
               json.dumps(result.final_status(), indent=2), "```", ""]
     return "\n".join(lines)
-
-
-def finish_rl_run(job: Any, folder: Path, progress: Progress, on_event: EventSink, status: Any, model_id: str,
-                  elapsed_s: float) -> Any:
-    from promptgym.finetune.rl.grpo import HISTORY_COLUMNS, RLResult
-
-    extra = progress.extra
-    rows = StepHistory(folder / "history.csv", HISTORY_COLUMNS, key="iteration").rows()
-    plot = plot_rewards(rows, extra.get("evaluations", []), folder / "plots" / "reward.png",
-                        title=f"{job.settings.base_model} GRPO")
-    rss, gpu_memory = peak_rss_mb(), peak_gpu_memory_mb(job.plan)
-    job.release()
-    name = model_id.removeprefix("local/")
-    files = sft_finish.export_files(job, folder, last_checkpoint(folder / "checkpoints"), name, on_event)
-    before, after = extra.get("eval_before") or {}, extra.get("eval_after") or {}
-    entry = register_finetuned_model(FineTunedModel(
-        name=name, base=job.settings.base_model, method="rl", merged=files.get("merged"), adapter=files.get("adapter"),
-        base_gguf=str(job.source.gguf) if job.source.gguf else None, run=str(folder.resolve()),
-        details={"iterations": progress.step, "group_size": job.settings.group_size,
-                 "eval_reward_before": before.get("reward"), "eval_reward_after": after.get("reward"),
-                 "lora_r": job.settings.lora.r}))
-    on_event(ModelRegistered(model_id=entry.model_string, files=files))
-    result = RLResult(
-        status="completed", model_id=entry.model_string, output_dir=folder, iterations=progress.step,
-        final_reward=extra.get("last_mean_reward"), eval_reward_before=before.get("reward"),
-        eval_reward_after=after.get("reward"), checkpoints=extra["checkpoints"],
-        files={**files, **({"reward_plot": str(plot)} if plot else {})}, elapsed_s=round(elapsed_s, 2),
-        peak_rss_mb=round(rss, 1), groups=extra.get("groups", 0), zero_signal_groups=extra.get("zero_signal_groups", 0),
-        failed_rollouts=extra.get("failed_rollouts", 0))
-    final = result.final_status()
-    atomic_write_json(folder / FINAL_STATUS_FILE, final)
-    atomic_write_text(folder / "summary.md", summary_markdown(job, result, rows, progress))
-    status(**{key: value for key, value in final.items() if key != "checkpoints"}, iterations_done=progress.step,
-           checkpoints=extra["checkpoints"], files=result.files, elapsed_s=result.elapsed_s,
-           peak_rss_mb=result.peak_rss_mb, groups=result.groups, zero_signal_groups=result.zero_signal_groups,
-           failed_rollouts=result.failed_rollouts, finished=time.time(),
-           peak_gpu_memory_mb=None if gpu_memory is None else round(gpu_memory, 1))
-    return result

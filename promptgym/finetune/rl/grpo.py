@@ -15,19 +15,20 @@ on a stop request and at the end; ``resume=True`` continues from the newest.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from promptgym.core.events import CheckpointSaved, RLEvaluation, RLIteration, RLStarted, RolloutFailedEvent
+from promptgym.core.atomic import atomic_write_json
+from promptgym.core.events import Event, RLEvaluation, RLIteration, RLStarted, RolloutFailedEvent
 from promptgym.finetune.base_model import BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.device import DevicePlan, plan_device
-from promptgym.finetune.checkpoint import Progress, TrainingState, checkpoint_name, load_checkpoint, save_checkpoint
-from promptgym.finetune.history import StepHistory
 from promptgym.finetune.lora import add_lora, parameter_counts
-from promptgym.finetune.loop import EventSink, JsonStatus, StopRequest, TrainingInterrupted, ignore_event, make_optimizer
+from promptgym.finetune.loop import EventSink, StopRequest, ignore_event
 from promptgym.finetune.rl.environment import Environment
+from promptgym.finetune.rl.finish import FINAL_STATUS_FILE, plot_rewards, summary_markdown
 from promptgym.finetune.rl.policy_server import PolicyServer
 from promptgym.finetune.rl.rollouts import (
     RolloutResult,
@@ -40,7 +41,7 @@ from promptgym.finetune.rl.rollouts import (
 )
 from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.rl.update import TrainingRow, grpo_update
-from promptgym.finetune.sft_flow import default_model_name
+from promptgym.finetune.weight_run import StatusSink, WeightRun, WeightRunResult
 
 HISTORY_COLUMNS = ("iteration", "mean_reward", "reward_spread", "zero_signal_groups", "groups", "failed_rollouts",
                    "eval_reward", "loss", "kl", "clip_fraction", "lr", "completion_tokens", "tokens_per_s",
@@ -78,21 +79,14 @@ class SeedSplits:
         return "train", self.train
 
 
-@dataclass
-class RLResult:
+@dataclass(kw_only=True)
+class RLResult(WeightRunResult):
     """What a finished run left; :meth:`final_status` is the JSON the CLI prints."""
 
-    status: str
-    model_id: str | None
-    output_dir: Path
     iterations: int
     final_reward: float | None
     eval_reward_before: float | None
     eval_reward_after: float | None
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    peak_rss_mb: float = 0.0
     groups: int = 0
     zero_signal_groups: int = 0
     failed_rollouts: int = 0
@@ -134,104 +128,92 @@ class RLJob:
 
     def release(self) -> None:
         """Drop the model from memory (before an export, which loads the weights afresh)."""
-        import gc
-
         self.model = None
         gc.collect()
 
     async def run(self, environment: Environment, output_dir: str | Path, on_event: EventSink = ignore_event,
-                  status: Any = None, resume: bool = False, stop: StopRequest | None = None,
+                  status: StatusSink | None = None, resume: bool = False, stop: StopRequest | None = None,
                   splits: SeedSplits | None = None) -> RLResult:
         """Train against ``environment`` (continuing from the last checkpoint when ``resume``), export, register.
 
         ``status`` takes keyword changes to the run's status (default: ``output_dir/run.json``). Raises
         TrainingInterrupted, after a checkpoint, when ``stop`` is requested; RLAborted past ``max_errors``.
         """
-        loop = _RunLoop(self, environment, Path(output_dir), on_event, status, stop or StopRequest(),
-                        splits or SeedSplits.of(environment.splits))
-        return await loop.run(resume)
+        run = RLRun(self, environment, splits or SeedSplits.of(environment.splits), output_dir, on_event, status, stop)
+        return await run.run_async(resume)  # type: ignore[return-value]
 
 
-class _RunLoop:
-    """One session of a run: the policy server, the optimiser, the iterations, the checkpoints."""
+class RLRun(WeightRun):
+    """One session of an RL run on the skeleton: the policy server, the iterations, the evaluations."""
 
-    def __init__(self, job: RLJob, environment: Environment, folder: Path, on_event: EventSink, status: Any,
-                 stop: StopRequest, splits: SeedSplits) -> None:
-        self.job, self.settings, self.environment, self.folder = job, job.settings, environment, folder
-        self.on_event, self.stop, self.splits = on_event, stop, splits
-        folder.mkdir(parents=True, exist_ok=True)
-        self.status = status or JsonStatus(folder / "run.json")
-        self.history = StepHistory(folder / "history.csv", HISTORY_COLUMNS, key="iteration")
-        self.started = time.time()
+    method = "rl"
+    step_key = "iteration"
+    done_key = "iterations_done"
+    history_columns = HISTORY_COLUMNS
+    job: RLJob
+    settings: RLSettings
+
+    def __init__(self, job: RLJob, environment: Environment, splits: SeedSplits, folder: str | Path,
+                 on_event: EventSink = ignore_event, status: StatusSink | None = None,
+                 stop: StopRequest | None = None) -> None:
+        super().__init__(job, folder, on_event, status, stop)
+        self.environment, self.splits = environment, splits
         self.server: PolicyServer | None = None
-        self.progress = Progress()
         self.failed_total = 0
+        self.rows: list[dict[str, Any]] = []
 
     @property
-    def elapsed(self) -> float:
-        return float(self.progress.extra.get("elapsed_s", 0.0)) + time.time() - self.started
+    def units(self) -> int:
+        return self.settings.iterations
 
-    async def run(self, resume: bool) -> RLResult:
-        import torch
+    def running_status(self) -> dict[str, Any]:
+        return {"iterations": self.settings.iterations}
 
-        from promptgym.finetune.rl.finish import finish_rl_run
+    def fresh_extra(self) -> dict[str, Any]:
+        return {"evaluations": [], "groups": 0, "zero_signal_groups": 0, "failed_rollouts": 0}
 
+    def started_event(self, resume: bool) -> Event:
+        assert self.server is not None
+        settings = self.settings
+        return RLStarted(
+            base_model=settings.base_model, environment=getattr(self.environment, "name", "task"),
+            iterations=settings.iterations, group_size=settings.group_size, batch_size=settings.batch_size,
+            train_seeds=len(self.splits.train), validation_seeds=len(self.splits.validation),
+            test_seeds=len(self.splits.test), trainable_parameters=self.job.trainable_parameters,
+            policy_url=self.server.base_url, resume_from_iteration=self.progress.step if resume else None)
+
+    async def train_steps_async(self) -> None:
         job, settings = self.job, self.settings
-        optimizer, scheduler = make_optimizer(job.model, settings, job.total_steps)
-        self.training = TrainingState(job.model, optimizer, scheduler)
-        if resume:
-            self.progress = load_checkpoint(self.folder / "checkpoints", self.training)
-            self.history.truncate_after(self.progress.step)
-        else:
-            torch.manual_seed(job.seed)
-            self.progress = Progress(extra={"checkpoints": [], "elapsed_s": 0.0, "evaluations": [], "groups": 0,
-                                            "zero_signal_groups": 0, "failed_rollouts": 0})
-            if self.history.path.is_file():
-                self.history.truncate_after(-1)
         self.failed_total = int(self.progress.extra.get("failed_rollouts", 0))
-        self.started = time.time()
-        model_id = f"local/{settings.model_name or default_model_name(job.name, self.folder)}"
-        self.status(status="running", model_id=None, planned_model_id=model_id, iterations=settings.iterations,
-                    iterations_done=self.progress.step, checkpoints=self.progress.extra["checkpoints"],
-                    **job.plan.record())
         self.server = PolicyServer(job.model, job.tokenizer, settings.max_new_tokens, settings.temperature, seed=job.seed,
                                    autocast=job.plan.autocast)
         try:
             await self.server.start()
-            self.on_event(RLStarted(
-                base_model=settings.base_model, environment=getattr(self.environment, "name", "task"),
-                iterations=settings.iterations, group_size=settings.group_size, batch_size=settings.batch_size,
-                train_seeds=len(self.splits.train), validation_seeds=len(self.splits.validation),
-                test_seeds=len(self.splits.test), trainable_parameters=job.trainable_parameters,
-                policy_url=self.server.base_url, resume_from_iteration=self.progress.step if resume else None))
+            self.on_event(self.started_event(self.resumed))
             await self._train()
         finally:
             await self.server.stop()
-        self._checkpoint("end")
-        return finish_rl_run(job, self.folder, self.progress, self.on_event, self.status, model_id, self.elapsed)
 
     async def _train(self) -> None:
         extra = self.progress.extra
         if "eval_before" not in extra:
             extra["eval_before"] = await self._evaluate("before", self.progress.step)
         for iteration in range(self.progress.step, self.settings.iterations):
-            if self.stop.requested:
-                self._interrupt()
+            self.stop_if_requested()
             try:
                 row = await self._iteration(iteration)
             except _Stopped:
-                self._interrupt()
+                self.interrupt()
             number = iteration + 1
             self.progress.step = number
             if self.stop.requested:  # before the evaluation: a stop should not wait for it
-                self.history.append(row)
-                self._interrupt()
+                self.record(row)
+                self.interrupt()
             if (self.settings.eval_every and self.splits.validation and number % self.settings.eval_every == 0
                     and number < self.settings.iterations):
                 row["eval_reward"] = (await self._evaluate("during", number))["reward"]
-            self.history.append(row)
-            if number % self.settings.save_steps == 0 and number < self.settings.iterations:
-                self._checkpoint("save_steps")
+            self.record(row)
+            self.save_if_due()
         if "eval_after" not in extra:
             extra["eval_after"] = await self._evaluate("after", self.progress.step)
 
@@ -267,7 +249,7 @@ class _RunLoop:
         return row
 
     def _update(self, rows: list[TrainingRow]) -> dict[str, Any]:
-        assert self.server is not None
+        assert self.server is not None and self.training is not None
         with self.server.lock, self.job.plan.autocast():
             return grpo_update(self.job.model, self.training.optimizer, self.training.scheduler, rows, self.settings,
                                self.job.tokenizer.pad_token_id)
@@ -303,7 +285,7 @@ class _RunLoop:
         try:
             results = await self._rollouts([(seed, split) for seed in seeds], greedy=True, iteration=iteration)
         except _Stopped:
-            self._interrupt()
+            self.interrupt()
         reward, failures = evaluation_reward(results)
         entry = {"iteration": iteration, "label": label, "split": split, "size": len(seeds), "reward": _round(reward),
                  "failures": failures}
@@ -311,18 +293,41 @@ class _RunLoop:
         self.on_event(RLEvaluation(**entry))
         return entry
 
-    def _checkpoint(self, reason: str) -> Path:
-        extra = self.progress.extra
-        extra["elapsed_s"] = self.elapsed
-        self.started = time.time()
-        entry = {"iteration": self.progress.step, "path": f"checkpoints/{checkpoint_name(self.progress.step)}"}
-        extra["checkpoints"] = [e for e in extra["checkpoints"] if e["iteration"] != self.progress.step] + [entry]
-        path = save_checkpoint(self.folder / "checkpoints", self.training, self.progress)
-        self.status(iterations_done=self.progress.step, checkpoints=extra["checkpoints"])
-        self.on_event(CheckpointSaved(path=entry["path"], step=self.progress.step, reason=reason))
-        return path
+    # -- the finish -------------------------------------------------------------------------
 
-    def _interrupt(self) -> None:
-        path = self._checkpoint(f"stop ({self.stop.reason})")
-        self.status(status="interrupted", elapsed_s=round(self.progress.extra["elapsed_s"], 2))
-        raise TrainingInterrupted(self.progress.step, path)
+    def before_release(self) -> dict[str, str]:
+        self.rows = self.history.rows()
+        plot = plot_rewards(self.rows, self.progress.extra.get("evaluations", []), self.folder / "plots" / "reward.png",
+                            title=f"{self.settings.base_model} GRPO")
+        return {"reward_plot": str(plot)} if plot else {}
+
+    def _evaluation(self, label: str) -> dict[str, Any]:
+        return self.progress.extra.get(f"eval_{label}") or {}
+
+    def registry_details(self) -> dict[str, Any]:
+        return {"iterations": self.progress.step, "group_size": self.settings.group_size,
+                "eval_reward_before": self._evaluation("before").get("reward"),
+                "eval_reward_after": self._evaluation("after").get("reward"), "lora_r": self.settings.lora.r}
+
+    def result(self, **base: Any) -> RLResult:
+        extra = self.progress.extra
+        return RLResult(**base, iterations=self.progress.step, final_reward=extra.get("last_mean_reward"),
+                        eval_reward_before=self._evaluation("before").get("reward"),
+                        eval_reward_after=self._evaluation("after").get("reward"), groups=extra.get("groups", 0),
+                        zero_signal_groups=extra.get("zero_signal_groups", 0),
+                        failed_rollouts=extra.get("failed_rollouts", 0))
+
+    def write_outputs(self, result: RLResult) -> None:
+        atomic_write_json(self.folder / FINAL_STATUS_FILE, result.final_status())
+        super().write_outputs(result)
+
+    def summary_markdown(self, result: RLResult) -> str:
+        return summary_markdown(self.job, result, self.rows, self.progress)
+
+    def finished_status(self, result: RLResult) -> dict[str, Any]:
+        final = {key: value for key, value in result.final_status().items() if key != "checkpoints"}
+        return {**final, "iterations_done": self.progress.step, "checkpoints": result.checkpoints,
+                "files": result.files,
+                "elapsed_s": result.elapsed_s, "peak_rss_mb": result.peak_rss_mb, "groups": result.groups,
+                "zero_signal_groups": result.zero_signal_groups, "failed_rollouts": result.failed_rollouts,
+                "peak_gpu_memory_mb": result.peak_gpu_memory_mb}

@@ -101,7 +101,7 @@ class PolicyServer:
 
     def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int, temperature: float, model_name: str = "policy",
                  seed: int = 0, autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
-        import torch
+        import torch  # deferred: heavy, loaded when a job runs
 
         self.model, self.tokenizer, self.autocast = model, tokenizer, autocast
         self.max_new_tokens, self.temperature, self.model_name = max_new_tokens, temperature, model_name

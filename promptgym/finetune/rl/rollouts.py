@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from promptgym.finetune.batches import epoch_order
 from promptgym.finetune.rl.advantages import group_advantages, group_spread
 from promptgym.finetune.rl.environment import Environment
 from promptgym.finetune.rl.policy_server import Completion, PolicyServer
@@ -151,8 +152,6 @@ def iteration_tasks(train_seeds: Sequence[int], batch_size: int, group_size: int
     Seeds are taken in a shuffled order, epoch after epoch; the order is a function of (seed, epoch) alone, so
     a resumed run rolls out the same seeds an uninterrupted one would.
     """
-    from promptgym.finetune.batches import epoch_order
-
     count = len(train_seeds)
     chosen = []
     for position in range(iteration * batch_size, (iteration + 1) * batch_size):

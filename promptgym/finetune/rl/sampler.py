@@ -30,7 +30,7 @@ class Sample:
 
 
 def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     width = max(len(prompt) for prompt in prompts)
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
@@ -48,7 +48,7 @@ def _draw(logits: Any, temperature: float, generator: Any) -> tuple[Any, Any]:
     ``generator`` is one generator for the batch, or a list with one per row (a row's draws then do not
     depend on which other rows share its batch).
     """
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     logits = logits.float()
     if temperature <= 0:
@@ -75,7 +75,7 @@ def sample(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: Sequenc
 
     ``generator``: one ``torch.Generator`` for the batch, or a list with one per prompt.
     """
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from transformers import DynamicCache
 
     if not prompts:

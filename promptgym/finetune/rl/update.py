@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from promptgym.finetune.loss import causal_lm_parts, chunked_token_logprobs
+from promptgym.finetune.rl.sampler import left_padded
 from promptgym.finetune.rl.settings import RLSettings
 
 
@@ -48,11 +50,8 @@ def row_logprobs(model: Any, rows: Sequence[TrainingRow], pad_id: int, temperatu
     4 rollouts of a 50-token prompt and 16-token completions that is about half the tokens of encoding every
     row whole, gradients included (they flow back through the copies).
     """
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
     from transformers import DynamicCache
-
-    from promptgym.finetune.loss import causal_lm_parts, chunked_token_logprobs
-    from promptgym.finetune.rl.sampler import left_padded
 
     body, head, softcap = causal_lm_parts(model)
     device = model.device
@@ -86,7 +85,7 @@ def row_logprobs(model: Any, rows: Sequence[TrainingRow], pad_id: int, temperatu
 def reference_logprobs(model: Any, batches: list[list[TrainingRow]], pad_id: int, temperature: float,
                        chunk_size: int) -> list[Any]:
     """Per micro-batch, the base model's log-probabilities (adapter off), for the KL penalty."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     with torch.no_grad(), model.disable_adapter():
         return [row_logprobs(model, batch, pad_id, temperature, chunk_size) for batch in batches]
@@ -95,7 +94,7 @@ def reference_logprobs(model: Any, batches: list[list[TrainingRow]], pad_id: int
 def grpo_update(model: Any, optimizer: Any, scheduler: Any, rows: Sequence[TrainingRow], settings: RLSettings,
                 pad_id: int) -> dict[str, Any]:
     """``updates_per_batch`` optimiser steps on ``rows``; returns the loss, KL, clipped share and timing."""
-    import torch
+    import torch  # deferred: heavy, loaded when a job runs
 
     started = time.perf_counter()
     batches = micro_batches(rows, settings.micro_batch_size)
