@@ -47,7 +47,7 @@ from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
 from promptgym.optimizers import OPTIMIZERS
 from promptgym.optimizers.base import Candidate, Optimizer
-from promptgym.optimizers.kit import Budget, OptimizerContext, PromptState, prompt_states
+from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult
@@ -270,7 +270,7 @@ class FineTune(Optimizer):
         self.rows = {name: len(conversations) for name, conversations in rows.items() if conversations}
         return {name: conversations for name, conversations in rows.items() if conversations}
 
-    async def label_rows(self, program: Any, state: PromptState, xs: list[Any], targets: list[dict[str, Any]]
+    async def label_rows(self, program: Any, state: TrainablePrompt, xs: list[Any], targets: list[dict[str, Any]]
                          ) -> list[Conversation]:
         """The messages ``state``'s Generator sends for each input, each label's fields as its answer."""
         module, fields = state.module, state.answer_fields or frozenset()
@@ -330,8 +330,8 @@ class FineTune(Optimizer):
 
         What the CLI preview shows before a run; Generators without labels (traces only) are not timed.
         """
-        states = [state for state in prompt_states(program) if state.answer_fields]
-        self.prompts = prompt_states(program)
+        states = [state for state in trainable_prompts(program) if state.answer_fields]
+        self.prompts = trainable_prompts(program)
         bases = self.base_models(program)
         targets = [to_json(y) or {} for y in ys[:self.batch_size]]
         timed: dict[str, float] = {}

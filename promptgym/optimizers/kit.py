@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import numpy as np
 
+from promptgym.core.deprecation import renamed_names
 from promptgym.core.events import Event
 from promptgym.rollouts import RolloutService
 
@@ -140,13 +140,6 @@ def variable_owners(program: Any) -> dict[str, str]:
     return {variable.name: module.name for module in program.modules for variable in module.variables}
 
 
-# Old names (one word, one meaning: a prompt is not a "state"); the modules outside optimizers/ still import them.
-PromptState = TrainablePrompt
-"""Deprecated: :class:`TrainablePrompt`."""
-
-
-def prompt_states(program: Any) -> list[TrainablePrompt]:
-    """Deprecated: :func:`trainable_prompts`."""
-    warnings.warn("promptgym.optimizers.kit.prompt_states is deprecated: use trainable_prompts", DeprecationWarning,
-                  stacklevel=2)
-    return trainable_prompts(program)
+# Old names (one word, one meaning: a prompt is not a "state"), with a DeprecationWarning.
+__getattr__ = renamed_names(__name__, {"PromptState": "TrainablePrompt", "prompt_states": "trainable_prompts"},
+                            globals())

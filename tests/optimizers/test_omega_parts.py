@@ -2,7 +2,9 @@
 candidates, the variable credit, and the child writer's guard rails."""
 
 import numpy as np
+import pytest
 
+from promptgym.optimizers import kit
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.omega_breeding import ChildWriter, VariableCredit, crossover_examples
 from promptgym.optimizers.omega_population import CandidateDistances, Population
@@ -74,3 +76,10 @@ def test_child_writer_guard_rails_and_merged_examples():
     assert writer.problem("qa/state", value, {"instructions": "Answer the question."}, [], []) == "copy of the parent"
     merged = crossover_examples(np.random.default_rng(0), {"examples": [1, 2]}, {"examples": [2, 3]}, most=3)
     assert merged == [1, 2, 3]
+
+
+def test_the_old_prompt_names_warn_and_still_work() -> None:
+    with pytest.warns(DeprecationWarning, match="use TrainablePrompt"):
+        assert kit.PromptState is kit.TrainablePrompt
+    with pytest.warns(DeprecationWarning, match="use trainable_prompts"):
+        assert kit.prompt_states is kit.trainable_prompts
