@@ -7,87 +7,36 @@ from :class:`WeightRun`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from dataclasses import dataclass
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from promptgym.core.events import Event, TrainBegin
-from promptgym.finetune.base_model import BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.checkpoint import last_checkpoint, read_adapter
-from promptgym.finetune.device import DevicePlan, plan_device
-from promptgym.finetune.lora import add_lora
 from promptgym.finetune.loop import StopRequest, TrainingInterrupted
-from promptgym.finetune.settings import ExportSettings, LoraSettings, WeightTrainingSettings
-from promptgym.finetune.weight_run import WeightRun, WeightRunResult
 from promptgym.lm.finetuned_models import finetuned_model
 
-STEPS = 6
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_weight_trainer.py"
 
 
-@dataclass
-class ToyJob:
-    """What the skeleton needs of a job (the WeightJob protocol): settings, base model, adapters, device plan."""
-
-    settings: WeightTrainingSettings
-    source: BaseModelSource
-    model: Any
-    plan: DevicePlan
-    seed: int = 0
-    name: str = "toy"
-
-    @property
-    def total_steps(self) -> int:
-        return STEPS
-
-    def release(self) -> None:
-        self.model = None
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("custom_weight_trainer", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
-@dataclass(kw_only=True)
-class ToyResult(WeightRunResult):
-    steps: int
-    final_loss: float | None
+example = load_example()
+STEPS, ToyResult, ToyRun = example.STEPS, example.ToyResult, example.ToyRun
 
 
-class ToyRun(WeightRun):
-    method = "toy"
-
-    def started_event(self, resume: bool) -> Event:
-        return TrainBegin(epochs=1, steps=self.units, train_size=STEPS, val_size=0)
-
-    def train_steps(self) -> None:
-        import torch  # deferred: a heavy import, as in the real flows
-
-        assert self.training is not None
-        self.job.model.train()
-        while self.progress.step < self.units:
-            step = self.progress.step
-            row = torch.tensor([[(7 * step + i) % 200 + 10 for i in range(12)]])
-            loss = self.job.model(input_ids=row, labels=row).loss  # LoRA dropout draws from the RNG
-            loss.backward()
-            self.training.optimizer.step()
-            self.training.scheduler.step()
-            self.training.optimizer.zero_grad(set_to_none=True)
-            self.progress.step, self.progress.loss = step + 1, float(loss.detach())
-            self.record({"step": self.progress.step, "loss": self.progress.loss})
-            self.stop_if_requested()
-            self.save_if_due()
-
-    def result(self, **base: Any) -> ToyResult:
-        return ToyResult(steps=self.progress.step, final_loss=self.progress.loss, **base)
-
-
-def toy_job(tiny_model: Path) -> ToyJob:
-    settings = WeightTrainingSettings(base_model=str(tiny_model), learning_rate=3e-2, save_steps=2, seed=0,
-                                      lora=LoraSettings(r=4, alpha=8, dropout=0.1),
-                                      export=ExportSettings(merged="q8_0", adapter=False))
-    plan = plan_device("cpu", "fp32")
-    source = resolve_base_model(settings.base_model)
-    model, _ = load_base_model(source, plan=plan)
-    return ToyJob(settings, source, add_lora(model, settings.lora, 0), plan)
+def toy_job(tiny_model: Path) -> Any:
+    return example.toy_job(str(tiny_model))
 
 
 class StopAfter(StopRequest):
@@ -153,3 +102,8 @@ def test_a_stopped_run_resumes_from_its_last_checkpoint_with_identical_weights(t
     mine = read_adapter(folder / "checkpoints" / "step_000006")
     theirs = read_adapter(straight.output_dir / "checkpoints" / "step_000006")
     assert mine.keys() == theirs.keys() and all((mine[key] == theirs[key]).all() for key in mine)
+
+
+def test_the_doc_shows_the_whole_example() -> None:
+    doc = (EXAMPLE.parents[1] / "docs" / "writing_a_weight_trainer.md").read_text()
+    assert EXAMPLE.read_text().strip() in doc
