@@ -32,7 +32,7 @@ import torch
 
 from promptgym.finetune.base_model import BaseModelSource
 from promptgym.finetune.batches import collate
-from promptgym.finetune.checkpoint import TrainingState
+from promptgym.finetune.checkpoint import TrainingParts
 from promptgym.finetune.device import DevicePlan, plan_device
 from promptgym.finetune.encoding import IGNORE_INDEX, EncodedConversation
 from promptgym.finetune.lora import add_lora
@@ -150,7 +150,7 @@ def profile_step(architecture: dict[str, Any], plan: DevicePlan, rows: list[Enco
     job = SFTJob(settings, BaseModelSource("random", None, Path("."), ""), model, _PadOnly(),
                  SFTData(train=rows[:batch], validation=[], train_rows=[], validation_rows=[]), 0, "profile", plan)
     optimizer, scheduler = make_optimizer(model, settings, 100)
-    training = TrainingState(model, optimizer, scheduler)
+    training = TrainingParts(model, optimizer, scheduler)
     forward = job.replicas.loss_function(model, job.model_loss)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if plan.is_cuda else [])
     sort = "cuda_time_total" if plan.is_cuda else "cpu_time_total"

@@ -1,7 +1,7 @@
 """Checkpoints of a weight flow: adapter, optimizer, LR schedule, RNG and progress; no pickle anywhere.
 
-    save_checkpoint(folder / "checkpoints", TrainingState(model, optimizer, scheduler), progress)
-    progress = load_checkpoint(folder / "checkpoints", TrainingState(model, optimizer, scheduler))
+    save_checkpoint(folder / "checkpoints", TrainingParts(model, optimizer, scheduler), progress)
+    progress = load_checkpoint(folder / "checkpoints", TrainingParts(model, optimizer, scheduler))
 
 A checkpoint is a folder ``step_000050/``: the adapter as peft writes it (safetensors + JSON), the
 optimizer's tensors in ``optimizer.safetensors`` and everything else in ``trainer_state.json``. It is
@@ -30,8 +30,8 @@ POINTER = "last.json"
 
 
 @dataclass
-class TrainingState:
-    """The live objects a checkpoint captures."""
+class TrainingParts:
+    """The live objects a checkpoint captures (a run's state on disk is its checkpoint, not this)."""
 
     model: Any
     optimizer: Any
@@ -82,7 +82,7 @@ def checkpoint_name(step: int) -> str:
     return f"step_{step:06d}"
 
 
-def save_checkpoint(directory: Path, training: TrainingState, progress: Progress) -> Path:
+def save_checkpoint(directory: Path, training: TrainingParts, progress: Progress) -> Path:
     """Write ``directory/step_NNNNNN`` and point ``last.json`` at it; returns the checkpoint folder."""
     import torch  # deferred: heavy, loaded when a job runs
     from safetensors.torch import save_file
@@ -169,7 +169,7 @@ def read_adapter(checkpoint: Path) -> dict[str, Any]:
     return load_file(str(checkpoint / ADAPTER_FILE))
 
 
-def load_checkpoint(directory: Path, training: TrainingState) -> Progress:
+def load_checkpoint(directory: Path, training: TrainingParts) -> Progress:
     """Restore the newest checkpoint of ``directory`` into ``training``; returns where it stood."""
     import torch  # deferred: heavy, loaded when a job runs
     from safetensors.torch import load_file

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from promptgym.core.events import Event, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.batches import Batch, batches_of, collate, epoch_order
-from promptgym.finetune.checkpoint import Progress, TrainingState, last_checkpoint, read_adapter, read_progress
+from promptgym.finetune.checkpoint import Progress, TrainingParts, last_checkpoint, read_adapter, read_progress
 from promptgym.finetune.device import DevicePlan, is_out_of_memory, plan_device, to_device
 from promptgym.finetune.history import plot_losses
 from promptgym.finetune.lora import add_lora, load_adapter_state, parameter_counts
@@ -168,7 +168,7 @@ class SFTJob:
 
     # -- training -------------------------------------------------------------------------
 
-    def _train_step(self, groups: list[list[int]], training: TrainingState, forward: Any) -> dict[str, Any]:
+    def _train_step(self, groups: list[list[int]], training: TrainingParts, forward: Any) -> dict[str, Any]:
         import torch  # deferred: heavy, loaded when a job runs
 
         started = time.perf_counter()

@@ -59,7 +59,7 @@ from promptgym.core.events import CheckpointSaved, Event, ModelExported, ModelRe
 from promptgym.finetune.base_model import BaseModelSource
 from promptgym.finetune.checkpoint import (
     Progress,
-    TrainingState,
+    TrainingParts,
     checkpoint_name,
     last_checkpoint,
     load_checkpoint,
@@ -160,7 +160,7 @@ class WeightRun:
         self.history = StepHistory(self.folder / "history.csv", self.history_columns, key=self.step_key)
         self.progress = Progress(extra={"checkpoints": [], "elapsed_s": 0.0})
         self.elapsed_before = 0.0
-        self.training: TrainingState | None = None
+        self.training: TrainingParts | None = None
         self.resumed = False  # whether this session continued from a checkpoint (set by begin)
 
     # -- what a flow supplies -------------------------------------------------------------
@@ -228,7 +228,7 @@ class WeightRun:
         """The optimiser, the checkpoint to continue from (or a fresh start), the RNG and the running status."""
         main, self.resumed = self.replicas.is_main, resume
         optimizer, scheduler = make_optimizer(self.job.model, self.settings, self.job.total_steps)
-        self.training = TrainingState(self.job.model, optimizer, scheduler)
+        self.training = TrainingParts(self.job.model, optimizer, scheduler)
         if resume:
             self.progress = load_checkpoint(self.folder / "checkpoints", self.training)
             if main:
