@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 from pathlib import Path
 from typing import Any
 
-from promptgym.core.atomic import atomic_writer
+from promptgym.training.history_csv import append_history_row, drop_history_rows, read_history
 from promptgym.utils.plotting import _new_figure, save_figure
 
 logger = logging.getLogger("promptgym")
@@ -22,35 +21,23 @@ COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_nor
 
 
 class StepHistory:
+    """A weight run's ``history.csv`` as numbers, over the one reader/writer (:mod:`promptgym.training.history_csv`)."""
+
     def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS, key: str = "step") -> None:
         self.path = path
         self.columns = columns
         self.key = key  # the column that counts progress (an RL run's is "iteration")
 
     def rows(self) -> list[dict[str, float | None]]:
-        if not self.path.is_file():
-            return []
-        with self.path.open(encoding="utf-8") as handle:
-            return [{key: _number(value) for key, value in row.items() if key in self.columns}
-                    for row in csv.DictReader(handle)]
+        rows, _ = read_history(self.path)
+        return [{key: _number(value) for key, value in row.items() if key in self.columns} for row in rows]
 
     def append(self, row: dict[str, Any]) -> None:
-        new = not self.path.is_file()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow({key: "" if row.get(key) is None else row[key] for key in self.columns})
+        append_history_row(self.path, row, self.columns)
 
     def truncate_after(self, step: int) -> None:
         """Drop rows of steps after ``step`` (done before a kill, after the last checkpoint)."""
-        rows = [row for row in self.rows() if (row.get(self.key) or 0) <= step]
-        with atomic_writer(self.path) as handle:
-            writer = csv.DictWriter(handle, fieldnames=self.columns)
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({key: "" if row.get(key) is None else _plain(row[key]) for key in self.columns})
+        drop_history_rows(self.path, lambda row: (_number(row.get(self.key)) or 0) <= step)
 
 
 def _number(value: str | None) -> float | None:
@@ -60,10 +47,6 @@ def _number(value: str | None) -> float | None:
         return float(value)
     except ValueError:
         return None
-
-
-def _plain(value: float | None) -> Any:
-    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 1e15 else value
 
 
 def plot_losses(rows: list[dict[str, float | None]], target: Path, title: str = "loss") -> Path | None:

@@ -2,6 +2,7 @@
 
     rows, fields = read_history(path)
     write_history(path, rows)                                   # atomically, columns in first-seen order
+    append_history_row(path, {"step": 7, "loss": 0.4}, fields)  # a weight run's row per step (header once)
     drop_history_rows(path, lambda row: int(row["epoch"]) < 3)  # on resume: rows past the checkpoint go
     history_columns(path)                                       # {"reward": [0.5, 0.7], ...} as floats
 """
@@ -37,6 +38,18 @@ def write_history(path: Path, rows: list[dict[str, Any]], fields: list[str] | No
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(path, buffer.getvalue())
+
+
+def append_history_row(path: Path, row: dict[str, Any], fields: tuple[str, ...] | list[str]) -> None:
+    """One row at the end (the header first when the file is new); keys outside ``fields`` are left out,
+    None is an empty cell."""
+    new = not path.is_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(fields), extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow({key: "" if row.get(key) is None else row[key] for key in fields})
 
 
 def drop_history_rows(path: Path, keep: Callable[[dict[str, str]], bool]) -> int:
