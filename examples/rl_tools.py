@@ -23,7 +23,9 @@ from promptgym.taskapp import (
     PolicyModule, RolloutRequest, RolloutResponse, TaskInfo, TrajectoryStep, ask_policy_turn, create_task_app, serve,
 )
 
-INSTRUCTIONS = "Answer arithmetic questions with the exact number. Use the calculate tool for the arithmetic."
+INSTRUCTIONS = ('Use the calculate tool for the arithmetic: reply with only <tool_call>{"name": "calculate", "arguments": '
+                '{"expression": "..."}}</tool_call> with the question\'s expression. When the result comes back, answer '
+                'with that number only.')
 SPLITS = {"train": list(range(0, 1000)), "validation": list(range(5000, 5016)), "test": list(range(9000, 9032))}
 INFO = TaskInfo(name="calculator", description="Arithmetic with a calculator tool, over several turns.",
                 splits=SPLITS, modules=[PolicyModule(name="policy", instructions=INSTRUCTIONS)])
@@ -56,9 +58,10 @@ def problem(seed: int) -> tuple[str, int]:
     return expression, eval(expression)  # noqa: S307 - generated digits and operators
 
 
-def first_number(text: str | None) -> float | None:
-    match = re.search(r"-?\d[\d,]*(?:\.\d+)?", text or "")
-    return float(match.group().replace(",", "")) if match else None
+def last_number(text: str | None) -> float | None:
+    """The answer: the last number of the reply ("4821 + 3907 - 1266 = 7462" answers 7462)."""
+    found = re.findall(r"-?\d[\d,]*(?:\.\d+)?", text or "")
+    return float(found[-1].replace(",", "")) if found else None
 
 
 def score(answer: float | None, truth: int, called: bool) -> float:
@@ -79,7 +82,7 @@ async def rollout(request: RolloutRequest) -> RolloutResponse:
         reply = await ask_policy_turn(request.policy, messages, tools=[CALCULATOR.openai_tool()], max_tokens=MAX_TOKENS)
         messages.append(reply)
         if not reply.get("tool_calls"):
-            answer = first_number(reply.get("content"))
+            answer = last_number(reply.get("content"))
             break
         for call in reply["tool_calls"]:
             arguments = json.loads(call["function"]["arguments"] or "{}")

@@ -38,6 +38,17 @@ def test_a_reply_with_tool_call_blocks_becomes_openai_tool_calls():
     assert reply_message("5", with_tools=True) == ({"role": "assistant", "content": "5"}, None)
 
 
+def test_a_reply_that_is_only_a_call_object_is_a_call_without_the_tags():
+    # what Qwen2.5-Coder-0.5B writes when asked for the tagged form (7 of 8 samples, 2026-12-05)
+    content, calls = parse_reply(' {"name": "calculate", "arguments": {"expression": "3998 + 9809 - 9016"}}\n')
+    assert content is None and calls[0]["function"] == {"name": "calculate",
+                                                        "arguments": '{"expression": "3998 + 9809 - 9016"}'}
+    unterminated = '{"name": "calculate", "arguments": {"expression": "1 + 2"}'
+    assert parse_reply(unterminated) == (unterminated, None)  # not JSON: an answer, not a guess at a call
+    assert parse_reply('The call is {"name": "calculate"}') == ('The call is {"name": "calculate"}', None)
+    assert parse_reply('{"answer": 5}') == ('{"answer": 5}', None)
+
+
 def test_tools_and_tool_turns_are_written_as_plain_messages():
     messages = as_text_messages({"messages": HISTORY, "tools": TOOLS, "max_tokens": 8})["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]

@@ -86,21 +86,32 @@ def _call_text(call: Any) -> str:
 
 
 def parse_reply(text: str) -> tuple[str | None, list[dict[str, Any]] | None]:
-    """(the reply's text without its calls, its tool calls in the OpenAI form) of a policy reply."""
-    calls = []
-    for match in _CALL.finditer(text):
-        try:
-            value = json.loads(match.group(1))
-        except ValueError:
-            continue
-        if isinstance(value, dict) and isinstance(value.get("name"), str):
-            arguments = value.get("arguments") if isinstance(value.get("arguments"), dict) else {}
-            calls.append({"id": f"call_{secrets.token_hex(4)}", "type": "function",
-                          "function": {"name": value["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}})
-    if not calls:
-        return text, None
-    content = _CALL.sub("", text).strip()
-    return content or None, calls
+    """(the reply's text without its calls, its tool calls in the OpenAI form) of a policy reply.
+
+    A reply that is nothing but one call object, without the ``<tool_call>`` tags, is a call too: models
+    trained on other tool formats (Qwen2.5 asked for this one) often write just the JSON.
+
+    >>> parse_reply('{"name": "add", "arguments": {"a": 1}}')[1][0]["function"]["name"]
+    'add'
+    """
+    calls = [call for call in map(_as_call, (match.group(1) for match in _CALL.finditer(text))) if call]
+    if calls:
+        return _CALL.sub("", text).strip() or None, calls
+    bare = _as_call(text.strip()) if text.strip().startswith("{") else None
+    return (None, [bare]) if bare else (text, None)
+
+
+def _as_call(text: str) -> dict[str, Any] | None:
+    """An OpenAI ``tool_calls`` entry from ``{"name": ..., "arguments": {...}}`` text, or None."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not (isinstance(value, dict) and isinstance(value.get("name"), str)):
+        return None
+    arguments = value.get("arguments") if isinstance(value.get("arguments"), dict) else {}
+    return {"id": f"call_{secrets.token_hex(4)}", "type": "function",
+            "function": {"name": value["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
 
 
 def reply_message(text: str, with_tools: bool) -> tuple[dict[str, Any], str | None]:
