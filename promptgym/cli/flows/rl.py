@@ -21,7 +21,7 @@ from promptgym.cli.rl_runner import connect_environment, execute_rl, prepare_rl,
 from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.table_cells import count_cell, model_cell, reward_cell
-from promptgym.cli.weight_resume import has_checkpoint, resume_message
+from promptgym.cli.weight_resume import WeightFlowSteps
 from promptgym.finetune.rl.grpo import RLJob
 from promptgym.taskapp import TaskAppEnvironment
 
@@ -32,7 +32,7 @@ class PreparedRL:
     job: RLJob
 
 
-class RLFlow:
+class RLFlow(WeightFlowSteps):
     job_type = "rl"
     settings_section = "rl"
     override_keys = (("model", "base_model"), ("device", "device"))
@@ -63,20 +63,6 @@ class RLFlow:
             fail(masker.mask(str(error)))
         print_rl_preview(prepared.job, prepared.environment, config, masker, console)
         return prepared
-
-    def confirm_checks(self, prepared: PreparedRL, masker: Masker) -> None:
-        """The app and the model were checked while preparing."""
-
-    def dry_run_note(self) -> str:
-        return "dry run: nothing started"
-
-    def announce_resume(self, run: RunFolder, status: dict[str, Any]) -> bool:
-        """After the last checkpoint (adapter, optimiser, schedule, RNG), or from the start without one."""
-        console.print(resume_message(run, self.progress_unit), markup=False, soft_wrap=True)
-        return has_checkpoint(run)
-
-    def resumes_in_worker(self, run: RunFolder) -> bool:
-        return has_checkpoint(run)
 
     def release(self, prepared: PreparedRL | None) -> None:
         if prepared is not None:

@@ -18,11 +18,11 @@ from promptgym.cli.runs import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.sft_runner import execute_sft, prepare_sft, print_sft_preview
 from promptgym.cli.table_cells import count_cell, model_cell
-from promptgym.cli.weight_resume import has_checkpoint, resume_message
+from promptgym.cli.weight_resume import WeightFlowSteps
 from promptgym.finetune.sft_flow import SFTJob
 
 
-class SFTFlow:
+class SFTFlow(WeightFlowSteps):
     job_type = "sft"
     settings_section = "sft"
     override_keys = (("model", "base_model"), ("examples", "examples"), ("device", "device"))
@@ -49,20 +49,6 @@ class SFTFlow:
             fail(masker.mask(str(error)))
         print_sft_preview(job, config, job.measure_step_seconds(), masker, console, execution)
         return job
-
-    def confirm_checks(self, prepared: SFTJob, masker: Masker) -> None:
-        """The preview's measured step is the check."""
-
-    def dry_run_note(self) -> str:
-        return "dry run: nothing started"
-
-    def announce_resume(self, run: RunFolder, status: dict[str, Any]) -> bool:
-        """After the last checkpoint (optimizer, schedule and RNG included), or from the start without one."""
-        console.print(resume_message(run, self.progress_unit), markup=False, soft_wrap=True)
-        return has_checkpoint(run)
-
-    def resumes_in_worker(self, run: RunFolder) -> bool:
-        return has_checkpoint(run)
 
     def release(self, prepared: SFTJob | None) -> None:
         if prepared is not None:
