@@ -113,13 +113,25 @@ def run_dspy(args: argparse.Namespace) -> dict:
 
 
 def kept_promptgym_arms(report: dict) -> dict:
-    """The promptgym arms of an earlier run on the same items, so DSPy's arms can be added to them."""
+    """The promptgym arms of an earlier run on the same items, so DSPy's arms can be added to them.
+
+    With fewer --test items than that run, its arms are cut to the first ones (``items(n)`` is a prefix of
+    ``items(m)`` for n < m); their call counts and seconds stay those of the whole earlier run.
+    """
     earlier = json.loads(RESULTS.read_text())
-    same = ("test_items", "train_items", "max_iterations")
-    if any(earlier.get(key) != report[key] for key in same):
-        raise SystemExit(f"{RESULTS} was measured with other settings: {[earlier.get(key) for key in same]}")
-    kept = {key: earlier[key] for key in ("promptgym_untrained", "promptgym_training", "promptgym_trained")}
-    kept["promptgym_command"] = earlier["command"]
+    same = ("train_items", "max_iterations")
+    if any(earlier.get(key) != report[key] for key in same) or earlier["test_items"] < report["test_items"]:
+        raise SystemExit(f"{RESULTS} was measured with other settings: {[earlier.get(key) for key in same]}, "
+                         f"{earlier['test_items']} test items")
+    kept = {"promptgym_training": earlier["promptgym_training"], "promptgym_command": earlier["command"]}
+    for arm in ("promptgym_untrained", "promptgym_trained"):
+        row = dict(earlier[arm])
+        if earlier["test_items"] > report["test_items"]:
+            row["hits"] = row["hits"][: report["test_items"]]
+            interval = confidence_interval(row["hits"])
+            row.update(accuracy=sum(row["hits"]) / len(row["hits"]), interval=[interval.low, interval.high],
+                       counts_measured_on=earlier["test_items"])
+        kept[arm] = row
     return kept
 
 
