@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import pytest
 from typer.testing import CliRunner
 
+from promptgym.cli.commands.runs import effective_status
 from promptgym.cli.main import app
 from promptgym.cli.process_identity import is_same_process, process_identity
 from promptgym.cli.runs import RunFolder
@@ -61,3 +62,17 @@ def test_the_run_s_own_process_gets_sigterm(workdir: Path, bystander: subprocess
     result = runner.invoke(app, ["runs", "stop", run.id])
     assert result.exit_code == 0 and "sent SIGTERM" in result.output
     assert bystander.wait(timeout=10) == -15
+
+
+def test_a_run_that_ends_between_reading_its_status_and_looking_for_its_process_is_not_called_killed(
+        workdir: Path, bystander: subprocess.Popen) -> None:
+    identity = process_identity(bystander.pid)
+    run = running_run(workdir, pid=bystander.pid, process=identity)
+    read_while_running = run.status()
+    run.update_status(status="completed", pid=None)  # the worker finishes ...
+    bystander.kill()
+    bystander.wait()                                  # ... and exits before `runs watch` looks for it
+    assert effective_status(read_while_running, run) == "completed"
+    assert effective_status(read_while_running) == "stopped (killed?)"  # without the folder: the old answer
+    run.update_status(status="running", pid=identity["pid"])
+    assert effective_status(run.status(), run) == "stopped (killed?)"  # gone while run.json says running

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import signal
 import time
@@ -72,7 +74,12 @@ def effective_status(status: dict, run: RunFolder | None = None) -> str:
     if status.get("ray_address") and run is not None and status.get("status") not in TERMINAL:
         return submitted_status(run, status)
     if status.get("status") in ("running", "starting") and status.get("pid") and run_process_state(status) == "gone":
-        return "stopped (killed?)"
+        # It may have finished between reading run.json and looking for it: only the newest status says killed.
+        latest = status
+        if run is not None:
+            with contextlib.suppress(OSError, ValueError):
+                latest = run.status()
+        return "stopped (killed?)" if latest.get("status") in ("running", "starting") else str(latest.get("status"))
     return str(status.get("status"))
 
 
@@ -147,7 +154,7 @@ def watch_run(run: RunFolder, stream_format: str = "cli", poll_s: float = 0.5, t
     try:
         while True:
             show_new()
-            state = effective_status(_status(run))
+            state = effective_status(_status(run), run)
             if state in TERMINAL or state.startswith("stopped"):
                 show_new()
                 return state
