@@ -156,7 +156,9 @@ def _keyword_check(keyword: str, argument: Any, schema: dict[str, Any]) -> Check
         return lambda value: any(type(value) is type(x) and value == x for x in allowed)
     if keyword == "anyOf" and isinstance(argument, list):
         options = [compile_check(option) for option in argument]
-        return None if any(option is None for option in options) else             (lambda value: any(option(value) for option in options))  # type: ignore[misc]
+        if any(option is None for option in options):
+            return None
+        return lambda value: any(option(value) for option in options)  # type: ignore[misc]
     return _bound_check(keyword, argument)
 
 
