@@ -121,6 +121,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| task | row | test accuracy [95% CI] | vs untrained (paired) | training LM calls | SFT steps | "
              "wall s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['task']} (n_train={r['n_train']}) | {r['row']} | did not run: {r['error']} | | | | |")
+            continue
         a = r["accuracy"]
         versus = r.get("vs_untrained")
         paired = (f"{versus['difference']:+.3f} [{versus['low']:+.3f}, {versus['high']:+.3f}], "
@@ -156,7 +159,10 @@ async def main() -> None:
         baseline = None
         for row in args.rows.split(","):
             print(f"[{time.strftime('%H:%M:%S')}] {task} / {row} ...", file=sys.stderr, flush=True)
-            result = await run_row(task, row, data, args, baseline)
+            try:
+                result = await run_row(task, row, data, args, baseline)
+            except Exception as error:  # noqa: BLE001 - one row's refusal (e.g. no run earns min_reward) is a result
+                result = {"task": task, "row": row, "n_train": len(data[0][0]), "error": f"{type(error).__name__}: {error}"}
             if row == "untrained":
                 baseline = result["hits"]
             with out.open("a") as handle:
