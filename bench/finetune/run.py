@@ -164,7 +164,7 @@ async def main() -> None:
             except Exception as error:  # noqa: BLE001 - one row's refusal (e.g. no run earns min_reward) is a result
                 result = {"task": task, "row": row, "n_train": len(data[0][0]), "error": f"{type(error).__name__}: {error}"}
             if row == "untrained":
-                baseline = result["hits"]
+                baseline = result.get("hits")  # None if the untrained row failed: no paired test then
             with out.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
             print(markdown([result]).splitlines()[-1], file=sys.stderr, flush=True)
