@@ -12,7 +12,7 @@ that were not cache hits, inference and validation together), the SFT steps and 
         --rows untrained,ft_labels --n-train 120
 
 Each finished row is appended to ``--out`` (JSON lines) at once, so a long run that is stopped keeps
-what it measured; ``--markdown`` prints the table of a results file.
+what it measured; ``--markdown`` prints the table of a results file (the latest result of each row).
 """
 
 from __future__ import annotations
@@ -117,6 +117,13 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
     return result
 
 
+def latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (task, row, n_train): the last one measured (a rerun replaces the earlier result)."""
+    kept = {(r["task"], r["row"], r["n_train"]): r for r in rows}
+    return sorted(kept.values(), key=lambda r: (list(TASKS).index(r["task"]) if r["task"] in TASKS else len(TASKS),
+                                                ROWS.index(r["row"]) if r["row"] in ROWS else len(ROWS)))
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| task | row | test accuracy [95% CI] | vs untrained (paired) | training LM calls | SFT steps | "
              "wall s |", "|---|---|---|---|---|---|---|"]
@@ -150,7 +157,7 @@ async def main() -> None:
     parser.add_argument("--markdown", help="print the table of this results file and exit")
     args = parser.parse_args()
     if args.markdown:
-        print(markdown([json.loads(line) for line in Path(args.markdown).read_text().splitlines() if line.strip()]))
+        print(markdown(latest([json.loads(line) for line in Path(args.markdown).read_text().splitlines() if line.strip()])))
         return
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

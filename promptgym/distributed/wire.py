@@ -69,14 +69,14 @@ def rollout_from_wire(data: dict[str, Any], program: Any) -> Rollout:
 def outcome_to_wire(outcome: Outcome, usage: dict[str, Usage]) -> dict[str, Any]:
     return {
         "index": outcome.index, "prediction": as_json(outcome.prediction), "prediction_class": class_path(outcome.prediction),
-        "error": outcome.error, "trace": [[step.module, step.inputs, step.outputs] for step in outcome.trace.steps],
+        "error": outcome.error, "trace": [step.to_json() for step in outcome.trace.steps],
         "usage": {phase: item.as_dict() for phase, item in usage.items() if item.calls or item.failures},
     }
 
 
 def outcome_from_wire(data: dict[str, Any], program: Any) -> Outcome:
     prediction = rebuild(data["prediction"], data["prediction_class"], getattr(program, "output_data_model", None))
-    trace = Trace([TraceStep(module, inputs, outputs) for module, inputs, outputs in data["trace"]])
+    trace = Trace([TraceStep.from_json(step) for step in data["trace"]])
     usage = {phase: Usage(**values) for phase, values in data["usage"].items()}
     return Outcome(data["index"], prediction, data["error"], trace, usage)
 

@@ -8,7 +8,9 @@ program's own message format, from
   only Generators that read the program's input and write its output have labels);
 - ``source="traces"``: the program's own training runs that earn
   ``min_reward`` (each Generator step of such a run: what it sent, what it answered);
-- ``source="both"``: the two together;
+- ``source="both"``: the two together, each conversation once (a run that
+  answered exactly the label gives the row its label gives: counting it twice
+  would weight what the model already knows);
 
 trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`:
 same settings, run folder, checkpoints, resume, events), registers the tuned
@@ -267,8 +269,9 @@ class FineTune(Optimizer):
                                     "to train on; lower min_reward, or use source='labels' or 'both'")
             for module_name, conversation in await self.trace_rows(ctx, kept):
                 rows.setdefault(module_name, []).append(conversation)
-        self.rows = {name: len(conversations) for name, conversations in rows.items() if conversations}
-        return {name: conversations for name, conversations in rows.items() if conversations}
+        rows = {name: distinct(conversations) for name, conversations in rows.items() if conversations}
+        self.rows = {name: len(conversations) for name, conversations in rows.items()}
+        return rows
 
     async def label_rows(self, program: Any, state: TrainablePrompt, xs: list[Any], targets: list[dict[str, Any]]
                          ) -> list[Conversation]:
@@ -377,6 +380,23 @@ class FineTune(Optimizer):
                 "lora": self.lora.model_dump(), "max_length": self.max_length,
                 "max_train_seconds": self.max_train_seconds, "base_model": self.base_model,
                 "output_dir": self.output_dir, "sft": dict(self.sft), "seed": self.seed, **self.naming_config()}
+
+
+def distinct(conversations: list[Conversation]) -> list[Conversation]:
+    """``conversations`` in order, each once.
+
+    >>> row = [{"role": "user", "content": "2+2"}, {"role": "assistant", "content": "4"}]
+    >>> len(distinct([row, list(row)]))
+    1
+    """
+    seen: set[str] = set()
+    kept = []
+    for conversation in conversations:
+        key = json.dumps(conversation, sort_keys=True, ensure_ascii=False)
+        if key not in seen:
+            seen.add(key)
+            kept.append(conversation)
+    return kept
 
 
 def models_of(candidate: Candidate) -> str:

@@ -316,7 +316,7 @@ class Generator(Module):
                                                   temperature=self.temperature, max_tokens=self.max_tokens,
                                                   **self._sampling())
             output = self._validated(self._with_reasoning(answer.value, answer.reasoning))
-        record_step(self.name, input_json, output.model_dump(mode="json"))
+        record_step(self.name, input_json, output.model_dump(mode="json"), schema)
         if self.return_inputs:
             if not callable(getattr(inputs, "get_schema", None)):
                 inputs = JsonDataModel(json=input_json, schema=schema_of_value(input_json, title="Inputs"))

@@ -240,7 +240,7 @@ class RolloutService:
 def result_to_json(result: ExampleResult) -> dict[str, Any]:
     return {"prediction": to_json(result.prediction), "reward": result.reward, "feedback": result.feedback,
             "error": result.error, "metrics": dict(result.metrics),
-            "trace": [[step.module, step.inputs, step.outputs] for step in result.trace.steps]}
+            "trace": [step.to_json() for step in result.trace.steps]}
 
 
 def result_from_json(item: dict[str, Any], output: Any = None) -> ExampleResult:
@@ -248,6 +248,6 @@ def result_from_json(item: dict[str, Any], output: Any = None) -> ExampleResult:
     prediction = item.get("prediction")
     if prediction is not None and output is not None:
         prediction = output.model_validate(prediction)
-    trace = Trace([TraceStep(module, inputs, outputs) for module, inputs, outputs in item.get("trace", [])])
+    trace = Trace([TraceStep.from_json(step) for step in item.get("trace", [])])
     return ExampleResult(int(item["index"]), item["split"], prediction, float(item["reward"]),
                          item.get("feedback", ""), item.get("error"), trace, dict(item.get("metrics", {})))

@@ -74,7 +74,7 @@ async def step_conversation(program: Any, step: Any, with_demonstrations: bool) 
     if not callable(getattr(module, "messages", None)):
         return None
     examples = await module.demonstrations(step.inputs) if with_demonstrations else []
-    messages = module.messages(step.inputs, examples)
+    messages = module.messages(step.inputs, examples, input_schema=step.schema)
     return [*messages, {"role": "assistant", "content": json.dumps(step.outputs, ensure_ascii=False)}]
 
 

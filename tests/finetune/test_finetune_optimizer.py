@@ -121,6 +121,27 @@ async def test_traces_that_earn_min_reward_become_rows(tiny_model, tmp_path, fak
     rows = next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()
     answers = [json.loads(row)["messages"][-1]["content"] for row in rows]
     assert answers == [json.dumps({"answer": "ROME"}), json.dumps({"answer": "OSLO"})]
+    # the prompt the model is tuned on is the one it will be served: the input schema, descriptions and all
+    generator = program.modules[-1]
+    assert json.loads(rows[0])["messages"][:-1] == generator.messages({"question": "rome"}, [],
+                                                                      input_schema=x[0].get_schema())
+
+
+async def test_both_sources_give_each_conversation_once(tiny_model, tmp_path, fake_export, tuned_answers):
+    def right_on_short(request):
+        question = last_user_json(request)["question"]
+        return {"answer": question.upper() if len(question) == 4 else "?"}
+
+    program = await functional_program(ScriptedLanguageModel(respond=right_on_short))
+    optimizer = finetune(tiny_model, tmp_path, source="both")
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+    x, y = labelled("rome", "paris", "oslo", "berlin")
+    await program.fit(x, y, validation_data=labelled("bern", "vienna"), epochs=1, batch_size=4, verbose=0)
+    rows = next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()
+    # the runs on rome and oslo answered their labels: the same conversations as the label rows, kept once
+    assert [json.loads(row)["messages"][-1]["content"] for row in rows] == [
+        json.dumps({"answer": word}) for word in ("ROME", "PARIS", "OSLO", "BERLIN")]
+    assert optimizer.rows == {program.modules[-1].name: 4}
 
 
 async def test_no_run_earning_min_reward_is_a_clear_error(tiny_model, tmp_path):

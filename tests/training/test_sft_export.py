@@ -45,14 +45,17 @@ async def test_only_rewarded_runs_become_rows_without_their_demonstrations(tmp_p
     rows = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
     generator = program.get_module("upper")
     first = rows[0]["messages"]
-    assert first[:-1] == generator.messages({"question": "cat"}, [])  # what the Generator sends, minus demos
+    sent = next(r.messages for r in generator.language_model.requests if '"cat"' in r.messages[-1]["content"])
+    assert first[:-1] == [sent[0], sent[-1]]  # what the Generator sent (system prompt and input), minus the demo turns
+    assert "A word" in first[0]["content"]  # the input field's description: the schema the Generator had, not a guess
     assert [m["role"] for m in first] == ["system", "user", "assistant"]
     assert json.loads(first[-1]["content"]) == {"answer": "CAT"}
     assert "Upper-case the word." in first[0]["content"]
 
     with_demos = await program.export_sft_data(x, y, str(tmp_path / "with.jsonl"), with_demonstrations=True)
     messages = json.loads((tmp_path / "with.jsonl").read_text().splitlines()[1])["messages"]
-    assert messages[:-1] == generator.messages({"question": "house"}) and with_demos.rows == 2
+    sent = next(r.messages for r in generator.language_model.requests if '"house"' in r.messages[-1]["content"])
+    assert messages[:-1] == sent and with_demos.rows == 2
     assert [m["content"] for m in messages[1:3]] == ['{"question": "demo"}', '{"answer": "DEMO"}']
 
 
