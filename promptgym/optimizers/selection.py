@@ -15,16 +15,23 @@ the ``CandidateAccepted`` / ``CandidateRejected`` event and the History::
 
 Without validation data nothing can be checked: ``fit()`` says so once
 (:data:`NO_VALIDATION_ADVICE`) and keeps what the optimizer chose.
+
+A candidate that gives one answer to every validation example, while the
+labels hold several, can still win on accuracy (a tuned model that learned
+the most common label); its comparison carries a ``note`` saying so.
 """
 
 from __future__ import annotations
 
+import json
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from promptgym.core.events import CandidateAccepted, CandidateRejected
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.kit import OptimizerContext
+from promptgym.rewards.base import to_json
 from promptgym.stats import Interval, PairedTest, confidence_interval, paired_test
 
 NO_VALIDATION_ADVICE = (
@@ -33,6 +40,12 @@ NO_VALIDATION_ADVICE = (
     "validation_split=0.2 (at least 20 examples give a usable check)")
 
 _EPS = 1e-9
+# below this many validation examples one answer to all of them is no sign of anything
+_MIN_EXAMPLES_FOR_NOTE = 10
+
+
+class OneAnswerWarning(UserWarning):
+    """An accepted candidate gives one answer to every validation example while the labels differ."""
 
 
 @dataclass(frozen=True)
@@ -48,16 +61,35 @@ class Comparison:
     accepted: bool
     stage: str | None = None
     incumbent_label: str = "start"
+    note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"candidate": self.candidate, "incumbent": self.incumbent, "split": self.split,
                 "stage": self.stage, "accepted": self.accepted,
                 "candidate_score": self.candidate_score.as_dict(), "incumbent_score": self.incumbent_score.as_dict(),
-                "test": self.test.as_dict()}
+                "test": self.test.as_dict(), **({"note": self.note} if self.note else {})}
 
     def brief(self) -> str:
-        return (f"{self.split} {self.candidate_score} vs {self.incumbent_label} {self.incumbent_score}: "
-                f"{self.test.brief()}")
+        brief = f"{self.split} {self.candidate_score} vs {self.incumbent_label} {self.incumbent_score}: {self.test.brief()}"
+        return f"{brief}; note: {self.note}" if self.note else brief
+
+
+def one_answer_note(predictions: Sequence[Any], targets: Sequence[dict[str, Any]]) -> str:
+    """A note when every prediction gives the same answer (on the labels' fields) and the labels differ; else "".
+
+    >>> one_answer_note([{"answer": "yes"}] * 12, [{"answer": "yes"}] * 8 + [{"answer": "no"}] * 4)
+    'it answers {"answer": "yes"} to all 12 validation examples, whose labels hold 2 different answers: it may have learned the most common label'
+    >>> one_answer_note([{"answer": "yes"}] * 12, [{"answer": "yes"}] * 12)
+    ''
+    """
+    fields = sorted({name for target in targets for name in target})
+    answers = {json.dumps({name: (to_json(p) or {}).get(name) for name in fields}, ensure_ascii=False)
+               for p in predictions}
+    labels = {json.dumps({name: t.get(name) for name in fields}, ensure_ascii=False) for t in targets}
+    if len(predictions) < _MIN_EXAMPLES_FOR_NOTE or len(answers) != 1 or len(labels) < 2:
+        return ""
+    return (f"it answers {answers.pop()} to all {len(predictions)} validation examples, whose labels hold "
+            f"{len(labels)} different answers: it may have learned the most common label")
 
 
 async def compare_on_validation(ctx: OptimizerContext, candidate: Candidate, incumbent: Candidate,
@@ -79,8 +111,10 @@ async def compare_on_validation(ctx: OptimizerContext, candidate: Candidate, inc
     before, after = [r.reward for r in theirs], [r.reward for r in ours]
     test = paired_test(before, after)
     accepted = test.difference > (-_EPS if ties_win else _EPS)
+    note = one_answer_note([r.prediction for r in ours if not r.error],
+                           [rollouts.target_json("val", i) for i in indices])
     return Comparison(candidate.id, incumbent.id, "val", confidence_interval(after), confidence_interval(before),
-                      test, accepted, stage, incumbent_label)
+                      test, accepted, stage, incumbent_label, note)
 
 
 async def announce(ctx: OptimizerContext, comparison: Comparison, candidate: Candidate, what: str = "") -> None:
@@ -93,6 +127,8 @@ async def announce(ctx: OptimizerContext, comparison: Comparison, candidate: Can
             "better than (but behind another contender)"
     reason = f"{what}{verb} the {comparison.incumbent_label} on validation: {comparison.brief()}"
     event = CandidateAccepted if comparison.accepted else CandidateRejected
+    if comparison.accepted and comparison.note:
+        warnings.warn(f"{what}accepted on validation, but {comparison.note}", OneAnswerWarning, stacklevel=2)
     await ctx.emit(event(candidate=candidate.id, parent=candidate.parent, reason=reason,
                          comparison=comparison.as_dict()))
 

@@ -15,6 +15,7 @@ import pytest
 import promptgym as pg
 from promptgym.finetune.optimizer import FineTune, FineTuneError
 from promptgym.modules.model_choice import set_model_factory
+from promptgym.optimizers.selection import OneAnswerWarning
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 from tests.support import Answer, EventRecorder, Question, functional_program, labelled
 
@@ -106,6 +107,22 @@ async def test_a_tuned_model_worse_on_validation_leaves_the_program_on_its_model
     assert [c["accepted"] for c in history.comparisons] == [False]
     rejected = [e for e in recorder.events if e.kind == "candidate_rejected"]
     assert "worse than the start on validation" in rejected[0]["reason"]
+
+
+async def test_a_tuned_model_that_learned_the_most_common_label_wins_with_a_warning(tiny_model, tmp_path,
+                                                                                      fake_export, tuned_answers):
+    holder, _ = tuned_answers
+    holder[0] = answers("ROME")
+    program = await functional_program(always("?"))
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=finetune(tiny_model, tmp_path))
+    x, y = labelled("paris", "rome")
+    x_val, y_val = labelled(*["rome"] * 7, "oslo", "bern", "riga")
+    with pytest.warns(OneAnswerWarning, match=r'answers \{"answer": "ROME"\} to all 10 validation examples, whose '
+                                              r"labels hold 4 different answers"):
+        history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=2, verbose=0)
+    [comparison] = history.comparisons
+    assert comparison["accepted"] and comparison["candidate_score"]["mean"] == 0.7
+    assert "may have learned the most common label" in comparison["note"]
 
 
 async def test_traces_that_earn_min_reward_become_rows(tiny_model, tmp_path, fake_export, tuned_answers):
