@@ -125,36 +125,35 @@ async def test_a_tuned_model_that_learned_the_most_common_label_wins_with_a_warn
     assert "may have learned the most common label" in comparison["note"]
 
 
-async def test_traces_that_earn_min_reward_become_rows(tiny_model, tmp_path, fake_export, tuned_answers):
-    def right_on_short(request):
-        question = last_user_json(request)["question"]
-        return {"answer": question.upper() if len(question) == 4 else "?"}
+def right_on_short(request) -> dict[str, str]:
+    """Answers four-letter questions right (their capitals) and the rest with '?'."""
+    question = last_user_json(request)["question"]
+    return {"answer": question.upper() if len(question) == 4 else "?"}
 
+
+async def rows_from_runs(tiny_model, tmp_path, source: str, batch_size: int):
+    """Fits a program that is right on rome and oslo only; returns it, the optimizer and its SFT rows."""
     program = await functional_program(ScriptedLanguageModel(respond=right_on_short))
-    optimizer = finetune(tiny_model, tmp_path, source="traces")
+    optimizer = finetune(tiny_model, tmp_path, source=source)
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
     x, y = labelled("rome", "paris", "oslo", "berlin")
-    await program.fit(x, y, validation_data=labelled("bern", "vienna"), epochs=1, batch_size=2, verbose=0)
+    await program.fit(x, y, validation_data=labelled("bern", "vienna"), epochs=1, batch_size=batch_size, verbose=0)
     rows = next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()
+    return program, optimizer, rows
+
+
+async def test_traces_that_earn_min_reward_become_rows(tiny_model, tmp_path, fake_export, tuned_answers):
+    program, _, rows = await rows_from_runs(tiny_model, tmp_path, "traces", batch_size=2)
     answers = [json.loads(row)["messages"][-1]["content"] for row in rows]
     assert answers == [json.dumps({"answer": "ROME"}), json.dumps({"answer": "OSLO"})]
     # the prompt the model is tuned on is the one it will be served: the input schema, descriptions and all
     generator = program.modules[-1]
     assert json.loads(rows[0])["messages"][:-1] == generator.messages({"question": "rome"}, [],
-                                                                      input_schema=x[0].get_schema())
+                                                                      input_schema=Question.get_schema())
 
 
 async def test_both_sources_give_each_conversation_once(tiny_model, tmp_path, fake_export, tuned_answers):
-    def right_on_short(request):
-        question = last_user_json(request)["question"]
-        return {"answer": question.upper() if len(question) == 4 else "?"}
-
-    program = await functional_program(ScriptedLanguageModel(respond=right_on_short))
-    optimizer = finetune(tiny_model, tmp_path, source="both")
-    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
-    x, y = labelled("rome", "paris", "oslo", "berlin")
-    await program.fit(x, y, validation_data=labelled("bern", "vienna"), epochs=1, batch_size=4, verbose=0)
-    rows = next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()
+    program, optimizer, rows = await rows_from_runs(tiny_model, tmp_path, "both", batch_size=4)
     # the runs on rome and oslo answered their labels: the same conversations as the label rows, kept once
     assert [json.loads(row)["messages"][-1]["content"] for row in rows] == [
         json.dumps({"answer": word}) for word in ("ROME", "PARIS", "OSLO", "BERLIN")]
