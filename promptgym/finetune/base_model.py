@@ -134,7 +134,8 @@ def hf_cache_dir(stem: str, fingerprint: str) -> Path:
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     """One process derives a cache entry; the others wait and then reuse it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # resolve first: a cache folder that links to a place not made yet is made there, not refused as "exists"
+    path.parent.resolve().mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from promptgym.finetune.base_model import BaseModelError, BaseModelSource, ensure_hf_weights, load_base_model, resolve_base_model
+from promptgym.finetune.base_model import (BaseModelError, BaseModelSource, _file_lock, ensure_hf_weights,
+                                          load_base_model, resolve_base_model)
 
 
 def test_a_gguf_is_dequantised_once_and_the_copy_is_reused(tiny_model: Path, tmp_path: Path,
@@ -50,3 +51,11 @@ def test_a_hugging_face_folder_is_used_as_it_is_and_bad_names_are_explained(tiny
         resolve_base_model("local/no-such-model")
     with pytest.raises(BaseModelError, match="expected local/<name>"):
         resolve_base_model("openai/gpt-4o")
+
+
+def test_a_cache_folder_that_links_to_a_place_not_made_yet_is_made_there(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "hf"
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "hf").symlink_to(target, target_is_directory=True)
+    with _file_lock(tmp_path / "models" / "hf" / "base.lock"):
+        assert (target / "base.lock").is_file()

@@ -23,7 +23,6 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from promptgym.finetune.base_model import hf_cache_dir
 
     shared_hf = hf_cache_dir("x", "y").parent
-    shared_hf.mkdir(parents=True, exist_ok=True)  # a fresh machine has none yet, and a dangling link fails mkdir
     monkeypatch.setenv("PROMPTGYM_MODELS_DIR", str(tmp_path / "models"))
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "hf").symlink_to(shared_hf, target_is_directory=True)
