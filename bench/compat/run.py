@@ -93,6 +93,23 @@ def run_blocks(checkout: Path, blocks: list[DocBlock], jobs: int, timeout: float
     return outcomes
 
 
+UNSCOPED_AREAS = ("metrics", "callbacks", "optimizers", "modules", "programs", "rewards", "trainers")
+"""synalinks' areas whose unit tests a porting user meets (issue 44), measured whole with ``--unscoped``."""
+
+
+UNSCOPED_APART = ("modules/agents", "modules/knowledge", "modules/retrievers", "modules/rerankers", "modules/synthesis")
+"""Module families other issues measure on their own (knowledge bases: issue 39; SQL/Cypher/RAG agents, sandboxes)."""
+
+
+def unscoped_area(test: TestSelection) -> str | None:
+    """``modules/core``, ``metrics``, ... for a test file in :data:`UNSCOPED_AREAS`; None for the others."""
+    parts = Path(test.file).parts[2:]  # synalinks/src/<area>/...
+    if not parts or parts[0].removesuffix(".py") not in UNSCOPED_AREAS:
+        return None
+    area = "/".join(parts[:2]) if parts[0] == "modules" and len(parts) > 2 else parts[0].removesuffix(".py")
+    return None if area in UNSCOPED_APART else area
+
+
 def _table(title: str, rows: dict[str, list[int]]) -> str:
     lines = [f"{title:<44} {'pass':>5} / {'run':<5} {'%':>5}"]
     total = [0, 0]
@@ -111,6 +128,8 @@ def main() -> None:
     parser.add_argument("--match", default="", help="only tests/blocks whose id contains this text")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at a time (default 2)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per test file or doc page (default 300)")
+    parser.add_argument("--unscoped", action="store_true",
+                        help="every test of the areas issue 44 names (UNSCOPED_AREAS), internals and all: no selection")
     parser.add_argument("--json", type=Path, help="write every outcome (with its error) to this file")
     parser.add_argument("--failures", action="store_true", help="print each failure with its error")
     args = parser.parse_args()
@@ -125,6 +144,13 @@ def main() -> None:
         all_tests = select_tests(checkout, api)
         measured, scope_counts = [], collections.Counter()
         for test in all_tests:
+            if args.unscoped:
+                area = unscoped_area(test)
+                if area and args.match in f"{test.file}::{test.node_id}":
+                    measured.append((test, area))
+                elif not area:
+                    scope_counts["outside the unscoped areas"] += 1
+                continue
             kind, label = classify(str(test.file).removeprefix("synalinks/src/").removesuffix(".py"))
             if kind == IN and classify_names(test.public, api.by_public):
                 kind, label = classify_names(test.public, api.by_public)
