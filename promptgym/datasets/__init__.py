@@ -42,6 +42,7 @@ from promptgym.datasets.loaders import (
     to_object_array,
     train_test_split,
 )
+from promptgym.datasets.traces import from_traces
 
 __all__ = [
     "DatasetError",
@@ -49,6 +50,7 @@ __all__ = [
     "boolq",
     "commonsense_qa",
     "dates",
+    "from_traces",
     "gsm8k",
     "load_csv",
     "load_jsonl",
