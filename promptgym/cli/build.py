@@ -24,7 +24,7 @@ from promptgym.cli.config import ConfigError, DataSection, FieldSpec, GeneratorS
 from promptgym.core.data_model import DataModel
 from promptgym.core.identifiers import normalize_identifier
 from promptgym.core.schema import data_model_from_schema
-from promptgym.datasets import DatasetError, load_csv, load_jsonl
+from promptgym.datasets import DatasetError, from_traces, load_csv, load_jsonl
 from promptgym.lm.language_model import LanguageModel
 from promptgym.metrics import Metric
 from promptgym.modules import ChainOfThought, Generator, Input
@@ -216,12 +216,37 @@ async def build_data(config: JobConfig) -> Data:
         if inputs is None or outputs is None:
             raise ConfigError("data.train: to read files, the program's input and output fields must be known "
                               "(program.generator.inputs / outputs)")
+    if section.traces:
+        return load_traces(section, inputs, outputs)
     x_train, y_train = _limit(*load_file(section.train, section, inputs, outputs, "train"), section.examples)
     data = Data(x_train, y_train, input_model=inputs, output_model=outputs)
     if section.validation:
         data.x_val, data.y_val = load_file(section.validation, section, inputs, outputs, "validation")
     if section.test:
         data.x_test, data.y_test = _limit(*load_file(section.test, section, inputs, outputs, "test"), section.test_examples)
+    return data
+
+
+def load_traces(section: DataSection, inputs: Any, outputs: Any) -> Data:
+    """``[data] traces``: labelled served calls; the newest ``traces_holdout`` of them are the test set."""
+    filters = {"program": section.traces_program, "version": section.traces_version, "since": section.traces_since,
+               "min_rating": section.traces_min_rating}
+    try:
+        if section.traces_holdout:
+            (x_train, y_train), (x_test, y_test) = from_traces(section.traces, inputs, outputs,
+                                                               holdout=section.traces_holdout, **filters)
+        else:
+            (x_train, y_train), x_test = from_traces(section.traces, inputs, outputs, **filters), []
+            y_test = []
+    except (DatasetError, ValueError) as error:
+        raise ConfigError(f"data.traces: {error}") from None
+    if not len(x_train):
+        raise ConfigError(f"data.traces: {section.traces}: no labelled traces (a correction, or a rating of at least "
+                          "traces_min_rating) match the filters")
+    x_train, y_train = _limit(x_train, y_train, section.examples)
+    data = Data(x_train, y_train, input_model=inputs, output_model=outputs)
+    if len(x_test):
+        data.x_test, data.y_test = _limit(x_test, y_test, section.test_examples)
     return data
 
 

@@ -129,20 +129,30 @@ class DataSection(Section):
     train_seeds: list[int] | None = None
     validation_seeds: list[int] | None = None
     test_seeds: list[int] | None = None
+    traces: str | None = Field(None, description="a trace store (serve --record DIR: the folder, or its traces.db)")
+    traces_program: str | None = Field(None, description="only traces of this served program")
+    traces_version: str | None = Field(None, description="only traces of this program version")
+    traces_since: float | None = Field(None, description="only traces recorded at or after this Unix time")
+    traces_min_rating: float | None = Field(None, description="a trace rated at least this keeps its own output "
+                                                              "as its label (corrections always count)")
+    traces_holdout: float = Field(0.2, ge=0, lt=1, description="the newest fraction of traces, kept as the test set")
     examples: int | None = Field(None, ge=1, description="use only the first N training examples")
     test_examples: int | None = Field(None, ge=1)
     validation_split: float = Field(0.2, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSection":
-        given = [name for name in ("dataset", "train", "task_url", "task_app") if getattr(self, name) is not None]
+        given = [name for name in ("dataset", "train", "traces", "task_url", "task_app")
+                 if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError("set exactly one of dataset, train (a JSONL/CSV file), task_url or task_app (a task app's "
-                             f"Python file); got {given or 'none'}")
+            raise ValueError("set exactly one of dataset, train (a JSONL/CSV file), traces (a trace store), task_url "
+                             f"or task_app (a task app's Python file); got {given or 'none'}")
         return self
 
     @property
     def source(self) -> str:
+        if self.traces:
+            return "traces"
         return "dataset" if self.dataset else "task_app" if self.task_url or self.task_app else "files"
 
     @property
@@ -287,7 +297,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
 
 
-PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("data", "task_app"), ("program", "path"),
+PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("data", "traces"), ("data", "task_app"), ("program", "path"),
              ("sft", "train_file"), ("sft", "validation_file"), ("logging", "tensorboard"))
 
 
