@@ -9,6 +9,7 @@
 A trace store is a data source like any dataset: ``promptgym.datasets.from_traces``.
 """
 
+from promptgym.traces.corrections import CorrectionError, check_correction
 from promptgym.traces.store import Feedback, Trace, TraceStore, UnknownTraceError
 
-__all__ = ["Feedback", "Trace", "TraceStore", "UnknownTraceError"]
+__all__ = ["CorrectionError", "check_correction", "Feedback", "Trace", "TraceStore", "UnknownTraceError"]

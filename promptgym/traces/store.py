@@ -55,6 +55,14 @@ CREATE TABLE IF NOT EXISTS feedback (
     comment TEXT
 );
 CREATE INDEX IF NOT EXISTS feedback_by_trace ON feedback (trace_id);
+CREATE TABLE IF NOT EXISTS programs (
+    program TEXT NOT NULL,
+    version TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT NOT NULL,
+    source TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (program, version)
+);
 """
 
 PRUNE_EVERY = 200
@@ -192,6 +200,28 @@ class TraceStore:
                     "model": "", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": 0.0, "error": None}
         return {**defaults, **{key: kept[key] for key in defaults if key in kept},
                 "id": row["id"], "created": row["created"]}
+
+    def describe_program(self, program: str, version: str, *, input_schema: dict[str, Any],
+                         output_schema: dict[str, Any], source: str = "") -> None:
+        """Keep a served program's schemas, so feedback and the review page can check corrections without it."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO programs (program, version, input_schema, output_schema, source)"
+                             " VALUES (?, ?, ?, ?, ?)", (program, version, _dump(input_schema), _dump(output_schema),
+                                                         source))
+
+    def program_schemas(self, program: str, version: str = "") -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """``(input_schema, output_schema)`` of a described program version, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT input_schema, output_schema FROM programs WHERE program = ? AND version = ?",
+                                   (program, version)).fetchone()
+        return None if row is None else (json.loads(row[0]), json.loads(row[1]))
+
+    def programs(self) -> list[tuple[str, str]]:
+        """Every ``(program, version)`` that has traces, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT program, version FROM traces GROUP BY program, version"
+                                    " ORDER BY MIN(created)").fetchall()
+        return [(row[0], row[1]) for row in rows]
 
     def add_feedback(self, trace_id: str, *, rating: float | None = None, correction: dict[str, Any] | None = None,
                      comment: str | None = None) -> Feedback:
