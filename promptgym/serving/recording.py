@@ -1,0 +1,181 @@
+"""``serve --record DIR``: every served call stored as a trace, and the feedback people give on it.
+
+Off by default: inputs and outputs are what users sent and got, personal data. A
+``redact`` hook (``ServeSettings.redact``, or ``--redact FIELD`` for dotted fields) drops
+fields before anything is written. The trace id comes back in the ``x-promptgym-trace-id``
+header (and as ``chatcmpl-<id>`` in an OpenAI answer), and ``POST /v1/feedback`` takes it.
+
+    recorder = Recorder.open("traces", state.programs)
+    trace_id = recorder.record(served, inputs, call)
+    recorder.feedback({"trace_id": trace_id, "rating": 1})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from promptgym.modules.generator import as_json
+from promptgym.programs.walk import iter_modules
+from promptgym.serving.programs import ServedCall, ServedProgram
+from promptgym.traces.corrections import CorrectionError, check_correction
+from promptgym.traces.store import Feedback, Redactor, TraceStore, UnknownTraceError, new_trace_id
+
+TRACE_HEADER = "x-promptgym-trace-id"
+STORE_FILE = "traces.db"
+FEEDBACK_FIELDS = ("trace_id", "rating", "correction", "comment")
+MODEL_OUTPUT_SCHEMA = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
+
+
+class FeedbackError(ValueError):
+    """A feedback body that can't be taken; ``field`` names the part that is wrong, ``status`` the HTTP answer."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+def program_version(program: Any) -> str:
+    """12 hex digits naming a program's trained state (its variables): a retrained program gets a new one.
+
+    >>> len(program_version(type("P", (), {"get_variables": lambda self: {"a": {"v": 1}}})()))
+    12
+    """
+    state = program.get_variables() if hasattr(program, "get_variables") else {}
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def models_of(program: Any) -> str:
+    """The model strings a program's modules call, comma-separated."""
+    names = []
+    for module in iter_modules(program):
+        model = getattr(module, "language_model", None)
+        name = getattr(model, "model", None)
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    return ",".join(names)
+
+
+def redact_fields(paths: Iterable[str]) -> Redactor:
+    """A redact hook dropping dotted fields from every trace before it is stored.
+
+    ``inputs.email`` and ``outputs.answer`` drop one field; ``modules.inputs.email`` drops it
+    from every module's step; ``modules`` alone drops the steps.
+
+    >>> redact_fields(["inputs.email"])({"inputs": {"email": "a@b", "q": "hi"}})
+    {'inputs': {'q': 'hi'}}
+    """
+    parsed = [path.split(".") for path in paths if path]
+
+    def redact(trace: dict[str, Any]) -> dict[str, Any]:
+        for parts in parsed:
+            if parts[0] == "modules" and len(parts) > 1:
+                for step in trace.get("modules") or []:
+                    _drop(step, parts[1:])
+            else:
+                _drop(trace, parts)
+        return trace
+
+    return redact
+
+
+def _drop(holder: Any, parts: list[str]) -> None:
+    for part in parts[:-1]:
+        holder = holder.get(part) if isinstance(holder, dict) else None
+    if isinstance(holder, dict):
+        holder.pop(parts[-1], None)
+
+
+class Recorder:
+    """The trace store of one server, with the versions and models of the programs it serves."""
+
+    def __init__(self, store: TraceStore, programs: Mapping[str, ServedProgram]) -> None:
+        self.store = store
+        self.versions: dict[str, str] = {}
+        self.models: dict[str, str] = {}
+        for name, served in programs.items():
+            self.versions[name] = program_version(served.program)
+            self.models[name] = models_of(served.program)
+            store.describe_program(name, self.versions[name], input_schema=served.input_schema,
+                                   output_schema=served.output_schema, source=served.source)
+
+    @classmethod
+    def open(cls, folder: str | Path, programs: Mapping[str, ServedProgram], *, max_age_days: float | None = None,
+             max_traces: int | None = None, redact: Redactor | None = None) -> "Recorder":
+        """The recorder writing ``folder/traces.db`` (made if needed); ``ValueError`` naming the folder if it can't be."""
+        path = Path(folder)
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"--record {folder}: not a folder (traces go to {folder}/{STORE_FILE})")
+        try:
+            store = TraceStore(path / STORE_FILE, max_age_days=max_age_days, max_traces=max_traces, redact=redact)
+        except OSError as error:
+            raise ValueError(f"--record {folder}: can't write the trace store there ({error.strerror or error})") \
+                from None
+        return cls(store, programs)
+
+    def describe_model(self, name: str) -> None:
+        """A model chatted with directly: its traces are messages in, content out."""
+        if name not in self.versions:
+            self.versions[name], self.models[name] = "", name
+            self.store.describe_program(name, "", input_schema={"type": "object"}, output_schema=MODEL_OUTPUT_SCHEMA)
+
+    def record(self, program: str, inputs: Any, call: ServedCall, trace_id: str | None = None) -> str:
+        """Store one call; its trace id."""
+        usage = call.usage
+        return self.store.record(
+            program=program, version=self.versions.get(program, ""), inputs=as_json(inputs) if inputs is not None
+            else {}, outputs=call.output, modules=[{"module": step.module, "inputs": step.inputs,
+                                                   "outputs": step.outputs} for step in call.steps],
+            model=self.models.get(program, ""), prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens, latency_ms=round(call.seconds * 1000, 3), error=call.error,
+            trace_id=trace_id or new_trace_id())
+
+    def feedback(self, body: Any) -> Feedback:
+        """Feedback from a request body ``{"trace_id", "rating"?, "correction"?, "comment"?}``; FeedbackError if bad."""
+        if not isinstance(body, dict):
+            raise FeedbackError(f"body: expected a JSON object with {', '.join(FEEDBACK_FIELDS)}, got "
+                                f"{type(body).__name__}", "body", status=400)
+        unknown = sorted(set(body) - set(FEEDBACK_FIELDS))
+        if unknown:
+            raise FeedbackError(f"{unknown[0]}: unknown field; feedback takes {', '.join(FEEDBACK_FIELDS)}", unknown[0])
+        trace_id = body.get("trace_id")
+        if not isinstance(trace_id, str) or not trace_id:
+            raise FeedbackError("trace_id: expected the id of a served call (its x-promptgym-trace-id header)",
+                                "trace_id")
+        rating, correction, comment = body.get("rating"), body.get("correction"), body.get("comment")
+        if rating is not None and (isinstance(rating, bool) or not isinstance(rating, (int, float))):
+            raise FeedbackError(f"rating: expected a number, got {type(rating).__name__}", "rating")
+        if comment is not None and not isinstance(comment, str):
+            raise FeedbackError(f"comment: expected a string, got {type(comment).__name__}", "comment")
+        if rating is None and correction is None and not comment:
+            raise FeedbackError("body: give a rating, a correction or a comment", "body")
+        trace = self.store.get(trace_id)
+        if trace is None:
+            raise UnknownTraceError(trace_id)
+        if correction is not None:
+            schemas = self.store.program_schemas(trace.program, trace.version)
+            try:
+                correction = check_correction(schemas[1] if schemas else None, correction)
+            except CorrectionError as error:
+                raise FeedbackError(str(error), error.field) from None
+        try:
+            return self.store.add_feedback(trace_id, rating=rating, correction=correction, comment=comment)
+        except ValueError as error:  # a rating that is not finite
+            raise FeedbackError(f"rating: {error}", "rating") from None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def hook_of(redact: Callable[[dict[str, Any]], dict[str, Any]] | None, fields: Iterable[str]) -> Redactor | None:
+    """One redact hook from a user's function and ``--redact`` fields (fields first, then the function)."""
+    dropped = list(fields)
+    if not dropped:
+        return redact
+    by_fields = redact_fields(dropped)
+    if redact is None:
+        return by_fields
+    return lambda trace: redact(by_fields(trace))
