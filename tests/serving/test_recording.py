@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from mcp.client.client import Client
 
+from promptgym.datasets import from_traces
 from promptgym.serving import ServedProgram, ServeSettings
 from promptgym.serving.mcp_server import FEEDBACK_TOOL, TRACE_META, mcp_server
 from promptgym.serving.recording import redact_fields
@@ -110,3 +111,15 @@ async def test_mcp_calls_carry_their_trace_id_and_the_feedback_tool_takes_it(qa,
     assert not good.is_error and TraceStore(tmp_path / "traces.db").get(trace_id).rating == 1.0
     assert unknown.is_error and "no trace 'nope'" in unknown.content[0].text
     assert bad.is_error and "correction.answer" in bad.content[0].text
+
+
+def test_corrected_traces_come_back_as_training_data_without_the_programs_code(qa, tmp_path):
+    client = client_for([qa], record=str(tmp_path))
+    ids = [client.post("/v1/programs/qa/predict", json={"question": f"q{i}"}).headers["x-promptgym-trace-id"]
+           for i in range(4)]
+    client.post("/v1/feedback", json={"trace_id": ids[1], "correction": {"answer": "fixed"}})
+    client.post("/v1/feedback", json={"trace_id": ids[3], "rating": 1})
+    x, y = from_traces(tmp_path, program="qa", min_rating=1)
+    assert [item.get("question") for item in x] == ["q1", "q3"]
+    assert [item.get("answer") for item in y] == ["fixed", "Q3"]
+    assert sorted(type(x[0]).model_fields) == ["context", "question"]
