@@ -81,7 +81,7 @@ def mcp_server(state: ServerState) -> Server[Any]:
         logger.info("mcp tool=%s ok %.1fms lm_calls=%d", served.name, seconds * 1000, call.usage.calls)
         meta = None
         if state.recorder is not None:
-            meta = {TRACE_META: await asyncio.to_thread(state.recorder.record, served.name, inputs, call)}
+            meta = {TRACE_META: state.recorder.record(served.name, inputs, call)}
         return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(call.output,
                                                                                             ensure_ascii=False))],
                                     structured_content=call.output, meta=meta)

@@ -1,5 +1,11 @@
 """``serve --record DIR``: every served call stored as a trace, and the feedback people give on it.
 
+A call's trace is written behind the answer: ``record`` queues it and returns its id at
+once, and one writer thread commits what is queued in one transaction every
+``FLUSH_SECONDS`` (one SQLite commit per request, at concurrency 32, added 14 ms to the
+median answer). Shutting the server down (SIGTERM) or a feedback request flushes the
+queue first; a ``kill -9`` can lose the last ``FLUSH_SECONDS`` of traces, never one committed.
+
 Off by default: inputs and outputs are what users sent and got, personal data. A
 ``redact`` hook (``ServeSettings.redact``, or ``--redact FIELD`` for dotted fields) drops
 fields before anything is written. The trace id comes back in the ``x-promptgym-trace-id``
@@ -12,8 +18,12 @@ header (and as ``chatcmpl-<id>`` in an OpenAI answer), and ``POST /v1/feedback``
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
+import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -23,7 +33,11 @@ from promptgym.serving.programs import ServedCall, ServedProgram
 from promptgym.traces.corrections import CorrectionError, check_correction
 from promptgym.traces.store import Feedback, Redactor, TraceStore, UnknownTraceError, new_trace_id
 
+logger = logging.getLogger("promptgym.serve")
+
 TRACE_HEADER = "x-promptgym-trace-id"
+FLUSH_SECONDS = 0.05
+"""How long a trace waits in the queue at most before the writer commits it."""
 STORE_FILE = "traces.db"
 FEEDBACK_FIELDS = ("trace_id", "rating", "correction", "comment")
 MODEL_OUTPUT_SCHEMA = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
@@ -94,6 +108,16 @@ class Recorder:
 
     def __init__(self, store: TraceStore, programs: Mapping[str, ServedProgram]) -> None:
         self.store = store
+        self.lost = 0
+        """Traces the writer could not commit (a full disk): counted and logged, never an error to a caller."""
+        self._queue: list[dict[str, Any]] = []
+        self._written = 0
+        self._queued = 0
+        self._changed = threading.Condition()
+        self._closed = False
+        self._writer = threading.Thread(target=self._write_loop, name="promptgym-trace-writer", daemon=True)
+        self._writer.start()
+        atexit.register(self.close)  # a process leaving without the server's shutdown still commits its queue
         self.versions: dict[str, str] = {}
         self.models: dict[str, str] = {}
         for name, served in programs.items():
@@ -123,15 +147,46 @@ class Recorder:
             self.store.describe_program(name, "", input_schema={"type": "object"}, output_schema=MODEL_OUTPUT_SCHEMA)
 
     def record(self, program: str, inputs: Any, call: ServedCall, trace_id: str | None = None) -> str:
-        """Store one call; its trace id."""
+        """Queue one call for the writer; its trace id (the trace is committed within ``FLUSH_SECONDS``)."""
         usage = call.usage
-        return self.store.record(
-            program=program, version=self.versions.get(program, ""), inputs=as_json(inputs) if inputs is not None
-            else {}, outputs=call.output, modules=[{"module": step.module, "inputs": step.inputs,
-                                                   "outputs": step.outputs} for step in call.steps],
-            model=self.models.get(program, ""), prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens, latency_ms=round(call.seconds * 1000, 3), error=call.error,
-            trace_id=trace_id or new_trace_id())
+        row = {"id": trace_id or new_trace_id(), "created": time.time(), "program": program,
+               "version": self.versions.get(program, ""), "inputs": as_json(inputs) if inputs is not None else {},
+               "outputs": call.output, "modules": [{"module": step.module, "inputs": step.inputs,
+                                                    "outputs": step.outputs} for step in call.steps],
+               "model": self.models.get(program, ""), "prompt_tokens": usage.prompt_tokens,
+               "completion_tokens": usage.completion_tokens, "latency_ms": round(call.seconds * 1000, 3),
+               "error": call.error}
+        with self._changed:
+            if self._closed:
+                raise RuntimeError("the trace recorder is closed")
+            self._queue.append(row)
+            self._queued += 1
+            self._changed.notify_all()
+        return row["id"]
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until every trace queued so far is committed (or given up as lost)."""
+        with self._changed:
+            target = self._queued
+            self._changed.wait_for(lambda: self._written >= target, timeout=timeout)
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._queue or self._closed)
+                if not self._queue and self._closed:
+                    return
+            time.sleep(FLUSH_SECONDS if not self._closed else 0)  # let more traces join this transaction
+            with self._changed:
+                batch, self._queue = self._queue, []
+            try:
+                self.store.record_many(batch)
+            except Exception as error:  # noqa: BLE001 - a full disk must not fail an answer or stop the writer
+                self.lost += len(batch)
+                logger.warning("%d traces not stored: %s: %s", len(batch), type(error).__name__, error)
+            with self._changed:
+                self._written += len(batch)
+                self._changed.notify_all()
 
     def feedback(self, body: Any) -> Feedback:
         """Feedback from a request body ``{"trace_id", "rating"?, "correction"?, "comment"?}``; FeedbackError if bad."""
@@ -152,6 +207,7 @@ class Recorder:
             raise FeedbackError(f"comment: expected a string, got {type(comment).__name__}", "comment")
         if rating is None and correction is None and not comment:
             raise FeedbackError("body: give a rating, a correction or a comment", "body")
+        self.flush()  # a trace answered a moment ago may still be in the queue
         trace = self.store.get(trace_id)
         if trace is None:
             raise UnknownTraceError(trace_id)
@@ -167,6 +223,14 @@ class Recorder:
             raise FeedbackError(f"rating: {error}", "rating") from None
 
     def close(self) -> None:
+        """Commit what is queued, stop the writer, close the store (again: nothing)."""
+        with self._changed:
+            if self._closed:
+                return
+            self._closed = True
+            self._changed.notify_all()
+        self._writer.join(timeout=60)
+        atexit.unregister(self.close)
         self.store.close()
 
 

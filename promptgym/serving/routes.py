@@ -160,20 +160,20 @@ async def run_served(state: ServerState, served: ServedProgram, inputs: Any, req
         if state.recorder is not None and outcome.status_code >= 500:  # the model failed: a trace worth reading
             failed = ServedCall(None, request.state.usage, seconds=time.perf_counter() - started,
                                 error=getattr(request.state, "error", None))
-            await record(state, request, served.name, inputs, failed)
+            record(state, request, served.name, inputs, failed)
         return outcome
     request.state.usage = outcome.usage
-    await record(state, request, served.name, inputs, outcome)
+    record(state, request, served.name, inputs, outcome)
     return outcome.output
 
 
-async def record(state: ServerState, request: Request, program: str, inputs: Any, call: ServedCall) -> None:
+def record(state: ServerState, request: Request, program: str, inputs: Any, call: ServedCall) -> None:
     """Store the call when the server records (``--record``); its id goes back in the trace header."""
     if state.recorder is None:
         return
-    try:  # in a thread: another worker's write may hold SQLite's lock for a moment
-        request.state.trace_id = await asyncio.to_thread(state.recorder.record, program, inputs, call)
-    except Exception as error:  # noqa: BLE001 - a full disk must not fail the answer the user is waiting for
+    try:  # queued: the recorder's writer commits it behind the answer
+        request.state.trace_id = state.recorder.record(program, inputs, call)
+    except Exception as error:  # noqa: BLE001 - a trace that can't be kept must not fail the answer
         state.metrics.failed(program, "trace_lost")
         logger.warning("trace of %s not stored: %s: %s", program, type(error).__name__, error)
 
@@ -196,7 +196,7 @@ async def chat_with_model(state: ServerState, body: ChatCompletionRequest, reque
         request.state.usage = usage
         if state.recorder is not None:
             state.recorder.describe_model(body.model)
-            await record(state, request, body.model, {"messages": messages},
+            record(state, request, body.model, {"messages": messages},
                          ServedCall({"content": reply.content}, usage, seconds=time.perf_counter() - started))
         return reply.content, reply.finish_reason or "stop"
 

@@ -16,11 +16,17 @@ from promptgym.traces import TraceStore
 from tests.serving.conftest import client_for
 
 
+def flushed(client) -> None:
+    """Commit the traces the recorder's writer still holds (it writes behind the answers)."""
+    client.app.state.recorder.flush()
+
+
 def test_a_predict_call_is_stored_and_its_id_comes_back_in_the_header(qa, tmp_path):
     client = client_for([qa], record=str(tmp_path / "rec"))
     response = client.post("/v1/programs/qa/predict", json={"question": "hi"})
     assert response.status_code == 200 and response.json() == {"answer": "HI"}
     trace_id = response.headers["x-promptgym-trace-id"]
+    flushed(client)
     trace = TraceStore(tmp_path / "rec" / "traces.db").get(trace_id)
     assert (trace.program, trace.inputs, trace.outputs) == ("qa", {"question": "hi", "context": ""}, {"answer": "HI"})
     assert [step["module"] for step in trace.modules] == [qa.modules[-1].name]
@@ -34,6 +40,7 @@ def test_a_chat_answer_is_named_after_its_trace(qa, tmp_path):
         {"role": "user", "content": json.dumps({"question": "yo"})}]})
     trace_id = response.headers["x-promptgym-trace-id"]
     assert response.json()["id"] == f"chatcmpl-{trace_id}"
+    flushed(client)
     assert TraceStore(tmp_path / "traces.db").get(trace_id).outputs == {"answer": "YO"}
 
 
@@ -60,6 +67,7 @@ def test_feedback_rates_and_corrects_a_trace_and_refuses_what_does_not_fit(qa, t
     assert extra.status_code == 422 and extra.json()["error"]["param"] == "stars"
     assert client.post("/v1/feedback", json={"trace_id": trace_id, "correction": {"answer": "4"}}).status_code == 200
     assert client.post("/v1/feedback", json={"trace_id": trace_id, "correction": {"answer": "four"}}).status_code == 200
+    flushed(client)
     trace = TraceStore(tmp_path / "traces.db").get(trace_id)
     assert (trace.rating, trace.correction, trace.comments) == (0.0, {"answer": "four"}, ["wrong sum"])
     assert len(trace.feedback) == 3  # a second correction is kept as well; the latest is the label
@@ -74,6 +82,7 @@ def test_a_failed_call_is_stored_with_its_error(qa, tmp_path):
     client = client_for([qa], record=str(tmp_path))
     response = client.post("/v1/programs/qa/predict", json={"question": "fail"})
     assert response.status_code >= 500
+    flushed(client)
     (trace,) = TraceStore(tmp_path / "traces.db").traces()
     assert trace.outputs is None and "scripted failure" in trace.error
     assert response.headers["x-promptgym-trace-id"] == trace.id
@@ -82,6 +91,7 @@ def test_a_failed_call_is_stored_with_its_error(qa, tmp_path):
 def test_redacted_fields_never_reach_the_store(qa, tmp_path):
     client = client_for([qa], record=str(tmp_path), redact=redact_fields(["inputs.question", "modules.inputs"]))
     client.post("/v1/programs/qa/predict", json={"question": "my secret", "context": "c"})
+    flushed(client)
     raw = (tmp_path / "traces.db").read_bytes() + b"".join(path.read_bytes() for path in tmp_path.glob("traces.db-*"))
     assert b"my secret" not in raw
     (trace,) = TraceStore(tmp_path / "traces.db").traces()
@@ -93,6 +103,7 @@ def test_concurrent_calls_each_leave_one_trace(qa, tmp_path):
     with ThreadPoolExecutor(16) as pool:
         ids = list(pool.map(lambda i: client.post("/v1/programs/qa/predict", json={"question": f"q{i}"})
                             .headers["x-promptgym-trace-id"], range(200)))
+    flushed(client)
     store = TraceStore(tmp_path / "traces.db")
     assert len(set(ids)) == 200 and store.count() == 200
     assert sorted(trace.inputs["question"] for trace in store.traces()) == sorted(f"q{i}" for i in range(200))
@@ -119,7 +130,21 @@ def test_corrected_traces_come_back_as_training_data_without_the_programs_code(q
            for i in range(4)]
     client.post("/v1/feedback", json={"trace_id": ids[1], "correction": {"answer": "fixed"}})
     client.post("/v1/feedback", json={"trace_id": ids[3], "rating": 1})
+    flushed(client)
     x, y = from_traces(tmp_path, program="qa", min_rating=1)
     assert [item.get("question") for item in x] == ["q1", "q3"]
     assert [item.get("answer") for item in y] == ["fixed", "Q3"]
     assert sorted(type(x[0]).model_fields) == ["context", "question"]
+
+
+def test_a_store_that_cannot_write_loses_traces_it_counts_and_never_fails_an_answer(qa, tmp_path, monkeypatch):
+    client = client_for([qa], record=str(tmp_path))
+    recorder = client.app.state.recorder
+
+    def full_disk(rows):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(recorder.store, "record_many", full_disk)
+    answers = [client.post("/v1/programs/qa/predict", json={"question": f"q{i}"}) for i in range(3)]
+    flushed(client)
+    assert [answer.status_code for answer in answers] == [200, 200, 200] and recorder.lost == 3
