@@ -36,6 +36,7 @@ def create_app(programs: dict[str, ServedProgram] | Iterable[Any], models: Itera
               if model.model_string.provider == "local" or any(model is given for given in models)}
     state = ServerState(programs=dict(served), models=direct, settings=settings or ServeSettings())
     state.metrics.in_flight.set_function(lambda: state.admission.admitted)
+    state.metrics.traces_lost.set_function(lambda: state.recorder.lost if state.recorder is not None else 0)
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield

@@ -148,3 +148,4 @@ def test_a_store_that_cannot_write_loses_traces_it_counts_and_never_fails_an_ans
     answers = [client.post("/v1/programs/qa/predict", json={"question": f"q{i}"}) for i in range(3)]
     flushed(client)
     assert [answer.status_code for answer in answers] == [200, 200, 200] and recorder.lost == 3
+    assert "promptgym_traces_lost 3.0" in client.get("/metrics").text
