@@ -1,0 +1,71 @@
+"""``create_ui_app``: the review page's ASGI app (FastAPI, like ``promptgym serve``).
+
+The page itself (``static/``: HTML, one script, one stylesheet) holds no data and is
+served without the key; everything it shows comes from ``/api/...``, behind the key.
+Its Content-Security-Policy allows only this server's own files: nothing is fetched
+from the network.
+
+    from promptgym.traces import TraceStore
+    app = create_ui_app(runs=None, traces=TraceStore("traces/traces.db"), api_key=None)
+    # uvicorn.run(app, host="127.0.0.1", port=8765), or fastapi.testclient.TestClient(app)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from promptgym.serving.errors import error_response, on_validation_error
+from promptgym.traces import TraceStore
+from promptgym.ui.api import api_router
+from promptgym.ui.sources import RunsSource
+
+STATIC = Path(__file__).parent / "static"
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    message = error.detail if isinstance(error.detail, str) else "request failed"
+    if error.status_code == 404 and message == "Not Found":
+        message = f"no route {request.method} {request.url.path}; the page is at / and its data under /api/"
+    elif error.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(error.status_code, message, getattr(error, "param", None),
+                          code="invalid_api_key" if error.status_code == 401 else None)
+
+
+def create_ui_app(runs: RunsSource | None, traces: TraceStore | None, api_key: str | None = None) -> FastAPI:
+    """The review page over ``runs`` (run folders) and ``traces`` (a trace store); either may be None.
+
+    ``api_key``: the key every ``/api/`` request must carry (``Authorization: Bearer`` or
+    ``X-API-Key``, as for ``serve``); None leaves the page open to this machine.
+    """
+    app = FastAPI(title="promptgym ui", summary="Review runs and served traces", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.include_router(api_router(runs, traces, api_key))
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    return app
