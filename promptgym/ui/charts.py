@@ -86,12 +86,13 @@ def line_chart(series: dict[str, Sequence[float | None]], x: Sequence[float] | N
                      f'font-size="11" fill="#374151">{_label(value)}</text>')
     parts.append(f'<text x="{MARGIN["left"] + plot_w / 2}" y="{height - 8}" text-anchor="middle" font-size="11" '
                  f'fill="#6b7280">{escape(x_label)}</text>')
+    legend_x = MARGIN["left"] + 8 * len(title) + 24
     for index, (name, points) in enumerate(series.items()):
         color = COLORS[index % len(COLORS)]
         for i, band in enumerate(bands.get(name, [])):
             if band and i < len(xs) and all(_finite(v) for v in band):
                 parts.append(f'<line class="band" x1="{px(xs[i])}" x2="{px(xs[i])}" y1="{py(band[0])}" '
-                             f'y2="{py(band[1])}" stroke="{color}" stroke-opacity="0.35" stroke-width="8"/>')
+                             f'y2="{py(band[1])}" stroke="{color}" stroke-opacity="0.25" stroke-width="6"/>')
         segments, current = [], []
         drawn = 0
         for i, value in enumerate(points[:len(xs)]):
@@ -110,9 +111,9 @@ def line_chart(series: dict[str, Sequence[float | None]], x: Sequence[float] | N
                 cx, cy = point.split(",")
                 parts.append(f'<circle cx="{cx}" cy="{cy}" r="3.5" fill="{color}"/>')
         parts.append("</g>")
-        legend_x = width - MARGIN["right"] - 150
-        legend_y = MARGIN["top"] + 4 + index * 16
-        parts.append(f'<rect x="{legend_x}" y="{legend_y - 9}" width="12" height="4" fill="{color}"/>'
-                     f'<text x="{legend_x + 18}" y="{legend_y - 3}" font-size="11">{escape(name)}</text>')
+        # The legend runs along the title line, so it never hides a curve.
+        parts.append(f'<rect x="{legend_x}" y="12" width="12" height="4" fill="{color}"/>'
+                     f'<text x="{legend_x + 16}" y="18" font-size="11">{escape(name)}</text>')
+        legend_x += 28 + 6.5 * len(name)
     parts.append("</svg>")
     return "".join(parts)

@@ -56,7 +56,7 @@ function askForKey(problem) {
 
 function setMain(...children) {
   const main = document.getElementById("main");
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.flat(2).filter((child) => child !== null && child !== undefined && child !== ""));
   return main;
 }
 
@@ -354,8 +354,8 @@ async function tracePage(traceId) {
     el("h2", {}, "Output"), el("pre", { id: "trace-output" }, json(trace.outputs)),
     el("div", { class: "card", id: "rating" }, el("strong", {}, "Rating: "),
       el("span", { id: "current-rating" }, data.rating === null ? "not rated" : (good ? "good" : "bad")), " ",
-      el("button", { id: "rate-good", class: good ? "chosen" : "", onclick: rate(1) }, "👍 Good"), " ",
-      el("button", { id: "rate-bad", class: bad ? "chosen" : "", onclick: rate(0) }, "👎 Bad")),
+      el("button", { id: "rate-good", class: good ? "chosen" : "", onclick: rate(1) }, "✓ Good"), " ",
+      el("button", { id: "rate-bad", class: bad ? "chosen" : "", onclick: rate(0) }, "✗ Bad")),
     data.correction ? el("div", { class: "card", id: "current-correction" }, el("strong", {}, "Corrected output"),
       el("pre", {}, json(data.correction))) : null,
     correctionForm(data, data.output_schema, reload),
