@@ -19,8 +19,9 @@ from typing import Any
 from promptgym.core.atomic import read_json
 from promptgym.training.history_csv import read_history
 
-X_COLUMNS = ("epoch", "step", "iteration")
-"""The first of these a history has is its x axis (prompt learning, SFT, RL)."""
+X_COLUMNS = ("step", "iteration", "epoch")
+"""The first of these a history has is its x axis (SFT, whose rows also carry a fractional epoch; RL;
+prompt learning)."""
 NOT_CURVES = ("lm_calls", "prompt_tokens", "completion_tokens", "failures", "lr", "grad_norm", "tokens_per_s",
               "seconds", "elapsed_s", "total_steps", "rollout_s", "update_s", "groups", "zero_signal_groups",
               "failed_rollouts")

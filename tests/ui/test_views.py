@@ -22,7 +22,7 @@ def test_a_chart_draws_each_series_with_gaps_and_escapes_its_labels() -> None:
 
 def test_curves_of_a_weight_run_use_its_steps_and_leave_out_costs(tmp_path: Path) -> None:
     history = tmp_path / "history.csv"
-    history.write_text("step,loss,lr,tokens_per_s,eval_loss\n1,2.0,0.001,50,\n2,1.5,0.001,52,1.7\n")
+    history.write_text("step,epoch,loss,lr,tokens_per_s,eval_loss\n1,0.5,2.0,0.001,50,\n2,1.0,1.5,0.001,52,1.7\n")
     series, xs, bands, x_label = curves(history, [])
     assert (x_label, xs, sorted(series)) == ("step", [1.0, 2.0], ["eval_loss", "loss"]) and bands == {}
     assert curves(tmp_path / "missing.csv", []) == ({}, [], {}, "row")

@@ -287,7 +287,7 @@ function correctionForm(trace, schema, onSaved) {
     fieldFor(name, resolve(field, root), current[name], required.has(name)))
     : [fieldFor("output", { type: "object", description: "no schema stored for this version: the whole output as JSON" },
       current, true)];
-  const comment = el("textarea", { id: "comment", rows: "2", placeholder: "why (optional; reaches GEPA's reflection)" });
+  const comment = el("textarea", { id: "comment", rows: "2", placeholder: "why (optional, stored with the correction)" });
   const message = el("div", { id: "form-message" });
   const form = el("form", { id: "correction-form", class: "card" }, el("h2", {}, "Correct the output"),
     properties ? "" : el("p", { class: "muted" }, "No output schema is stored for this program version."),
