@@ -12,13 +12,16 @@ from the network.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from promptgym.serving.errors import error_response, on_validation_error
 from promptgym.traces import TraceStore
@@ -26,6 +29,9 @@ from promptgym.ui.api import api_router
 from promptgym.ui.sources import RunsSource
 
 STATIC = Path(__file__).parent / "static"
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+"""The Host headers answered: a web page elsewhere that rebinds its own name to 127.0.0.1 (DNS
+rebinding) sends its name, and gets a 400 instead of the traces."""
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
     "x-content-type-options": "nosniff",
@@ -44,16 +50,28 @@ async def on_http_error(request: Request, error: StarletteHTTPException) -> JSON
                           code="invalid_api_key" if error.status_code == 401 else None)
 
 
-def create_ui_app(runs: RunsSource | None, traces: TraceStore | None, api_key: str | None = None) -> FastAPI:
+def on_store_error(store: TraceStore | None):
+    """A trace store that can't be read or written (a full disk, a file gone bad): 503 naming it, no traceback."""
+    async def handle(request: Request, error: sqlite3.Error) -> JSONResponse:
+        where = store.path if store is not None else "the trace store"
+        return error_response(503, f"trace store {where} can't be used right now ({error}); nothing was saved by "
+                                   "this request", "traces", code="store_unavailable")
+    return handle
+
+
+def create_ui_app(runs: RunsSource | None, traces: TraceStore | None, api_key: str | None = None,
+                  hosts: Sequence[str] = LOCAL_HOSTS) -> FastAPI:
     """The review page over ``runs`` (run folders) and ``traces`` (a trace store); either may be None.
 
     ``api_key``: the key every ``/api/`` request must carry (``Authorization: Bearer`` or
-    ``X-API-Key``, as for ``serve``); None leaves the page open to this machine.
+    ``X-API-Key``, as for ``serve``); None leaves the page open to this machine. ``hosts``: the
+    ``Host`` headers answered (this machine's names; ``("testserver",)`` for a TestClient).
     """
     app = FastAPI(title="promptgym ui", summary="Review runs and served traces", docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(sqlite3.Error, on_store_error(traces))
     app.include_router(api_router(runs, traces, api_key))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -68,4 +86,5 @@ def create_ui_app(runs: RunsSource | None, traces: TraceStore | None, api_key: s
             response.headers.setdefault(name, value)
         return response
 
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
     return app

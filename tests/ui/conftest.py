@@ -19,6 +19,7 @@ from promptgym.ui import create_ui_app
 from tests.cli.helpers import ROOT, write_config
 
 KEY = "review-key-123"
+LOCAL = "http://127.0.0.1:8765"
 
 
 class Reply(pg.DataModel):
@@ -70,4 +71,5 @@ def store(tmp_path: Path) -> Iterator[TraceStore]:
 
 @pytest.fixture
 def client(runs_dir: Path, store: TraceStore) -> TestClient:
-    return TestClient(create_ui_app(FolderRuns(runs_dir), store, api_key=KEY), headers={"Authorization": f"Bearer {KEY}"})
+    return TestClient(create_ui_app(FolderRuns(runs_dir), store, api_key=KEY), base_url=LOCAL,
+                      headers={"Authorization": f"Bearer {KEY}"})

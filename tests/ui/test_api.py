@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sqlite3
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -11,12 +12,12 @@ from fastapi.testclient import TestClient
 from promptgym.cli.commands.ui import FolderRuns
 from promptgym.traces import TraceStore
 from promptgym.ui import create_ui_app
-from tests.ui.conftest import KEY, fill_store
+from tests.ui.conftest import KEY, LOCAL, fill_store
 
 
 def test_every_api_route_needs_the_key_and_the_page_shell_does_not(runs_dir: Path, store: TraceStore) -> None:
     trace_id = fill_store(store)["wrong"]
-    bare = TestClient(create_ui_app(FolderRuns(runs_dir), store, api_key=KEY))
+    bare = TestClient(create_ui_app(FolderRuns(runs_dir), store, api_key=KEY), base_url=LOCAL)
     for path in ("/api/config", "/api/runs", "/api/traces", "/api/traces/programs", f"/api/traces/{trace_id}"):
         answer = bare.get(path)
         assert answer.status_code == 401, path
@@ -139,9 +140,42 @@ def test_feedback_checks_the_correction_against_the_stored_schema(client: TestCl
 
 
 def test_a_page_without_runs_or_traces_says_how_to_start_one() -> None:
-    bare = TestClient(create_ui_app(None, None))
+    bare = TestClient(create_ui_app(None, None), base_url=LOCAL)
     assert bare.get("/api/config").json() == {"runs": False, "traces": False, "traces_path": None}
     for path, flag in (("/api/runs", "--runs"), ("/api/traces", "--traces")):
         answer = bare.get(path)
         assert answer.status_code == 404 and flag in answer.json()["error"]["message"]
     assert json.loads(bare.get("/api/nowhere").text)["error"]["type"] == "not_found_error"
+
+
+def test_another_host_name_is_refused_so_a_rebinding_page_can_t_read_it(runs_dir: Path, store: TraceStore) -> None:
+    app = create_ui_app(FolderRuns(runs_dir), store)  # no key: only this machine's names are answered
+    assert TestClient(app, base_url="http://localhost:8765").get("/api/runs").status_code == 200
+    assert TestClient(app, base_url="http://evil.example:8765").get("/api/runs").status_code == 400
+
+
+def test_a_trace_store_that_can_t_be_written_is_a_503_naming_it(client: TestClient, store: TraceStore,
+                                                                 monkeypatch) -> None:
+    trace_id = fill_store(store)["wrong"]
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "add_feedback", full)
+    answer = client.post(f"/api/traces/{trace_id}/feedback", json={"rating": 1})
+    assert answer.status_code == 503 and "disk is full" in answer.json()["error"]["message"]
+    assert store.path in answer.json()["error"]["message"] and "Traceback" not in answer.text
+
+
+def test_a_run_whose_run_json_is_broken_is_listed_with_why(client: TestClient, runs_dir: Path) -> None:
+    broken = runs_dir / "20000101-000000-broken-0000"
+    broken.mkdir()
+    (broken / "run.json").write_text("{not json")
+    try:
+        runs = client.get("/api/runs").json()["runs"]
+    finally:
+        (broken / "run.json").unlink()
+        broken.rmdir()
+    (entry,) = [run for run in runs if run["id"] == broken.name]
+    assert entry["status"] == "unreadable" and "run.json can't be read" in entry["error"]
+    assert len(runs) == 3

@@ -38,8 +38,12 @@ class FolderRuns:
             raise UnknownRunError(str(error)) from None
 
     def runs(self) -> list[dict[str, Any]]:
-        return [{**status, "status": effective_status(status, RunFolder(self.folder / status["id"]))}
-                for status in list_runs(self.folder)]
+        unreadable: list[tuple[Path, str]] = []
+        found = [{**status, "status": effective_status(status, RunFolder(self.folder / status["id"]))}
+                 for status in list_runs(self.folder, unreadable)]
+        # `runs list` names the folders it could not read; the page lists them too, with why.
+        return found + [{"id": path.name, "status": "unreadable", "error": f"run.json can't be read: {problem}"}
+                        for path, problem in unreadable]
 
     def status(self, run_id: str) -> dict[str, Any]:
         from promptgym.ui.sources import UnknownRunError  # deferred with the rest of the page (fastapi)

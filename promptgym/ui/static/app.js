@@ -90,7 +90,7 @@ async function runsPage() {
       compare.disabled = chosen.size !== 2;
     } })),
     el("td", {}, el("a", { href: "#/runs/" + encodeURIComponent(run.id) }, run.id)),
-    el("td", {}, run.name || ""),
+    el("td", {}, run.name || "", run.error ? el("div", { class: "error" }, run.error) : null),
     el("td", {}, el("span", { class: "status " + run.status }, run.status)),
     el("td", {}, run.epochs_done ?? "–"),
     el("td", {}, scoreCell(run.baseline)), el("td", {}, scoreCell(run.final)), el("td", {}, when(run.created))));
