@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Optional
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
@@ -28,6 +29,7 @@ from promptgym.ui.sources import RunsSource, UnknownRunError
 RATINGS = ("", "rated", "unrated", "good", "bad", "corrected", "uncorrected")
 """The rating filter: ``good`` is a latest rating >= 0.5, ``bad`` one below (the page rates 1 or 0)."""
 GOOD = 0.5
+RATED_PAGE = 500
 PREVIEW_CHARS = 160
 SVG = "image/svg+xml"
 
@@ -67,6 +69,25 @@ def _rating_matches(trace: Trace, rating: str) -> bool:
     if rating == "bad":
         return trace.rating is not None and trace.rating < GOOD
     return True
+
+
+def by_rating_value(store: TraceStore, filters: dict[str, Any], rating: str, limit: int) -> list[Trace]:
+    """The newest ``limit`` rated traces whose latest rating is good (or bad), read a page at a time: the
+    store filters on "rated", not on the value, and a store may hold many rated traces."""
+    kept: list[Trace] = []
+    until: float | None = None
+    while len(kept) < limit:
+        page = store.traces(**filters, until=until, newest_first=True, limit=RATED_PAGE)
+        if not page:
+            break
+        oldest = page[-1].created
+        # The page may cut through traces recorded at one instant: take that instant whole, in the store's order.
+        tied = store.traces(**filters, since=oldest, until=math.nextafter(oldest, math.inf), newest_first=True)
+        kept += [trace for trace in [*(t for t in page if t.created > oldest), *tied] if _rating_matches(trace, rating)]
+        if len(page) < RATED_PAGE:
+            break
+        until = oldest
+    return kept[:limit]
 
 
 def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str | None) -> APIRouter:
@@ -150,10 +171,11 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
                            "rating")
         rated = {"rated": True, "unrated": False, "good": True, "bad": True}.get(rating)
         corrected = {"corrected": True, "uncorrected": False}.get(rating)
-        found = store().traces(program=program or None, version=version if version is not None and program else None,
-                               rated=rated, corrected=corrected, newest_first=True,
-                               limit=None if rating in ("good", "bad") else limit)
-        kept = [trace for trace in found if _rating_matches(trace, rating)][:limit]
+        filters = {"program": program or None, "version": version, "rated": rated, "corrected": corrected}
+        if rating in ("good", "bad"):
+            kept = by_rating_value(store(), filters, rating, limit)
+        else:
+            kept = store().traces(**filters, newest_first=True, limit=limit)
         return {"traces": [trace_summary(trace) for trace in kept]}
 
     @router.get("/traces/{trace_id}")

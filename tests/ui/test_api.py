@@ -179,3 +179,18 @@ def test_a_run_whose_run_json_is_broken_is_listed_with_why(client: TestClient, r
     (entry,) = [run for run in runs if run["id"] == broken.name]
     assert entry["status"] == "unreadable" and "run.json can't be read" in entry["error"]
     assert len(runs) == 3
+
+
+def test_the_rating_value_filter_pages_through_many_rated_traces(client: TestClient, store: TraceStore,
+                                                                 monkeypatch) -> None:
+    monkeypatch.setattr("promptgym.ui.api.RATED_PAGE", 2)
+    ratings = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0]
+    ids = []
+    for index, rating in enumerate(ratings):
+        ids.append(store.record(program="qa", inputs={"i": index}, created=1_900_000_000 + index // 2))  # pairs tie
+        store.add_feedback(ids[-1], rating=rating)
+    everything = store.traces(rated=True, newest_first=True)  # the order the page keeps: newest, then by id
+    good = [trace["id"] for trace in client.get("/api/traces?rating=good").json()["traces"]]
+    assert good == [trace.id for trace in everything if trace.rating == 1.0] and set(good) == {ids[0], ids[4], ids[5]}
+    bad = [trace["id"] for trace in client.get("/api/traces?rating=bad&limit=3").json()["traces"]]
+    assert bad == [trace.id for trace in everything if trace.rating == 0.0][:3] and bad[0] == ids[6]

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from promptgym.cli.commands.ui import FolderRuns
 from promptgym.cli.main import app
+from promptgym.cli.runs import RunFolder
 
 runner = CliRunner()
 
@@ -34,3 +36,18 @@ def test_a_missing_or_corrupt_trace_store_is_named(tmp_path: Path) -> None:
     (tmp_path / "traces.db").write_bytes(b"this is not sqlite" * 100)
     output = refused("--traces", str(tmp_path))
     assert "not a readable SQLite database" in output and str(tmp_path) in output
+
+
+def test_a_polled_run_s_events_are_read_once_and_a_replaced_log_again(tmp_path: Path) -> None:
+    run = RunFolder.create(tmp_path, "live")
+    runs = FolderRuns(tmp_path)
+    run.append_event({"event": "train_begin"})
+    assert [event["event"] for event in runs.events(run.id)] == ["train_begin"]
+    with run.events_path.open("a") as handle:
+        handle.write('{"event": "epoch_end", "epoch": 0}\n{"event": "st')  # the last line is still being written
+    assert [event["event"] for event in runs.events(run.id)] == ["train_begin", "epoch_end"]
+    with run.events_path.open("a") as handle:
+        handle.write('ep"}\n')
+    assert [event["event"] for event in runs.events(run.id)] == ["train_begin", "epoch_end", "step"]
+    run.events_path.write_text('{"event": "run_started"}\n')
+    assert [event["event"] for event in runs.events(run.id)] == ["run_started"]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,6 +29,10 @@ class FolderRuns:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._events: dict[Path, tuple[int, int, list[dict[str, Any]]]] = {}
+        """Per run: (lines read, file size then, their events): a page polling a live run every 2 s parses
+        only the lines added since (the log is append-only)."""
+        self._lock = threading.Lock()
 
     def _open(self, run_id: str) -> RunFolder:
         from promptgym.ui.sources import UnknownRunError  # deferred with the rest of the page (fastapi)
@@ -58,7 +63,16 @@ class FolderRuns:
         return {**status, "id": run.id, "status": effective_status(status, run)}
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        return self._open(run_id).read_events()[0]
+        run = self._open(run_id)
+        size = run.events_path.stat().st_size if run.events_path.is_file() else 0
+        with self._lock:
+            start, seen_size, known = self._events.get(run.path, (0, 0, []))
+            if size < seen_size:  # replaced (a run folder removed and made again): read it all
+                start, known = 0, []
+            new, next_line = run.read_events(start)
+            known = known + new
+            self._events[run.path] = (next_line, size, known)
+        return known
 
     def path(self, run_id: str) -> Path:
         return self._open(run_id).path
