@@ -19,6 +19,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from PIL import Image
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from promptgym.traces import TraceStore
 from tests.cli.helpers import ROOT
@@ -29,14 +36,6 @@ CHROMEDRIVER = shutil.which("chromedriver")
 if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("no system chromium/chromedriver (apt-get install -y chromium chromium-driver; .ci/run does)",
                 allow_module_level=True)
-
-from PIL import Image  # noqa: E402 - only needed once the browser is known to be there
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 WINDOW = (1280, 1000)
 KEY_ENV = "PROMPTGYM_UI_TEST_KEY"
