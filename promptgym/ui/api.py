@@ -4,6 +4,7 @@
     GET  /api/runs/{id}                     status, prompts before/after (diff), comparisons, curve data
     GET  /api/runs/{id}/curves.svg          its reward and validation curves
     GET  /api/compare.svg?run=A&run=B&series=val_reward     one series of several runs on one chart
+    GET  /api/compare?run=A&run=B           A's best trainable variables against B's (the same diff)
     GET  /api/traces/programs               the (program, version) pairs with traces
     GET  /api/traces?program=&version=&rating=&limit=       traces, newest first
     GET  /api/traces/{id}                   one trace, module by module, with its output schema
@@ -155,6 +156,15 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
                 bands[label] = intervals[series]
             longest = xs if len(xs) > len(longest) else longest
         return Response(line_chart(lines, longest, bands, title=series), media_type=SVG)
+
+    @router.get("/compare")
+    def compare_best(run: list[str] = Query(..., description="two run ids")) -> dict[str, Any]:
+        if len(run) != 2:
+            raise ApiError(422, f"run: expected two run ids to compare, got {len(run)}", "run")
+        first, second = (status_of(run_id)["id"] for run_id in run)
+        source = runs_source()
+        before, after = (program_states(source.path(run_id))["after"] for run_id in (first, second))
+        return {"runs": [first, second], "best": variable_diff(before, after)}
 
     @router.get("/traces/programs")
     def trace_programs() -> dict[str, Any]:

@@ -194,3 +194,20 @@ def test_the_rating_value_filter_pages_through_many_rated_traces(client: TestCli
     assert good == [trace.id for trace in everything if trace.rating == 1.0] and set(good) == {ids[0], ids[4], ids[5]}
     bad = [trace["id"] for trace in client.get("/api/traces?rating=bad&limit=3").json()["traces"]]
     assert bad == [trace.id for trace in everything if trace.rating == 0.0][:3] and bad[0] == ids[6]
+
+
+def test_the_best_prompts_of_two_runs_against_each_other(client: TestClient) -> None:
+    beta, alpha = (run["id"] for run in client.get("/api/runs").json()["runs"])
+    data = client.get(f"/api/compare?run={alpha}&run={beta}").json()
+    assert data["runs"] == [alpha, beta]
+    (variable,) = data["best"]
+    assert variable["name"] == "answerer/state" and {item["op"] for item in variable["examples"]} <= {"same", "added", "removed"}
+    one = client.get(f"/api/compare?run={alpha}")
+    assert one.status_code == 422 and one.json()["error"]["param"] == "run"
+
+
+def test_the_trace_list_is_bounded_by_its_limit(client: TestClient, store: TraceStore) -> None:
+    fill_store(store)
+    assert len(client.get("/api/traces?limit=2").json()["traces"]) == 2
+    assert client.get("/api/traces?limit=0").status_code == 422
+    assert client.get("/api/traces?limit=5000").status_code == 422

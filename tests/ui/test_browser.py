@@ -185,6 +185,7 @@ def test_the_key_form_then_the_runs_a_run_s_curves_and_two_runs_side_by_side(
     overlay = visible(driver, "#compare-chart svg")
     assert len(driver.find_elements(By.CSS_SELECTOR, "#compare-chart g[data-series]")) == 2
     assert len(driver.find_elements(By.CSS_SELECTOR, ".compare-column .run-chart svg")) == 2
+    assert driver.find_elements(By.CSS_SELECTOR, "#best-diff .variable")  # one run's best prompt against the other's
     image = screenshot(driver, tmp_path, "compare")
     assert curve_pixels(image, overlay) > 300
 
@@ -229,6 +230,12 @@ def test_rate_a_trace_then_a_bad_and_a_good_correction(driver: webdriver.Chrome,
     with TraceStore(served["store"]) as store:
         assert store.get(ids["wrong"]).rating == 0.0
 
+    visible(driver, "#note").send_keys("the sum is off by one")
+    driver.find_element(By.ID, "save-comment").click()
+    wait(driver, lambda d: "the sum is off by one" in d.find_element(By.ID, "feedback").text)
+    with TraceStore(served["store"]) as store:
+        assert store.get(ids["wrong"]).comments == ["the sum is off by one"]
+
     answer = visible(driver, '[data-field="answer"]')
     answer.clear()  # a required field left empty: the server names it
     driver.find_element(By.ID, "save-correction").click()
@@ -255,5 +262,6 @@ def test_rate_a_trace_then_a_bad_and_a_good_correction(driver: webdriver.Chrome,
     screenshot(driver, tmp_path, "trace")
     with TraceStore(served["store"]) as store:
         trace = store.get(ids["wrong"])
-    assert trace.correction == {"answer": "4", "confidence": 1} and trace.comments == ["2+2 is 4"]
+    assert trace.correction == {"answer": "4", "confidence": 1}
+    assert trace.comments == ["the sum is off by one", "2+2 is 4"]
     assert trace.rating == 0.0

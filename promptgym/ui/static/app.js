@@ -5,6 +5,8 @@
 const KEY = "promptgym-ui-key";
 const LIVE = ["created", "starting", "running", "writing_artifacts", "submitted"];
 const POLL_MS = 2000;
+const PAGE = 100;
+const MAX_TRACES = 1000;  // the API's bound on one list
 let poll = null;
 
 class ApiError extends Error {
@@ -100,6 +102,17 @@ async function runsPage() {
         .map((name) => el("th", {}, name))), rows)
       : el("p", { class: "muted" }, "No runs in this folder yet (promptgym train writes them)."),
     el("p", {}, compare));
+  if (data.runs.some((run) => LIVE.includes(run.status))) {
+    poll = setInterval(async () => {
+      const fresh = await api("/api/runs").catch(() => null);
+      if (!fresh) return;
+      for (const run of fresh.runs) {
+        const cell = document.querySelector(`tr[data-run="${CSS.escape(run.id)}"] .status`);
+        if (cell) { cell.textContent = run.status; cell.className = "status " + run.status; }
+      }
+      if (!fresh.runs.some((run) => LIVE.includes(run.status))) { clearInterval(poll); poll = null; }
+    }, POLL_MS);
+  }
 }
 
 function summaryCard(run) {
@@ -186,7 +199,11 @@ async function comparePage(ids) {
       summaryCard(data.run), chart, el("h2", {}, "Checks against the start"), comparisonsTable(data.comparisons),
       el("h2", {}, "Prompts: start → best"), variablesView(data.variables, data.variables_source));
   }));
+  const best = ids.length === 2
+    ? await api("/api/compare?" + ids.map((id) => "run=" + encodeURIComponent(id)).join("&")) : null;
   setMain(el("h1", {}, "Two runs side by side"), el("label", {}, "Series ", series), overlay,
+    best ? el("div", { id: "best-diff" }, el("h2", {}, "Best prompts: ", el("code", {}, ids[0]), " → ",
+      el("code", {}, ids[1])), variablesView(best.best, "each run's best program")) : null,
     el("div", { class: "columns" }, columns));
   await drawOverlay();
 }
@@ -213,7 +230,14 @@ async function tracesPage(params) {
   program.addEventListener("change", apply);
   rating.addEventListener("change", apply);
   const query = new URLSearchParams(params);
+  const limit = Number(params.get("limit") || PAGE);
+  query.set("limit", String(limit));
   const data = await api("/api/traces?" + query.toString());
+  const more = data.traces.length === limit && limit < MAX_TRACES ? el("button", { id: "more", onclick: () => {
+    const next = new URLSearchParams(params);
+    next.set("limit", String(Math.min(MAX_TRACES, limit + PAGE)));
+    location.hash = "#/traces?" + next.toString();
+  } }, `Show ${PAGE} more`) : null;
   const rows = data.traces.map((trace) => el("tr", { "data-trace": trace.id },
     el("td", {}, el("a", { href: "#/traces/" + trace.id }, trace.id.slice(0, 10))),
     el("td", {}, when(trace.created)), el("td", {}, `${trace.program} @ ${trace.version}`),
@@ -224,7 +248,8 @@ async function tracesPage(params) {
     el("div", { class: "filters" }, el("label", {}, "Program", program), el("label", {}, "Rating", rating)),
     rows.length ? el("table", { id: "traces-table" },
       el("tr", {}, ["trace", "when", "program", "inputs", "output", "rating", ""].map((name) => el("th", {}, name))), rows)
-      : el("p", { class: "muted", id: "no-traces" }, "No traces match."));
+      : el("p", { class: "muted", id: "no-traces" }, "No traces match."),
+    el("p", { class: "muted" }, `${data.traces.length} shown, newest first. `, more));
 }
 
 function resolve(schema, root) {
@@ -336,6 +361,7 @@ async function tracePage(traceId) {
       reload();
     } catch (error) { showError(error); }
   };
+  const note = el("input", { type: "text", id: "note", placeholder: "a comment without a correction" });
   const good = data.rating !== null && data.rating >= 0.5;
   const bad = data.rating !== null && data.rating < 0.5;
   setMain(
@@ -355,7 +381,15 @@ async function tracePage(traceId) {
     el("div", { class: "card", id: "rating" }, el("strong", {}, "Rating: "),
       el("span", { id: "current-rating" }, data.rating === null ? "not rated" : (good ? "good" : "bad")), " ",
       el("button", { id: "rate-good", class: good ? "chosen" : "", onclick: rate(1) }, "✓ Good"), " ",
-      el("button", { id: "rate-bad", class: bad ? "chosen" : "", onclick: rate(0) }, "✗ Bad")),
+      el("button", { id: "rate-bad", class: bad ? "chosen" : "", onclick: rate(0) }, "✗ Bad"),
+      el("div", { class: "comment-row" }, note, " ", el("button", { id: "save-comment", onclick: async () => {
+        if (!note.value.trim()) return;
+        try {
+          await api("/api/traces/" + trace.id + "/feedback", { method: "POST",
+            body: JSON.stringify({ comment: note.value.trim() }) });
+          reload();
+        } catch (error) { showError(error); }
+      } }, "Save comment"))),
     data.correction ? el("div", { class: "card", id: "current-correction" }, el("strong", {}, "Corrected output"),
       el("pre", {}, json(data.correction))) : null,
     correctionForm(data, data.output_schema, reload),
