@@ -134,7 +134,7 @@ function comparisonsTable(items) {
       el("td", {}, `#${item.candidate} ${score(item.candidate_score?.mean)} ${interval(item.candidate_score)}`),
       el("td", {}, `#${item.incumbent} ${score(item.incumbent_score?.mean)} ${interval(item.incumbent_score)}`),
       el("td", {}, `${score(item.test?.difference)} ${interval(item.test)}`),
-      el("td", {}, item.test ? `${item.test.p_value.toPrecision(3)} (${item.test.method})` : "–"),
+      el("td", {}, typeof item.test?.p_value === "number" ? `${item.test.p_value.toPrecision(3)} (${item.test.method})` : "–"),
       el("td", {}, item.test ? `${item.test.wins}/${item.test.losses}` : "–"),
       el("td", { class: item.accepted ? "ok" : "error" }, item.accepted ? "kept" : "undone"))));
 }
