@@ -33,14 +33,17 @@ GOOD = 0.5
 RATED_PAGE = 500
 PREVIEW_CHARS = 160
 SVG = "image/svg+xml"
+CODES = {401: "invalid_api_key", 422: "invalid_value"}
+"""Error codes as ``POST /v1/feedback`` gives them (a 404 names what is missing)."""
 
 
 class ApiError(HTTPException):
     """An error answer naming the field (``param``) that is wrong."""
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
         super().__init__(status, message)
         self.param = param
+        self.code = code or CODES.get(status)
 
 
 def key_check(api_key: str | None):
@@ -108,7 +111,7 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
         try:
             return runs_source().status(run_id)
         except UnknownRunError as error:
-            raise ApiError(404, str(error).strip("'\""), "run_id") from None
+            raise ApiError(404, str(error).strip("'\""), "run_id", "run_not_found") from None
 
     @router.get("/config")
     def config() -> dict[str, Any]:
@@ -193,7 +196,7 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
         found = store()
         trace = found.get(trace_id)
         if trace is None:
-            raise ApiError(404, f"no trace {trace_id!r} in {found.path}", "trace_id")
+            raise ApiError(404, f"no trace {trace_id!r} in {found.path}", "trace_id", "trace_not_found")
         schemas = found.program_schemas(trace.program, trace.version)
         return {"trace": trace.to_dict(), "rating": trace.rating, "correction": trace.correction,
                 "output_schema": schemas[1] if schemas else None}
@@ -203,7 +206,8 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
         try:
             item = review(store(), trace_id, body)
         except ReviewError as error:
-            raise ApiError(error.status, str(error), error.field) from None
+            raise ApiError(error.status, str(error), error.field,
+                           "trace_not_found" if error.status == 404 else None) from None
         return {"trace_id": trace_id, "rating": item.rating, "correction": item.correction, "comment": item.comment}
 
     return router

@@ -46,8 +46,7 @@ async def on_http_error(request: Request, error: StarletteHTTPException) -> JSON
         message = f"no route {request.method} {request.url.path}; the page is at / and its data under /api/"
     elif error.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    return error_response(error.status_code, message, getattr(error, "param", None),
-                          code="invalid_api_key" if error.status_code == 401 else None)
+    return error_response(error.status_code, message, getattr(error, "param", None), code=getattr(error, "code", None))
 
 
 def on_store_error(store: TraceStore | None):

@@ -137,6 +137,7 @@ def test_feedback_checks_the_correction_against_the_stored_schema(client: TestCl
     assert client.post(f"/api/traces/{ids['v2']}/feedback", json={"correction": {"answer": "two"}}).status_code == 200
     unknown = client.post("/api/traces/nope/feedback", json={"rating": 1})
     assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "trace_id"
+    assert unknown.json()["error"]["code"] == "trace_not_found" and missing.json()["error"]["code"] == "invalid_value"
 
 
 def test_a_page_without_runs_or_traces_says_how_to_start_one() -> None:

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from pathlib import Path
 from typing import Any, Optional
@@ -17,10 +16,6 @@ from promptgym.cli.commands.runs import effective_status
 from promptgym.cli.commands.serve import LOCAL_HOSTS, run_uvicorn
 from promptgym.cli.common import fail
 from promptgym.cli.runs import RunFolder, default_runs_dir, list_runs
-
-logger = logging.getLogger("promptgym")
-STORE_FILE = "traces.db"
-"""The file ``serve --record DIR`` writes in DIR."""
 
 
 class FolderRuns:
@@ -80,6 +75,8 @@ class FolderRuns:
 
 def trace_store_path(given: Path) -> Path:
     """``--traces``: a folder ``serve --record`` wrote (its ``traces.db``) or the database file itself."""
+    from promptgym.serving.recording import STORE_FILE  # deferred with the rest of the server (fastapi)
+
     path = given / STORE_FILE if given.is_dir() else given
     if not path.is_file():
         fail(f"--traces {given}: no trace store there (expected a folder holding {STORE_FILE}, as "
