@@ -65,7 +65,8 @@ def line_chart(series: dict[str, Sequence[float | None]], x: Sequence[float] | N
         low, high = 0.0, 1.0  # rewards and accuracies: a fixed [0, 1] axis keeps two runs comparable
     elif high == low:
         low, high = low - 1, high + 1
-    x_low, x_high = min(xs), max(xs)
+    finite_xs = [value for value in xs if _finite(value)] or [0.0]
+    x_low, x_high = min(finite_xs), max(finite_xs)
     x_span = (x_high - x_low) or 1
 
     def px(value: float) -> float:
@@ -80,7 +81,7 @@ def line_chart(series: dict[str, Sequence[float | None]], x: Sequence[float] | N
                      'stroke="#e5e7eb"/>')
         parts.append(f'<text x="{MARGIN["left"] - 6}" y="{py(tick) + 4}" text-anchor="end" font-size="11" '
                      f'fill="#374151">{_label(tick)}</text>')
-    shown_x = xs if len(xs) <= 12 else xs[:: math.ceil(len(xs) / 12)]
+    shown_x = finite_xs if len(finite_xs) <= 12 else finite_xs[:: math.ceil(len(finite_xs) / 12)]
     for value in shown_x:
         parts.append(f'<text x="{px(value)}" y="{height - MARGIN["bottom"] + 16}" text-anchor="middle" '
                      f'font-size="11" fill="#374151">{_label(value)}</text>')
@@ -90,13 +91,13 @@ def line_chart(series: dict[str, Sequence[float | None]], x: Sequence[float] | N
     for index, (name, points) in enumerate(series.items()):
         color = COLORS[index % len(COLORS)]
         for i, band in enumerate(bands.get(name, [])):
-            if band and i < len(xs) and all(_finite(v) for v in band):
+            if band and i < len(xs) and _finite(xs[i]) and all(_finite(v) for v in band):
                 parts.append(f'<line class="band" x1="{px(xs[i])}" x2="{px(xs[i])}" y1="{py(band[0])}" '
                              f'y2="{py(band[1])}" stroke="{color}" stroke-opacity="0.25" stroke-width="6"/>')
         segments, current = [], []
         drawn = 0
         for i, value in enumerate(points[:len(xs)]):
-            if _finite(value):
+            if _finite(value) and _finite(xs[i]):
                 current.append(f"{px(xs[i])},{py(float(value))}")
                 drawn += 1
             elif current:

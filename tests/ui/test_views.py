@@ -16,6 +16,8 @@ def test_a_chart_draws_each_series_with_gaps_and_escapes_its_labels() -> None:
     assert svg.count("<polyline") == 3  # the missing epoch splits val_reward's line in two
     assert svg.count('class="band"') == 2
     assert "<b>" not in svg and "&lt;b&gt;x&lt;/b&gt;" in svg and "a &amp; b" in svg
+    unreadable_x = line_chart({"loss": [1.0, 0.5, 0.25]}, x=[1, float("nan"), 3])
+    assert 'data-points="2"' in unreadable_x and "nan" not in unreadable_x.lower()  # a row without its step is skipped
     empty = line_chart({}, title="nothing")
     assert "no history yet" in empty and "<polyline" not in empty
 
