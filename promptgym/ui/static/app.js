@@ -176,7 +176,10 @@ async function runPage(runId) {
   if (LIVE.includes(status)) {
     poll = setInterval(async () => {
       try { if (!LIVE.includes(await refresh())) { clearInterval(poll); poll = null; } }
-      catch (error) { body.prepend(el("p", { class: "error" }, error.message)); }
+      catch (error) {  // keep polling: a run folder being written may read badly for a moment
+        document.getElementById("poll-error")?.remove();
+        body.prepend(el("p", { class: "error", id: "poll-error" }, error.message));
+      }
     }, POLL_MS);
   }
 }
