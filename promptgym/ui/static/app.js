@@ -216,15 +216,15 @@ async function comparePage(ids) {
 async function tracesPage(params) {
   const [programs] = await Promise.all([api("/api/traces/programs")]);
   const program = el("select", { id: "filter-program" }, el("option", { value: "" }, "all programs"),
-    programs.programs.map((item) => el("option", { value: item.program + "\u0000" + item.version },
+    programs.programs.map((item) => el("option", { value: JSON.stringify([item.program, item.version]) },
       `${item.program} @ ${item.version || "(no version)"}`)));
   const rating = el("select", { id: "filter-rating" },
     [["", "any rating"], ["unrated", "not rated"], ["rated", "rated"], ["good", "rated good"], ["bad", "rated bad"],
       ["corrected", "corrected"], ["uncorrected", "not corrected"]].map(([value, text]) => el("option", { value }, text)));
-  program.value = params.get("program") ? params.get("program") + "\u0000" + (params.get("version") || "") : "";
+  program.value = params.get("program") ? JSON.stringify([params.get("program"), params.get("version") || ""]) : "";
   rating.value = params.get("rating") || "";
   const apply = () => {
-    const [name, version] = program.value ? program.value.split("\u0000") : ["", ""];
+    const [name, version] = program.value ? JSON.parse(program.value) : ["", ""];
     const query = new URLSearchParams();
     if (name) { query.set("program", name); query.set("version", version); }
     if (rating.value) query.set("rating", rating.value);
