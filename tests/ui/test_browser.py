@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, Optional
 
 import pytest
 from PIL import Image
@@ -27,6 +27,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+import promptgym as pg
 from promptgym.traces import TraceStore
 from tests.cli.helpers import ROOT
 from tests.ui.conftest import KEY, fill_store
@@ -38,6 +39,18 @@ if not (CHROMIUM and CHROMEDRIVER):
                 allow_module_level=True)
 
 WINDOW = (1280, 1000)
+
+
+class Triage(pg.DataModel):
+    """An output with every kind of field the correction form draws."""
+
+    label: Literal["bug", "question", "feature"]
+    urgent: bool
+    tags: list[str]
+    priority: int
+    note: Optional[str] = None
+
+
 KEY_ENV = "PROMPTGYM_UI_TEST_KEY"
 CURVE_COLOURS = [(37, 99, 235), (220, 38, 38)]  # promptgym.ui.charts' first two series
 WAIT_S = 20
@@ -61,6 +74,10 @@ def served(runs_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     (live / "run.json").write_text(json.dumps(status))
     with TraceStore(folder / "traces" / "traces.db") as store:
         ids = fill_store(store)
+        store.describe_program("triage", "t1", input_schema={"type": "object"}, output_schema=Triage.model_json_schema())
+        ids["triage"] = store.record(program="triage", version="t1", inputs={"text": "the page is blank"},
+                                     outputs={"label": "question", "urgent": False, "tags": [], "priority": 3},
+                                     created=1_800_000_200)
     process = subprocess.Popen(
         [sys.executable, "-m", "promptgym.cli.main", "ui", "--runs", str(runs), "--traces", str(folder / "traces"),
          "--port", "0", "--api-key-env", KEY_ENV],
@@ -210,11 +227,11 @@ def test_rate_a_trace_then_a_bad_and_a_good_correction(driver: webdriver.Chrome,
     ids = served["ids"]
     open_view(driver, served["url"], "/traces")
     visible(driver, "#traces-table")
-    assert len(driver.find_elements(By.CSS_SELECTOR, "#traces-table tr[data-trace]")) == 4
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#traces-table tr[data-trace]")) == 5
     Select(driver.find_element(By.ID, "filter-rating")).select_by_value("good")
     wait(driver, lambda d: trace_rows(d) == [ids["right"]])
     Select(driver.find_element(By.ID, "filter-rating")).select_by_value("")
-    wait(driver, lambda d: len(trace_rows(d)) == 4)
+    wait(driver, lambda d: len(trace_rows(d)) == 5)
     Select(driver.find_element(By.ID, "filter-program")).select_by_visible_text("qa @ v2")
     wait(driver, lambda d: trace_rows(d) == [ids["v2"]])
     Select(driver.find_element(By.ID, "filter-program")).select_by_visible_text("qa @ v1")
@@ -265,3 +282,32 @@ def test_rate_a_trace_then_a_bad_and_a_good_correction(driver: webdriver.Chrome,
     assert trace.correction == {"answer": "4", "confidence": 1}
     assert trace.comments == ["the sum is off by one", "2+2 is 4"]
     assert trace.rating == 0.0
+
+
+def test_the_form_draws_each_kind_of_field_from_the_schema(driver: webdriver.Chrome, served: dict[str, Any],
+                                                           tmp_path: Path) -> None:
+    trace_id = served["ids"]["triage"]
+    open_view(driver, served["url"], f"/traces/{trace_id}")
+    visible(driver, "#correction-form")
+    kinds = driver.execute_script("return Object.fromEntries([...document.querySelectorAll('[data-field]')]"
+                                  ".map((input) => [input.dataset.field, input.dataset.kind]))")
+    assert kinds == {"label": "enum", "urgent": "boolean", "tags": "json", "priority": "number", "note": "string"}
+    assert Select(driver.find_element(By.ID, "field-label")).first_selected_option.text == "question"  # the output
+    priority = driver.find_element(By.ID, "field-priority")
+    priority.clear()
+    priority.send_keys("1.5")
+    driver.find_element(By.ID, "save-correction").click()
+    wait(driver, lambda d: "is not of type 'integer'" in d.find_element(By.CSS_SELECTOR, '[data-error-for="priority"]').text)
+    priority.clear()
+    priority.send_keys("1")
+    Select(driver.find_element(By.ID, "field-label")).select_by_visible_text("bug")
+    Select(driver.find_element(By.ID, "field-urgent")).select_by_visible_text("true")
+    tags = driver.find_element(By.ID, "field-tags")
+    tags.clear()
+    tags.send_keys('["rendering", "ui"]')
+    driver.find_element(By.ID, "save-correction").click()
+    visible(driver, "#current-correction")
+    with TraceStore(served["store"]) as store:
+        assert store.get(trace_id).correction == {"label": "bug", "urgent": True, "tags": ["rendering", "ui"],
+                                                  "priority": 1}  # the empty optional note is not sent
+    screenshot(driver, tmp_path, "form-kinds")
