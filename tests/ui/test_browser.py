@@ -203,6 +203,8 @@ def test_the_key_form_then_the_runs_a_run_s_curves_and_two_runs_side_by_side(
     assert len(driver.find_elements(By.CSS_SELECTOR, "#compare-chart g[data-series]")) == 2
     assert len(driver.find_elements(By.CSS_SELECTOR, ".compare-column .run-chart svg")) == 2
     assert driver.find_elements(By.CSS_SELECTOR, "#best-diff .variable")  # one run's best prompt against the other's
+    assert [option.text for option in Select(driver.find_element(By.ID, "compare-series")).options] == [
+        "val_reward", "reward"]
     image = screenshot(driver, tmp_path, "compare")
     assert curve_pixels(image, overlay) > 300
 

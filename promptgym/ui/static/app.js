@@ -18,7 +18,12 @@ async function api(path, options = {}) {
   const key = sessionStorage.getItem(KEY);
   if (key) headers["Authorization"] = "Bearer " + key;
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, Object.assign({}, options, { headers }));
+  let response;
+  try {
+    response = await fetch(path, Object.assign({}, options, { headers }));
+  } catch (_) {  // no answer at all: say so rather than the browser's "Failed to fetch"
+    throw new ApiError(0, "the promptgym ui server can't be reached (was it stopped?); reload once it runs again");
+  }
   if (response.status === 401) { askForKey(key ? "that key was refused" : ""); throw new ApiError(401, "API key needed"); }
   const text = await response.text();
   if (!response.ok) {
@@ -185,15 +190,20 @@ async function runPage(runId) {
 }
 
 async function comparePage(ids) {
-  const series = el("select", { id: "compare-series" },
-    ["val_reward", "reward"].map((name) => el("option", { value: name }, name)));
-  const overlay = el("div", { id: "compare-chart" });
-  const drawOverlay = async () => svgInto(overlay, await api("/api/compare.svg?" +
-    ids.map((id) => "run=" + encodeURIComponent(id)).join("&") + "&series=" + series.value));
-  series.addEventListener("change", drawOverlay);
-  const columns = await Promise.all(ids.map(async (id) => {
+  const runs = await Promise.all(ids.map(async (id) => {
     const [data, svg] = await Promise.all([api("/api/runs/" + encodeURIComponent(id)),
       api("/api/runs/" + encodeURIComponent(id) + "/curves.svg")]);
+    return { id, data, svg };
+  }));
+  // The series any of the runs has (val_reward first): a weight run's loss can be compared as well.
+  const names = [...new Set(runs.flatMap((run) => Object.keys(run.data.curves.series)))]
+    .sort((a, b) => (b === "val_reward") - (a === "val_reward"));
+  const series = el("select", { id: "compare-series" }, names.map((name) => el("option", { value: name }, name)));
+  const overlay = el("div", { id: "compare-chart" });
+  const drawOverlay = async () => svgInto(overlay, await api("/api/compare.svg?" +
+    ids.map((id) => "run=" + encodeURIComponent(id)).join("&") + "&series=" + encodeURIComponent(series.value)));
+  series.addEventListener("change", drawOverlay);
+  const columns = runs.map(({ id, data, svg }) => {
     const chart = el("div", { class: "run-chart" });
     svgInto(chart, svg);
     return el("div", { class: "compare-column", "data-run": id },
@@ -201,7 +211,7 @@ async function comparePage(ids) {
         el("code", {}, id)),
       summaryCard(data.run), chart, el("h2", {}, "Checks against the start"), comparisonsTable(data.comparisons),
       el("h2", {}, "Prompts: start → best"), variablesView(data.variables, data.variables_source));
-  }));
+  });
   const best = ids.length === 2
     ? await api("/api/compare?" + ids.map((id) => "run=" + encodeURIComponent(id)).join("&")) : null;
   setMain(el("h1", {}, "Two runs side by side"), el("label", {}, "Series ", series), overlay,
