@@ -123,7 +123,8 @@ def driver(served: dict[str, Any]) -> Iterator[webdriver.Chrome]:
 
 def wait(driver: webdriver.Chrome, condition: Any, timeout: float = WAIT_S) -> Any:
     # A view re-renders as it loads: an element found a moment ago may be replaced, so look again.
-    return WebDriverWait(driver, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
 def visible(driver: webdriver.Chrome, css: str) -> Any:
