@@ -25,9 +25,8 @@ from mcp.server.stdio import stdio_server
 from promptgym.lm.errors import LMError
 from promptgym.serving.admission import Busy
 from promptgym.serving.programs import InputError, NoOutputError, ServedProgram
-from promptgym.serving.recording import FeedbackError
+from promptgym.traces.feedback import FeedbackError
 from promptgym.serving.state import ServerState
-from promptgym.traces.store import UnknownTraceError
 
 logger = logging.getLogger("promptgym.serve")
 
@@ -96,9 +95,7 @@ async def feedback(state: ServerState, arguments: dict[str, Any], started: float
     try:
         given = await asyncio.to_thread(state.recorder.feedback, arguments)
     except FeedbackError as error:
-        return _tool_error(state, "", str(error), "invalid_input", started)
-    except UnknownTraceError as error:
-        return _tool_error(state, "", f"no trace {error.args[0]!r} in the trace store", "not_found", started)
+        return _tool_error(state, "", str(error), "not_found" if error.status == 404 else "invalid_input", started)
     stored = {"trace_id": given.trace_id, "rating": given.rating, "correction": given.correction,
               "comment": given.comment}
     return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(stored, ensure_ascii=False))],

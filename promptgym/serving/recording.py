@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterable, Mapping
 from promptgym.modules.generator import as_json
 from promptgym.programs.walk import iter_modules
 from promptgym.serving.programs import ServedCall, ServedProgram
-from promptgym.traces.corrections import CorrectionError, check_correction
-from promptgym.traces.store import Feedback, Redactor, TraceStore, UnknownTraceError, new_trace_id
+from promptgym.traces.feedback import FeedbackError, take_feedback
+from promptgym.traces.store import Feedback, Redactor, TraceStore, new_trace_id
 
 logger = logging.getLogger("promptgym.serve")
 
@@ -41,15 +41,6 @@ FLUSH_SECONDS = 0.05
 STORE_FILE = "traces.db"
 FEEDBACK_FIELDS = ("trace_id", "rating", "correction", "comment")
 MODEL_OUTPUT_SCHEMA = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
-
-
-class FeedbackError(ValueError):
-    """A feedback body that can't be taken; ``field`` names the part that is wrong, ``status`` the HTTP answer."""
-
-    def __init__(self, message: str, field: str | None = None, status: int = 422) -> None:
-        super().__init__(message)
-        self.field = field
-        self.status = status
 
 
 def program_version(program: Any) -> str:
@@ -193,34 +184,12 @@ class Recorder:
         if not isinstance(body, dict):
             raise FeedbackError(f"body: expected a JSON object with {', '.join(FEEDBACK_FIELDS)}, got "
                                 f"{type(body).__name__}", "body", status=400)
-        unknown = sorted(set(body) - set(FEEDBACK_FIELDS))
-        if unknown:
-            raise FeedbackError(f"{unknown[0]}: unknown field; feedback takes {', '.join(FEEDBACK_FIELDS)}", unknown[0])
         trace_id = body.get("trace_id")
         if not isinstance(trace_id, str) or not trace_id:
             raise FeedbackError("trace_id: expected the id of a served call (its x-promptgym-trace-id header)",
                                 "trace_id")
-        rating, correction, comment = body.get("rating"), body.get("correction"), body.get("comment")
-        if rating is not None and (isinstance(rating, bool) or not isinstance(rating, (int, float))):
-            raise FeedbackError(f"rating: expected a number, got {type(rating).__name__}", "rating")
-        if comment is not None and not isinstance(comment, str):
-            raise FeedbackError(f"comment: expected a string, got {type(comment).__name__}", "comment")
-        if rating is None and correction is None and not comment:
-            raise FeedbackError("body: give a rating, a correction or a comment", "body")
         self.flush()  # a trace answered a moment ago may still be in the queue
-        trace = self.store.get(trace_id)
-        if trace is None:
-            raise UnknownTraceError(trace_id)
-        if correction is not None:
-            schemas = self.store.program_schemas(trace.program, trace.version)
-            try:
-                correction = check_correction(schemas[1] if schemas else None, correction)
-            except CorrectionError as error:
-                raise FeedbackError(str(error), error.field) from None
-        try:
-            return self.store.add_feedback(trace_id, rating=rating, correction=correction, comment=comment)
-        except ValueError as error:  # a rating that is not finite
-            raise FeedbackError(f"rating: {error}", "rating") from None
+        return take_feedback(self.store, trace_id, {key: value for key, value in body.items() if key != "trace_id"})
 
     def close(self) -> None:
         """Commit what is queued, stop the writer, close the store (again: nothing)."""

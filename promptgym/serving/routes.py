@@ -24,9 +24,8 @@ from promptgym.serving.chat import (
 )
 from promptgym.serving.errors import error_response
 from promptgym.serving.programs import InputError, NoOutputError, ServedCall, ServedProgram
-from promptgym.serving.recording import FeedbackError
+from promptgym.traces.feedback import FeedbackError
 from promptgym.serving.state import ServerState
-from promptgym.traces.store import UnknownTraceError
 
 logger = logging.getLogger("promptgym.serve")
 
@@ -91,10 +90,8 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
             given = await asyncio.to_thread(state.recorder.feedback, body)
         except FeedbackError as error:
             request.state.failure = "invalid_input"
-            return error_response(error.status, str(error), param=error.field, code="invalid_value")
-        except UnknownTraceError as error:
-            return error_response(404, f"no trace {error.args[0]!r} in the trace store (never recorded here, or "
-                                  "deleted by retention)", param="trace_id", code="trace_not_found")
+            return error_response(error.status, str(error), param=error.field,
+                                  code="trace_not_found" if error.status == 404 else "invalid_value")
         return JSONResponse({"object": "feedback", "trace_id": given.trace_id, "created": given.created,
                              "rating": given.rating, "correction": given.correction, "comment": given.comment})
 

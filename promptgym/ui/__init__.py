@@ -9,7 +9,6 @@ See docs/ui.md.
 """
 
 from promptgym.ui.app import create_ui_app
-from promptgym.ui.feedback import ReviewError, review
 from promptgym.ui.sources import RunsSource, UnknownRunError
 
-__all__ = ["ReviewError", "RunsSource", "UnknownRunError", "create_ui_app", "review"]
+__all__ = ["RunsSource", "UnknownRunError", "create_ui_app"]

@@ -23,7 +23,7 @@ from fastapi.responses import Response
 from promptgym.serving.auth import key_matches, presented_key
 from promptgym.traces import Trace, TraceStore
 from promptgym.ui.charts import line_chart
-from promptgym.ui.feedback import ReviewError, review
+from promptgym.traces.feedback import FeedbackError, take_feedback
 from promptgym.ui.run_views import comparisons, curves, program_states, run_summary, variable_diff
 from promptgym.ui.sources import RunsSource, UnknownRunError
 
@@ -55,14 +55,14 @@ def key_check(api_key: str | None):
     return check
 
 
-def _preview(value: Any) -> str:
+def _ptake_feedback(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
 
 
 def trace_summary(trace: Trace) -> dict[str, Any]:
     return {"id": trace.id, "created": trace.created, "program": trace.program, "version": trace.version,
-            "inputs": _preview(trace.inputs), "outputs": _preview(trace.outputs), "rating": trace.rating,
+            "inputs": _ptake_feedback(trace.inputs), "outputs": _ptake_feedback(trace.outputs), "rating": trace.rating,
             "corrected": trace.correction is not None, "comments": len(trace.comments),
             "latency_ms": trace.latency_ms, "error": trace.error, "model": trace.model}
 
@@ -204,8 +204,8 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
     @router.post("/traces/{trace_id}/feedback")
     def feedback(trace_id: str, body: Any = Body(...)) -> dict[str, Any]:
         try:
-            item = review(store(), trace_id, body)
-        except ReviewError as error:
+            item = take_feedback(store(), trace_id, body)
+        except FeedbackError as error:
             raise ApiError(error.status, str(error), error.field,
                            "trace_not_found" if error.status == 404 else None) from None
         return {"trace_id": trace_id, "rating": item.rating, "correction": item.correction, "comment": item.comment}
