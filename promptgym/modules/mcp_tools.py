@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from typing import Any, AsyncIterator
 
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.serialization import register_builtin
 from promptgym.modules.module import Module
-from promptgym.modules.tool import DEFAULT_TOOL_TIMEOUT_S, Tool
+from promptgym.modules.tool import DEFAULT_TOOL_TIMEOUT_S, Tool, check_tool_name
 
 TRANSPORTS = ("stdio", "streamable_http")
 _UNSAVED_KEYS = ("headers", "env")  # may carry secrets
@@ -100,6 +101,18 @@ def _maybe_json(text: str) -> Any:
         return text
 
 
+def model_facing_name(name: str) -> str:
+    """An MCP tool's name as a model may see it: MCP allows dots and more, OpenAI-style servers refuse them.
+
+    Characters outside ``[A-Za-z0-9_-]`` become ``_`` and the name is cut at 64; the call
+    still goes to the server under its own name.
+
+    >>> model_facing_name("files.read v2")
+    'files_read_v2'
+    """
+    return (re.sub(r"[^A-Za-z0-9_-]", "_", str(name)) or "tool")[:64]
+
+
 @register_builtin
 class MCPTool(Tool):
     """A tool served by an MCP server: its schema is the server's, each call a request to it."""
@@ -107,7 +120,8 @@ class MCPTool(Tool):
     def __init__(self, *, connection: dict[str, Any], mcp_name: str, input_schema: dict[str, Any],
                  name: str | None = None, description: str | None = None,
                  timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False) -> None:
-        Module.__init__(self, name=name or mcp_name, description=description or "", trainable=trainable)
+        name = check_tool_name(name or model_facing_name(mcp_name), f"MCPTool({mcp_name!r})")
+        Module.__init__(self, name=name, description=description or "", trainable=trainable)
         self.connection = check_connection(name or mcp_name, connection)
         self.mcp_name = mcp_name
         self.input_schema = input_schema or {"type": "object", "properties": {}}
@@ -130,8 +144,8 @@ class MCPTool(Tool):
         async with open_session(self.connection) as session:
             return result_json(await session.call_tool(self.mcp_name, arguments))
 
-    async def call(self, training: bool = False, **kwargs: Any) -> JsonDataModel:
-        result = await super().call(training=training, **kwargs)
+    async def invoke(self, arguments: dict[str, Any], training: bool = False) -> JsonDataModel:
+        result = await super().invoke(arguments, training=training)
         if "error" in result.get_json() and len(result.get_json()) == 1:
             self.last_call_failed = True
         return result
@@ -191,7 +205,7 @@ class MultiServerMCPClient:
         for tool in listed.tools:
             schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {}
             tools.append(MCPTool(connection=connection, mcp_name=tool.name, input_schema=schema,
-                                 name=f"{server_name}_{tool.name}" if namespace else tool.name,
+                                 name=model_facing_name(f"{server_name}_{tool.name}" if namespace else tool.name),
                                  description=tool.description or "", timeout=self.timeout))
         return tools
 

@@ -22,6 +22,15 @@ model did: wrong arguments, an exception in the function or a call past
 ``timeout`` seconds become ``{"error": ...}``, which the agent shows the
 model. A tool saves as its function's registered name
 (``@register_synalinks_serializable()``), never as code.
+
+A plain ``def`` runs on a daemon thread of :mod:`promptgym.modules.tool_threads`:
+past its timeout the call answers and the script can still exit; a hung
+function holds one of a bounded number of threads until it returns. The
+arguments a tool gets are its own: a parameter named ``training`` is the
+function's, not the framework's flag. What a call returns reaches the model
+as strict JSON: NaN and the infinities become the strings ``"NaN"``,
+``"Infinity"`` and ``"-Infinity"``, and a value that contains itself (or is
+nested deeper than ``MAX_RESULT_DEPTH``) is a tool error.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ import enum
 import functools
 import inspect
 import logging
+import math
+import re
 import types
 import typing
 from typing import Any, Callable
@@ -41,16 +52,38 @@ import jsonschema
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.serialization import register_builtin, registered_name, resolve
 from promptgym.modules.module import Module
+from promptgym.modules import tool_threads
 from promptgym.modules.symbolic import SymbolicDataModel
 
 logger = logging.getLogger("promptgym")
 
 DEFAULT_TOOL_TIMEOUT_S = 60.0
+TOOL_NAME_RULE = "^[A-Za-z0-9_-]{1,64}$"
+"""OpenAI's rule for function names (most OpenAI-compatible servers apply it too)."""
+MAX_RESULT_DEPTH = 100
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_UNSET: Any = object()
 _SCALARS = {int: "integer", float: "number", bool: "boolean", str: "string", type(None): "null"}
 
 
 class ToolDefinitionError(ValueError):
     """A function that can't be a tool (no docstring, an undocumented or unsupported parameter)."""
+
+
+class ToolResultError(ValueError):
+    """A tool's result that has no JSON form (it contains itself, or is nested too deep)."""
+
+
+def check_tool_name(name: Any, where: str) -> str:
+    """``name`` when servers take it as a function name, else a ToolDefinitionError naming ``where`` and the rule.
+
+    >>> check_tool_name("get_weather", "the tool")
+    'get_weather'
+    """
+    if not isinstance(name, str) or not re.fullmatch(TOOL_NAME_RULE, name):
+        raise ToolDefinitionError(f"{where}: the name {name!r} is not one model servers accept: a function name must "
+                                  f"match {TOOL_NAME_RULE} (letters, digits, '_' and '-', 1 to 64 of them)")
+    return name
 
 
 def json_schema_of_type(hint: Any, where: str) -> dict[str, Any]:
@@ -133,7 +166,8 @@ class Tool(Module):
                                       f"got {timeout!r}")
         self.timeout = timeout
         description = description or self._docstring.short_description or ""
-        super().__init__(name=name or function_name, description=description, trainable=trainable)
+        name = check_tool_name(name if name is not None else function_name, f"Tool({function_name})")
+        super().__init__(name=name, description=description, trainable=trainable)
         self.last_call_failed = False
         self.calls = 0
         self.failed_calls = 0
@@ -201,35 +235,57 @@ class Tool(Module):
             return None  # a schema jsonschema can't read (an MCP server's): the tool itself checks
         return None
 
-    async def __call__(self, *args: Any, training: bool = False, **kwargs: Any) -> Any:
+    def _split_training(self, kwargs: dict[str, Any], training: Any) -> tuple[dict[str, Any], bool]:
+        """The tool's arguments and the framework's flag: ``training`` is an argument when the tool takes one."""
+        if "training" in self._properties:
+            if training is not _UNSET:
+                kwargs = {**kwargs, "training": training}
+            return kwargs, False
+        return kwargs, bool(training) if training is not _UNSET else False
+
+    async def __call__(self, *args: Any, training: Any = _UNSET, **kwargs: Any) -> Any:
         if args and len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             kwargs = dict(args[0])
         elif args:
-            kwargs = {**dict(zip(self._signature.parameters, args)), **kwargs}
+            kwargs = {**dict(zip(self._properties, args)), **kwargs}
         if any(isinstance(value, SymbolicDataModel) for value in kwargs.values()):
             return SymbolicDataModel(schema=self.get_output_schema(), name=self.name)
-        return await self.call(training=training, **kwargs)
+        arguments, flag = self._split_training(kwargs, training)
+        return await self.invoke(arguments, training=flag)
 
-    async def call(self, training: bool = False, **kwargs: Any) -> JsonDataModel:
-        """Run the function on validated arguments; every failure is an ``{"error": ...}`` answer."""
+    async def call(self, training: Any = _UNSET, **kwargs: Any) -> JsonDataModel:
+        """synalinks' form, ``await tool.call(**arguments)``; ``training`` is the tool's when it has that parameter."""
+        arguments, flag = self._split_training(kwargs, training)
+        return await self.invoke(arguments, training=flag)
+
+    async def invoke(self, arguments: dict[str, Any], training: bool = False) -> JsonDataModel:
+        """Run the function on ``arguments`` (a dict: the tool's own namespace, whatever the names).
+
+        Every failure is an ``{"error": ...}`` answer: wrong arguments, an exception, a call past
+        ``timeout``, every tool thread held by hung calls, a result with no JSON form.
+        """
         self.calls += 1
-        problem = self.argument_error(kwargs)
+        problem = self.argument_error(arguments)
         if problem is not None:
             return self._failure(f"invalid arguments for {self.name}: {problem}")
         try:
             if self._is_async:
-                result = await asyncio.wait_for(self._func(**kwargs), self.timeout)
+                result = await asyncio.wait_for(self._func(**arguments), self.timeout)
             else:
-                result = await asyncio.wait_for(asyncio.to_thread(self._func, **kwargs), self.timeout)
+                result = await tool_threads.SLOTS.run(self._func, timeout=self.timeout, name=self.name, **arguments)
             if inspect.isawaitable(result):  # a plain def that returns a coroutine
                 result = await asyncio.wait_for(result, self.timeout)
+            json_value = strict_json(result if isinstance(result, dict) else {"result": result})
         except asyncio.TimeoutError:
             return self._failure(f"{self.name} did not answer within {self.timeout:g} s")
+        except tool_threads.ToolThreadsExhausted as error:
+            return self._failure(str(error))
+        except ToolResultError as error:
+            return self._failure(f"{self.name} returned {error}; return plain JSON data")
         except Exception as error:  # noqa: BLE001 - the model sees what went wrong and may try again
             return self._failure(f"{self.name} failed: {type(error).__name__}: {error}")
         self.last_call_failed = False
-        json_value = result if isinstance(result, dict) else {"result": result}
-        return JsonDataModel(json=_jsonable_copy(json_value), schema=self.get_output_schema(), name=f"{self.name}_output")
+        return JsonDataModel(json=json_value, schema=self.get_output_schema(), name=f"{self.name}_output")
 
     def _failure(self, message: str) -> JsonDataModel:
         self.last_call_failed = True
@@ -264,14 +320,30 @@ def _jsonable(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, list, dict))
 
 
-def _jsonable_copy(value: Any) -> Any:
-    """``value`` with anything JSON can't hold turned into its text (a tool may return a date, a set...)."""
-    if isinstance(value, dict):
-        return {str(key): _jsonable_copy(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable_copy(item) for item in value]
+def strict_json(value: Any, path: tuple[str, ...] = (), within: frozenset[int] = frozenset()) -> Any:
+    """``value`` as strict JSON (what ``json.dumps(..., allow_nan=False)`` takes).
+
+    Anything else becomes its text (a tool may return a date, a set...), NaN and the infinities
+    the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; a value that contains itself or is
+    nested deeper than ``MAX_RESULT_DEPTH`` raises :class:`ToolResultError` naming where.
+
+    >>> strict_json({"x": float("nan"), "when": {1, 2}})
+    {'x': 'NaN', 'when': [1, 2]}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE.get(value, "NaN")
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    where = "/".join(path) or "the top"
+    if id(value) in within:
+        raise ToolResultError(f"a value that contains itself (at {where})")
+    if len(path) >= MAX_RESULT_DEPTH:
+        raise ToolResultError(f"a value nested deeper than {MAX_RESULT_DEPTH} levels (at {where[:200]}...)")
+    inner = within | {id(value)}
+    if isinstance(value, dict):
+        return {str(key): strict_json(item, (*path, str(key)), inner) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [strict_json(item, (*path, str(index)), inner) for index, item in enumerate(value)]
     if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
+        return strict_json(value.model_dump(mode="json"), path, inner)
     return str(value)
