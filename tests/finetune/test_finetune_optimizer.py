@@ -329,3 +329,23 @@ async def test_prompts_weights_prompts_in_one_fit(tiny_model, tmp_path, fake_exp
     # stage's runs of the same prompt on the base model (0.0)
     assert all(c["incumbent_score"]["mean"] == 1.0 for c in by_stage.get("3:KNNFewShot", []))
     assert any(c["accepted"] for c in by_stage["2:FineTune"])
+
+
+@pytest.mark.parametrize(("key", "value", "instead"), [
+    ("learning_rate", 1e-3, "FineTune(learning_rate=0.001)"),
+    ("n_epochs", 2, "FineTune(n_epochs=2)"),
+    ("lora", {"r": 4}, "FineTune(lora={'r': 4})"),
+    ("base_model", "local/x", "FineTune(base_model='local/x')"),
+])
+def test_an_sft_key_that_is_also_an_argument_says_which_argument_to_use(key, value, instead):
+    with pytest.raises(FineTuneError) as raised:
+        FineTune(sft={key: value})
+    message = str(raised.value)
+    assert f"sft={{'{key}': ...}}" in message and instead in message and "multiple values" not in message
+
+
+def test_an_sft_key_finetune_sets_itself_is_refused_with_why():
+    with pytest.raises(FineTuneError, match=r"sft=\{'train_file': \.\.\.\}: FineTune writes the training file itself"):
+        FineTune(sft={"train_file": "rows.jsonl"})
+    with pytest.raises(FineTuneError, match="sft must be a dict of SFT settings"):
+        FineTune(sft=["save_steps"])
