@@ -93,8 +93,7 @@ class TimeBudget:
 
 OWN_ARGUMENTS = ("n_epochs", "batch_size", "learning_rate", "lora", "max_length", "base_model")
 """SFT settings FineTune takes as its own arguments: in ``sft=`` they would be given twice."""
-SET_BY_FINETUNE = {"train_file": "FineTune writes the training file itself, from the program's labels or runs",
-                   "validation_file": "FineTune validates the tuned model on the fit's validation data"}
+SET_BY_FINETUNE = {"train_file": "FineTune writes the training file itself, from the program's labels or runs"}
 
 
 def check_sft_settings(sft: Any) -> dict[str, Any]:
