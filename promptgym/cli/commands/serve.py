@@ -41,6 +41,11 @@ def serve_command(
     max_body_bytes: int = typer.Option(1_000_000, "--max-body-bytes", min=1, help="Larger bodies get 413."),
     shutdown_timeout: float = typer.Option(30.0, "--shutdown-timeout", min=0,
                                            help="On SIGTERM, seconds to let requests in flight finish."),
+    read_timeout: float = typer.Option(10.0, "--read-timeout", min=0.001,
+                                       help="Seconds a client has to send a whole request (headers and body); "
+                                            "slower ones get 408 and are disconnected."),
+    max_connections: int = typer.Option(512, "--max-connections", min=1,
+                                        help="Open connections at once; more get 503."),
     log_inputs: bool = typer.Option(False, "--log-inputs", help="Put each request's body in its log line."),
     mcp: Optional[str] = typer.Option(None, "--mcp", metavar="stdio|http",
                                       help="Serve the programs as MCP tools instead, over stdio or streamable HTTP."),
@@ -80,7 +85,8 @@ def serve_command(
 
         app = ServingMiddleware(mcp_server(app.state).streamable_http_app(streamable_http_path="/mcp", host=host),
                                 app.state)
-    run_uvicorn(app, host, port, shutdown_timeout, described=describe(served, app.state, mcp))
+    run_uvicorn(uvicorn_config(app, shutdown_timeout, read_timeout, max_connections), host, port,
+                described=describe(served, app.state, mcp))
 
 
 def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path) -> tuple[list[str], list[str | None]]:
@@ -157,8 +163,27 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, described: list[str]) -> None:
-    """Serve until SIGTERM or Ctrl-C; requests in flight then finish (up to ``shutdown_timeout`` s)."""
+KEEP_ALIVE_S = 5.0
+"""An idle connection between two requests is closed after this long (uvicorn's default)."""
+MAX_HEADER_BYTES = 16 * 1024
+"""Request headers larger than this get 400 (h11's incomplete-event limit)."""
+
+
+def uvicorn_config(app: Any, shutdown_timeout: float, read_timeout: float, max_connections: int) -> Any:
+    """uvicorn's settings for ``serve``: the limits a slow or greedy client meets (docs/serving.md)."""
+    import uvicorn  # deferred with the rest of the server
+
+    from promptgym.serving.slow_clients import read_timeout_protocol
+
+    # limit_concurrency counts open connections (and running tasks): past it uvicorn answers 503 at once.
+    return uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=shutdown_timeout,
+                          server_header=False, lifespan="auto", http=read_timeout_protocol(read_timeout),
+                          limit_concurrency=max_connections, timeout_keep_alive=KEEP_ALIVE_S,
+                          h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+
+
+def run_uvicorn(config: Any, host: str, port: int, described: list[str]) -> None:
+    """Serve until SIGTERM or Ctrl-C; requests in flight then finish (up to the config's graceful timeout)."""
     import uvicorn  # deferred with the rest of the server
 
     try:
@@ -167,8 +192,6 @@ def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, describ
         fail(f"can't listen on {host}:{port}: {error.strerror or error}" +
              (" (another server uses that port; pick another with --port)" if error.errno == 98 else ""))
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=shutdown_timeout,
-                            server_header=False, lifespan="auto")
     server = uvicorn.Server(config)
     console.print(f"serving on http://{host}:{bound}", soft_wrap=True)
     for line in described:
