@@ -24,7 +24,13 @@ from typing import Any, AsyncIterator
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.serialization import register_builtin
 from promptgym.modules.module import Module
-from promptgym.modules.tool import DEFAULT_TOOL_TIMEOUT_S, Tool, check_tool_name
+from promptgym.modules.tool import (
+    DEFAULT_MAX_RESULT_CHARS,
+    DEFAULT_TOOL_TIMEOUT_S,
+    Tool,
+    check_max_result_chars,
+    check_tool_name,
+)
 
 TRANSPORTS = ("stdio", "streamable_http")
 _UNSAVED_KEYS = ("headers", "env")  # may carry secrets
@@ -119,7 +125,8 @@ class MCPTool(Tool):
 
     def __init__(self, *, connection: dict[str, Any], mcp_name: str, input_schema: dict[str, Any],
                  name: str | None = None, description: str | None = None,
-                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False) -> None:
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False,
+                 max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS) -> None:
         name = check_tool_name(name or model_facing_name(mcp_name), f"MCPTool({mcp_name!r})")
         Module.__init__(self, name=name, description=description or "", trainable=trainable)
         self.connection = check_connection(name or mcp_name, connection)
@@ -128,6 +135,7 @@ class MCPTool(Tool):
         self._properties = dict(self.input_schema.get("properties") or {})
         self._required = list(self.input_schema.get("required") or [])
         self.timeout = timeout
+        self.max_result_chars = check_max_result_chars(max_result_chars, name)
         self.last_call_failed = False
         self.calls = 0
         self.failed_calls = 0
@@ -153,6 +161,7 @@ class MCPTool(Tool):
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "mcp_name": self.mcp_name,
                 "input_schema": self.input_schema, "timeout": self.timeout, "trainable": self.trainable,
+                "max_result_chars": self.max_result_chars,
                 "connection": {key: value for key, value in self.connection.items() if key not in _UNSAVED_KEYS}}
 
     @classmethod

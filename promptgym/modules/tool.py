@@ -39,6 +39,7 @@ import asyncio
 import enum
 import functools
 import inspect
+import json
 import logging
 import math
 import re
@@ -61,6 +62,8 @@ DEFAULT_TOOL_TIMEOUT_S = 60.0
 TOOL_NAME_RULE = "^[A-Za-z0-9_-]{1,64}$"
 """OpenAI's rule for function names (most OpenAI-compatible servers apply it too)."""
 MAX_RESULT_DEPTH = 100
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""A result's JSON longer than this is an error the model sees (about 25k tokens: most of a context window)."""
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _UNSET: Any = object()
 _SCALARS = {int: "integer", float: "number", bool: "boolean", str: "string", type(None): "null"}
@@ -72,6 +75,14 @@ class ToolDefinitionError(ValueError):
 
 class ToolResultError(ValueError):
     """A tool's result that has no JSON form (it contains itself, or is nested too deep)."""
+
+
+def check_max_result_chars(value: Any, tool: str) -> int | None:
+    """``value`` when it is a positive int or None, else a ToolDefinitionError naming the tool."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ToolDefinitionError(f"the tool {tool!r}: max_result_chars must be a number of characters >= 1 or None, "
+                                  f"got {value!r}")
+    return value
 
 
 def check_tool_name(name: Any, where: str) -> str:
@@ -134,6 +145,7 @@ class Tool(Module):
         name: the name the model sees (default: the function's name).
         description: what the model reads about it (default: the docstring's first paragraph).
         timeout: seconds one call may take; past it the call answers ``{"error": ...}`` (None: no limit).
+        max_result_chars: a result whose JSON is longer answers ``{"error": ...}`` instead (None: no limit).
         trainable: tools hold no trainable state (False).
 
     Calling it, ``await tool(**arguments)``, returns a :class:`JsonDataModel`: the
@@ -143,7 +155,8 @@ class Tool(Module):
     """
 
     def __init__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False) -> None:
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False,
+                 max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS) -> None:
         if not callable(func):
             raise ToolDefinitionError(f"Tool needs a function, got {type(func).__name__}")
         self._func = func
@@ -165,6 +178,7 @@ class Tool(Module):
             raise ToolDefinitionError(f"the tool {function_name!r}: timeout must be a number of seconds > 0 or None, "
                                       f"got {timeout!r}")
         self.timeout = timeout
+        self.max_result_chars = check_max_result_chars(max_result_chars, function_name)
         description = description or self._docstring.short_description or ""
         name = check_tool_name(name if name is not None else function_name, f"Tool({function_name})")
         super().__init__(name=name, description=description, trainable=trainable)
@@ -276,6 +290,7 @@ class Tool(Module):
             if inspect.isawaitable(result):  # a plain def that returns a coroutine
                 result = await asyncio.wait_for(result, self.timeout)
             json_value = strict_json(result if isinstance(result, dict) else {"result": result})
+            size = len(json.dumps(json_value, ensure_ascii=False)) if self.max_result_chars is not None else 0
         except asyncio.TimeoutError:
             return self._failure(f"{self.name} did not answer within {self.timeout:g} s")
         except tool_threads.ToolThreadsExhausted as error:
@@ -284,6 +299,9 @@ class Tool(Module):
             return self._failure(f"{self.name} returned {error}; return plain JSON data")
         except Exception as error:  # noqa: BLE001 - the model sees what went wrong and may try again
             return self._failure(f"{self.name} failed: {type(error).__name__}: {error}")
+        if self.max_result_chars is not None and size > self.max_result_chars:
+            return self._failure(f"{self.name} returned {size:,} characters of JSON, more than its max_result_chars "
+                                 f"({self.max_result_chars:,}); ask for less (a narrower query, fewer items)")
         self.last_call_failed = False
         return JsonDataModel(json=json_value, schema=self.get_output_schema(), name=f"{self.name}_output")
 
@@ -301,7 +319,8 @@ class Tool(Module):
     def get_config(self) -> dict[str, Any]:
         """The function by its registered name (never code), and the settings."""
         return {"name": self.name, "description": self.description, "trainable": self.trainable,
-                "timeout": self.timeout, "func": {"function": registered_name(self._func)}}
+                "timeout": self.timeout, "max_result_chars": self.max_result_chars,
+                "func": {"function": registered_name(self._func)}}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Tool":

@@ -89,6 +89,8 @@ class ToolThreads:
             try:
                 outcome: tuple[Callable[[Any], None], Any] = (future.set_result, context.run(func, **kwargs))
             except BaseException as error:  # noqa: BLE001 - handed to the caller, which makes it a tool error
+                if not isinstance(error, Exception):  # sys.exit() in a tool must not end the caller's program
+                    error = RuntimeError(f"the tool raised {type(error).__name__}({error})")
                 outcome = (future.set_exception, error)
             self._release(name, state)
             try:

@@ -178,3 +178,34 @@ def test_mcp_names_are_made_model_facing_and_a_given_name_is_checked():
     assert model_facing_name("x" * 80) == "x" * 64
     with pytest.raises(ToolDefinitionError, match="'my tool!'"):
         MCPTool(connection=connection, mcp_name="ok", input_schema={}, name="my tool!")
+
+
+def exits() -> dict:
+    """Call sys.exit, as a hostile or careless tool might.
+    """
+    raise SystemExit(3)
+
+
+async def test_a_sync_tool_that_calls_sys_exit_is_a_tool_error_not_the_end_of_the_program():
+    result = (await Tool(exits)()).get_json()
+    assert result == {"error": "exits failed: RuntimeError: the tool raised SystemExit(3)"}
+
+
+def huge(size: int) -> dict:
+    """Answer a long text.
+
+    Args:
+        size: How many characters.
+    """
+    return {"text": "x" * size}
+
+
+async def test_a_result_larger_than_max_result_chars_is_an_error_the_model_can_act_on():
+    tool = Tool(huge, max_result_chars=1000)
+    assert (await tool(size=10)).get_json() == {"text": "x" * 10}
+    error = (await tool(size=5000)).get_json()["error"]
+    assert error.startswith("huge returned 5,012 characters of JSON, more than its max_result_chars (1,000)")
+    assert Tool(huge).max_result_chars == 100_000
+    assert Tool(huge, max_result_chars=None).get_config()["max_result_chars"] is None
+    with pytest.raises(ToolDefinitionError, match="max_result_chars"):
+        Tool(huge, max_result_chars=0)
