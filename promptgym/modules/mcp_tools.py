@@ -16,8 +16,10 @@ may hold secrets, are not saved). The ``mcp`` package is optional:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 import re
 from typing import Any, AsyncIterator
 
@@ -33,6 +35,7 @@ from promptgym.modules.tool import (
 )
 
 TRANSPORTS = ("stdio", "streamable_http")
+DEFAULT_LIST_TIMEOUT_S = 60.0
 _UNSAVED_KEYS = ("headers", "env")  # may carry secrets
 
 
@@ -42,6 +45,32 @@ def _import_mcp() -> Any:
     except ImportError as error:
         raise ImportError("MCP tools need the `mcp` package: pip install 'promptgym[mcp]'") from error
     return mcp
+
+
+class MCPServerError(RuntimeError):
+    """An MCP server that did not answer: it exited, closed the connection, never spoke MCP, or ran past the timeout."""
+
+
+def describe_server(connection: dict[str, Any]) -> str:
+    """What a connection reaches, for messages: its URL, or its command line."""
+    return connection.get("url") or " ".join([str(connection.get("command")), *map(str, connection.get("args") or [])])
+
+
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The exceptions inside anyio's task-group wrappers (what actually went wrong)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [error]
+
+
+def server_failure(where: str, error: BaseException) -> MCPServerError:
+    """``error`` from the mcp client as one sentence naming the server, without the task-group wrapping."""
+    leaves = leaf_errors(error)
+    words = "; ".join(f"{type(leaf).__name__}: {leaf}".rstrip(": ") for leaf in leaves)
+    if any("closed" in str(leaf).lower() or type(leaf).__name__ in ("ClosedResourceError", "BrokenResourceError",
+                                                                     "EndOfStream") for leaf in leaves):
+        return MCPServerError(f"{where} closed the connection (it exited or crashed; {words})")
+    return MCPServerError(f"{where} failed: {words}")
 
 
 def check_connection(server: str, connection: Any) -> dict[str, Any]:
@@ -58,10 +87,31 @@ def check_connection(server: str, connection: Any) -> dict[str, Any]:
     return {**connection, "transport": transport}
 
 
+class OneLineParseErrors(logging.Filter):
+    """The mcp client logs each line a server writes that is not JSON-RPC with a full traceback, which reads
+    like a crash of the caller's program; this keeps it to one line naming what the server sent."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            first = str(error).splitlines()
+            detail = next((line.strip() for line in first if "input_value=" in line), first[0] if first else "")
+            record.msg = f"{record.getMessage()} (not JSON-RPC; the server must write only MCP messages on its " \
+                         f"stdout): {detail[:300]}"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+_PARSE_FILTER = OneLineParseErrors()
+
+
 @contextlib.asynccontextmanager
 async def open_session(connection: dict[str, Any]) -> AsyncIterator[Any]:
     """An initialized ``mcp.ClientSession`` on ``connection`` (closed, and a stdio server stopped, on exit)."""
     mcp = _import_mcp()
+    stdio_log = logging.getLogger("mcp.client.stdio")
+    if _PARSE_FILTER not in stdio_log.filters:
+        stdio_log.addFilter(_PARSE_FILTER)
     async with contextlib.AsyncExitStack() as stack:
         if connection["transport"] == "stdio":
             from mcp.client.stdio import stdio_client
@@ -149,8 +199,12 @@ class MCPTool(Tool):
     get_input_schema = get_tool_schema
 
     async def _call_server(self, **arguments: Any) -> dict[str, Any]:
-        async with open_session(self.connection) as session:
-            return result_json(await session.call_tool(self.mcp_name, arguments))
+        try:
+            async with open_session(self.connection) as session:
+                return result_json(await session.call_tool(self.mcp_name, arguments))
+        except Exception as error:  # noqa: BLE001 - the mcp client's task groups wrap what went wrong
+            raise server_failure(f"the MCP server behind {self.mcp_name!r} ({describe_server(self.connection)})",
+                                 error) from None
 
     async def invoke(self, arguments: dict[str, Any], training: bool = False) -> JsonDataModel:
         result = await super().invoke(arguments, training=training)
@@ -179,12 +233,15 @@ class MultiServerMCPClient:
         connections: ``{name: {"transport": "stdio", "command", "args", "env", "cwd"}}`` or
             ``{name: {"transport": "streamable_http", "url", "headers", "timeout"}}``.
         timeout: seconds one tool call may take.
+        list_timeout: seconds listing a server's tools may take, its start included (a stdio server that never
+            speaks MCP would otherwise be waited for forever).
     """
 
     def __init__(self, connections: dict[str, dict[str, Any]] | None = None,
-                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S) -> None:
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, list_timeout: float = DEFAULT_LIST_TIMEOUT_S) -> None:
         self.connections = {name: check_connection(name, connection) for name, connection in (connections or {}).items()}
         self.timeout = timeout
+        self.list_timeout = list_timeout
 
     @contextlib.asynccontextmanager
     async def session(self, server_name: str) -> AsyncIterator[Any]:
@@ -206,10 +263,25 @@ class MultiServerMCPClient:
             tools.extend(await self._load(name, namespace=True))
         return tools
 
+    async def _list(self, server_name: str, connection: dict[str, Any]) -> Any:
+        """The server's tool list; an MCPServerError naming it when it fails or is silent past ``timeout``."""
+        where = f"MCP server {server_name!r} ({describe_server(connection)})"
+
+        async def listed() -> Any:
+            async with open_session(connection) as session:
+                return await session.list_tools()
+
+        try:
+            return await asyncio.wait_for(listed(), self.list_timeout)
+        except asyncio.TimeoutError:  # a server that never speaks MCP would otherwise be waited for forever
+            raise MCPServerError(f"{where}: did not answer within {self.list_timeout:g} s (does it speak MCP on its "
+                                 "stdout, or listen at that URL?)") from None
+        except Exception as error:  # noqa: BLE001 - the mcp client's task groups wrap what went wrong
+            raise server_failure(where, error) from None
+
     async def _load(self, server_name: str, namespace: bool) -> list[Tool]:
         connection = self._connection(server_name)
-        async with open_session(connection) as session:
-            listed = await session.list_tools()
+        listed = await self._list(server_name, connection)
         tools: list[Tool] = []
         for tool in listed.tools:
             schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {}
