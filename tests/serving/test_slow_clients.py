@@ -118,3 +118,19 @@ async def test_serve_cuts_off_a_slowloris_client(fake_server, tmp_path):  # noqa
         answer, sent = await asyncio.to_thread(trickle, port, HEADERS, 0.25)
     assert answer.startswith(b"HTTP/1.1 408 "), answer
     assert sent < len(HEADERS)
+
+
+@pytest.mark.parametrize("pieces", [1, 40], ids=["in one write", "in many writes"])
+def test_request_headers_past_the_limit_get_431_however_they_arrive(pieces):
+    head = b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 40_000 + b"\r\n\r\n"
+    size = -(-len(head) // pieces)
+    with server(read_timeout=10.0) as port:
+        answer, _ = trickle(port, [head[i:i + size] for i in range(0, len(head), size)], every_s=0)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer
+
+
+def test_headers_under_the_limit_split_anywhere_are_served():
+    head = b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Mid: " + b"m" * 8_000 + b"\r\n\r\n"
+    with server(read_timeout=10.0) as port:
+        answer, _ = trickle(port, [head[:-3], head[-3:-1], head[-1:]], every_s=0.05)
+    assert answer.startswith(b"HTTP/1.1 200"), answer

@@ -166,7 +166,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 KEEP_ALIVE_S = 5.0
 """An idle connection between two requests is closed after this long (uvicorn's default)."""
 MAX_HEADER_BYTES = 16 * 1024
-"""Request headers larger than this get 400 (h11's incomplete-event limit)."""
+"""Request heads (request line and headers) larger than this get 431 (``serving/slow_clients.py``)."""
 
 
 def uvicorn_config(app: Any, shutdown_timeout: float, read_timeout: float, max_connections: int) -> Any:
@@ -177,7 +177,8 @@ def uvicorn_config(app: Any, shutdown_timeout: float, read_timeout: float, max_c
 
     # limit_concurrency counts open connections (and running tasks): past it uvicorn answers 503 at once.
     return uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=shutdown_timeout,
-                          server_header=False, lifespan="auto", http=read_timeout_protocol(read_timeout),
+                          server_header=False, lifespan="auto",
+                          http=read_timeout_protocol(read_timeout, max_header_bytes=MAX_HEADER_BYTES),
                           limit_concurrency=max_connections, timeout_keep_alive=KEEP_ALIVE_S,
                           h11_max_incomplete_event_size=MAX_HEADER_BYTES)
 
