@@ -31,6 +31,7 @@ from promptgym.modules.tool import (
     DEFAULT_TOOL_TIMEOUT_S,
     Tool,
     check_max_result_chars,
+    check_timeout,
     check_tool_name,
 )
 
@@ -184,7 +185,7 @@ class MCPTool(Tool):
         self.input_schema = input_schema or {"type": "object", "properties": {}}
         self._properties = dict(self.input_schema.get("properties") or {})
         self._required = list(self.input_schema.get("required") or [])
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, name)
         self.max_result_chars = check_max_result_chars(max_result_chars, name)
         self.last_call_failed = False
         self.calls = 0

@@ -77,6 +77,13 @@ class ToolResultError(ValueError):
     """A tool's result that has no JSON form (it contains itself, or is nested too deep)."""
 
 
+def check_timeout(value: Any, tool: str) -> float | None:
+    """``value`` when it is a number of seconds > 0 or None, else a ToolDefinitionError naming the tool."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise ToolDefinitionError(f"the tool {tool!r}: timeout must be a number of seconds > 0 or None, got {value!r}")
+    return value
+
+
 def check_max_result_chars(value: Any, tool: str) -> int | None:
     """``value`` when it is a positive int or None, else a ToolDefinitionError naming the tool."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -174,10 +181,7 @@ class Tool(Module):
         self._properties, self._required = self._parameters_schema(function_name, hints)
         self._return_hint = hints.get("return")
         self._is_async = _is_awaitable_function(func)
-        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ToolDefinitionError(f"the tool {function_name!r}: timeout must be a number of seconds > 0 or None, "
-                                      f"got {timeout!r}")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, function_name)
         self.max_result_chars = check_max_result_chars(max_result_chars, function_name)
         description = description or self._docstring.short_description or ""
         name = check_tool_name(name if name is not None else function_name, f"Tool({function_name})")

@@ -56,3 +56,10 @@ async def test_a_server_that_dies_mid_call_is_a_tool_error_naming_it(tmp_path):
     error = (await tool(x=1)).get_json()["error"]
     assert error.startswith("die failed: MCPServerError: the MCP server behind 'die'") and "closed the connection" in error
     assert "TaskGroup" not in error
+
+
+def test_an_mcp_tool_timeout_that_is_not_a_positive_number_is_refused():
+    from promptgym.modules.tool import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match="'add': timeout must be a number of seconds > 0 or None, got -1"):
+        MCPTool(connection={"transport": "stdio", "command": "python"}, mcp_name="add", input_schema={}, timeout=-1)
