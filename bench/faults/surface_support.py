@@ -98,6 +98,7 @@ def serve(arguments: list[str], start_timeout: float = 60.0) -> Iterator[Served]
             elif time.monotonic() > deadline:
                 raise RuntimeError(f"serve did not start in {start_timeout:.0f} s:\n{served.output}")
             time.sleep(0.05)
+        wait_until_listening(served.port)
         yield served
     finally:
         if process.poll() is None:
@@ -106,6 +107,20 @@ def serve(arguments: list[str], start_timeout: float = 60.0) -> Iterator[Served]
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 os.kill(process.pid, signal.SIGKILL)
+
+
+def wait_until_listening(port: int, seconds: float = 10.0) -> None:
+    """Before this branch serve printed "serving on" before its socket listened: wait, so a case measures
+    what it means to (the refusal itself is fixed and tested in tests/serving/test_slow_clients.py)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def trickle(port: int, pieces: list[bytes], every_s: float, read_s: float = 5.0) -> dict[str, Any]:

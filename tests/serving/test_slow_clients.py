@@ -134,3 +134,12 @@ def test_headers_under_the_limit_split_anywhere_are_served():
     with server(read_timeout=10.0) as port:
         answer, _ = trickle(port, [head[:-3], head[-3:-1], head[-1:]], every_s=0.05)
     assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
+def test_the_socket_listens_before_serve_says_it_is_serving():
+    # "serving on ..." is printed before uvicorn starts; a client that connects at once must be queued, not refused
+    sock = listening_socket("127.0.0.1", 0)
+    try:
+        socket.create_connection(sock.getsockname()[:2], timeout=2).close()
+    finally:
+        sock.close()

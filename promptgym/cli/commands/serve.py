@@ -22,6 +22,7 @@ from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.lm.language_model import LanguageModel
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+LISTEN_BACKLOG = 2048  # uvicorn's default backlog
 
 
 def serve_command(
@@ -160,6 +161,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening now, before "serving on ..." is printed: a client that connects at once waits in the backlog
+    # until uvicorn accepts, instead of being refused (uvicorn's own listen() comes later, in its startup).
+    sock.listen(LISTEN_BACKLOG)
     return sock
 
 
