@@ -11,6 +11,8 @@ judged against what it should do:
   when it ran but the check failed, ``unclear`` when it was refused cleanly.
 - Either way, a Python traceback in the output is ``traceback``, and a command
   still running after its timeout is ``hang``.
+- A check may answer ``"leaked: ..."`` or ``"lost: ..."``: a resource held past its limit, or a
+  request that got no answer, counts as that.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
-OUTCOMES = ("clear", "ok", "unclear", "traceback", "silent_wrong", "hang")
+OUTCOMES = ("clear", "ok", "unclear", "traceback", "silent_wrong", "hang", "lost", "leaked")
+RESOURCE_OUTCOMES = ("lost", "leaked")
+"""A check whose answer starts with ``"leaked: "`` (a connection, thread or process held past its limit) or
+``"lost: "`` (a request that got no answer) counts as that, whatever else the case did."""
+
+
+def resource_outcome(problem: str | None) -> str | None:
+    return next((name for name in RESOURCE_OUTCOMES if problem and problem.startswith(f"{name}: ")), None)
 
 
 @dataclass
@@ -112,7 +121,11 @@ def run_command(argv: list[str], folder: Path, env: dict[str, str], timeout: flo
         return Ran(process.returncode, output, time.perf_counter() - started, folder)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, 9)
-        output, _ = process.communicate()
+        try:
+            output, _ = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a grandchild in its own session still holds the pipe
+            process.stdout.close()
+            output = "(output lost: a process the command started outlived it and held its output)"
         return Ran(None, output, time.perf_counter() - started, folder)
 
 
@@ -143,6 +156,8 @@ def judge_snippet(case: Case, ran: Ran, result: dict) -> Verdict:
     message = f"{raised}: {result.get('message', '')}" if raised else json.dumps(result)[:300]
     problem = case.check(ran) if case.check else None
     missing = missing_mentions(case, ran.output)
+    if resource_outcome(problem):
+        return Verdict(case, resource_outcome(problem), problem, ran.seconds)
     if raised in RAW_EXCEPTIONS:
         return Verdict(case, "traceback", message, ran.seconds)
     if case.expect == "ok":
@@ -169,6 +184,8 @@ def judge(case: Case, ran: Ran) -> Verdict:
         lines = [line for line in ran.output.splitlines() if line.strip()]
         return Verdict(case, "traceback", lines[-1] if lines else "", ran.seconds)
     problem = case.check(ran) if case.check else None
+    if resource_outcome(problem):
+        return Verdict(case, resource_outcome(problem), problem, ran.seconds)
     if case.expect == "ok":
         if ran.code != 0:
             return Verdict(case, "unclear", f"refused (exit {ran.code}): {tail}", ran.seconds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 from typing import Any, Literal
 
 import pydantic
@@ -21,6 +22,8 @@ from promptgym.cli.flows import DEFAULT_JOB_TYPE, flow_for, job_types, known_flo
 from promptgym.core.identifiers import normalize_identifier
 from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.settings import SFTSettings
+from promptgym.training.logger_checks import folder_problem
+from promptgym.training.mlflow_logger import tracking_uri_of
 
 FieldType = Literal["str", "int", "float", "bool", "list[str]"]
 
@@ -214,6 +217,16 @@ class MLflowSpec(Section):
     run_name: str | None = Field(None, description="default: the run id")
     tags: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("tracking_uri")
+    @classmethod
+    def _writable_file_store(cls, value: str) -> str:
+        # A folder MLflow can't write would fail at the run's first metric; say so before the run starts.
+        uri = tracking_uri_of(value) or ""
+        problem = folder_problem(url2pathname(urlsplit(uri).path)) if uri.startswith("file:") else None
+        if problem is not None:
+            raise ValueError(f"MLflow can't keep its file store there: {problem}")
+        return value
+
 
 class LoggingSection(Section):
     """Where a run also reports, besides its run folder (docs/observability.md)."""
@@ -221,6 +234,14 @@ class LoggingSection(Section):
     mlflow: MLflowSpec | None = None
     tensorboard: str | None = Field(None, description="a TensorBoard log folder (one subfolder per run)")
     otel: bool = Field(False, description="OpenTelemetry spans of every call in the run folder's spans.jsonl")
+
+    @field_validator("tensorboard")
+    @classmethod
+    def _writable_log_folder(cls, value: str | None) -> str | None:
+        problem = folder_problem(value) if value else None
+        if problem is not None:
+            raise ValueError(f"TensorBoard can't write its logs there: {problem}")
+        return value
 
 
 class JobConfig(Section):

@@ -96,6 +96,31 @@ class TimeBudget:
         self._requested, self.reason = True, reason
 
 
+OWN_ARGUMENTS = ("n_epochs", "batch_size", "learning_rate", "lora", "max_length", "base_model")
+"""SFT settings FineTune takes as its own arguments: in ``sft=`` they would be given twice."""
+SET_BY_FINETUNE = {"train_file": "FineTune writes the training file itself, from the program's labels or runs"}
+
+
+def check_sft_settings(sft: Any) -> dict[str, Any]:
+    """``sft`` as a dict, or a FineTuneError naming the key that belongs elsewhere and where it goes.
+
+    >>> check_sft_settings({"save_steps": 5})
+    {'save_steps': 5}
+    """
+    if sft is None:
+        return {}
+    if not isinstance(sft, dict):
+        raise FineTuneError(f"FineTune: sft must be a dict of SFT settings (e.g. {{'save_steps': 5}}), "
+                            f"got {type(sft).__name__}")
+    for key, value in sft.items():
+        if key in OWN_ARGUMENTS:
+            raise FineTuneError(f"FineTune: sft={{{key!r}: ...}} is one of FineTune's own arguments; "
+                                f"pass FineTune({key}={value!r}) instead and leave it out of sft")
+        if key in SET_BY_FINETUNE:
+            raise FineTuneError(f"FineTune: sft={{{key!r}: ...}}: {SET_BY_FINETUNE[key]}; leave it out of sft")
+    return dict(sft)
+
+
 def slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text.lower()).strip("-.")[:40] or "program"
 
@@ -147,7 +172,7 @@ class FineTune(Optimizer):
         self.max_train_seconds = max_train_seconds
         self.base_model = base_model
         self.output_dir = output_dir
-        self.sft = dict(sft or {})
+        self.sft = check_sft_settings(sft)
         self.n_epochs, self.batch_size, self.learning_rate, self.max_length = n_epochs, batch_size, learning_rate, max_length
         self.traces, self.traces_program, self.traces_version = traces, traces_program, traces_version
         self.traces_min_rating = traces_min_rating

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from typing import Any, Callable
 
 import jsonschema
@@ -78,7 +80,12 @@ def _as_object(value: Any, text: str) -> dict[str, Any]:
 
 Check = Callable[[Any], bool]
 
-_validators: dict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator, Check | None]] = {}
+MAX_CACHED_VALIDATORS = 512
+"""Compiled validators kept (by the schema's canonical JSON), and as many recently seen schema objects."""
+Compiled = tuple[jsonschema.Draft202012Validator, Check | None]
+_by_content: OrderedDict[str, Compiled] = OrderedDict()
+_by_identity: OrderedDict[int, tuple[dict[str, Any], Compiled]] = OrderedDict()
+_cache_lock = threading.Lock()
 
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "format", "$schema", "$comment",
                           "readOnly", "writeOnly", "deprecated"})
@@ -196,13 +203,36 @@ def _bound_check(keyword: str, argument: Any) -> Check | None:
     return None
 
 
-def _validator(schema: dict[str, Any]) -> tuple[jsonschema.Draft202012Validator, Check | None]:
-    """One compiled validator (and fast check) per schema object (a Generator passes the same dict every call)."""
-    cached = _validators.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        cached = (schema, jsonschema.Draft202012Validator(schema), compile_check(schema))
-        _validators[id(schema)] = cached
-    return cached[1], cached[2]
+def _validator(schema: dict[str, Any]) -> Compiled:
+    """One compiled validator (and fast check) per distinct schema, in two bounded LRUs.
+
+    A Generator passes the same dict every call: found by identity, no hashing. A schema built
+    anew per call (agents, served programs) is found by its canonical JSON. Both hold at most
+    ``MAX_CACHED_VALIDATORS`` entries, so traffic with ever new schemas can't grow them; the
+    identity entries keep their schema alive, so an ``id`` is never reused while it is a key.
+    """
+    with _cache_lock:
+        seen = _by_identity.get(id(schema))
+        if seen is not None and seen[0] is schema:
+            _by_identity.move_to_end(id(schema))
+            return seen[1]
+    key = json.dumps(schema, sort_keys=True, default=str)
+    with _cache_lock:
+        compiled = _by_content.get(key)
+        if compiled is None:
+            compiled = (jsonschema.Draft202012Validator(schema), compile_check(schema))
+            _by_content[key] = compiled
+        _by_content.move_to_end(key)
+        _by_identity[id(schema)] = (schema, compiled)
+        for cache in (_by_content, _by_identity):
+            while len(cache) > MAX_CACHED_VALIDATORS:
+                cache.popitem(last=False)
+    return compiled
+
+
+def cached_validators() -> int:
+    """How many entries the validator caches hold (both; a soak watches it stay bounded)."""
+    return len(_by_content) + len(_by_identity)
 
 
 def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:

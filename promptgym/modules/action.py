@@ -67,7 +67,8 @@ class Action(Module):
         if inputs is None:
             return None
         arguments = (await self.action(inputs, training=training)).get_json()
-        result = await self.tool(**arguments)
+        tool = self.tool  # invoke(): the arguments in the tool's own namespace (one may be named `training`)
+        result = await tool.invoke(arguments) if isinstance(tool, Tool) else await tool(**arguments)
         outputs = result.get_json() if hasattr(result, "get_json") else (result or {})
         return JsonDataModel(json={"action": {"inputs": arguments, "outputs": outputs}},
                              schema=GenericAction.get_schema(), name=self.name)

@@ -324,7 +324,8 @@ class FunctionCallingAgent(Module):
             self.tool_call_counts["invalid"] += 1
             return {"error": problem}
         try:
-            result = await tool(**arguments)
+            # invoke(): the model's arguments in their own namespace (a tool parameter may be named `training`)
+            result = await tool.invoke(arguments) if isinstance(tool, Tool) else await tool(**arguments)
         except Exception as error:  # noqa: BLE001 - a tool that is not a promptgym Tool may raise
             result = {"error": f"{name} failed: {type(error).__name__}: {error}"}
         content = result.get_json() if hasattr(result, "get_json") else result

@@ -22,6 +22,15 @@ model did: wrong arguments, an exception in the function or a call past
 ``timeout`` seconds become ``{"error": ...}``, which the agent shows the
 model. A tool saves as its function's registered name
 (``@register_synalinks_serializable()``), never as code.
+
+A plain ``def`` runs on a daemon thread of :mod:`promptgym.modules.tool_threads`:
+past its timeout the call answers and the script can still exit; a hung
+function holds one of a bounded number of threads until it returns. The
+arguments a tool gets are its own: a parameter named ``training`` is the
+function's, not the framework's flag. What a call returns reaches the model
+as strict JSON: NaN and the infinities become the strings ``"NaN"``,
+``"Infinity"`` and ``"-Infinity"``, and a value that contains itself (or is
+nested deeper than ``MAX_RESULT_DEPTH``) is a tool error.
 """
 
 from __future__ import annotations
@@ -30,7 +39,10 @@ import asyncio
 import enum
 import functools
 import inspect
+import json
 import logging
+import math
+import re
 import types
 import typing
 from typing import Any, Callable
@@ -41,16 +53,55 @@ import jsonschema
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.serialization import register_builtin, registered_name, resolve
 from promptgym.modules.module import Module
+from promptgym.modules import tool_threads
 from promptgym.modules.symbolic import SymbolicDataModel
 
 logger = logging.getLogger("promptgym")
 
 DEFAULT_TOOL_TIMEOUT_S = 60.0
+TOOL_NAME_RULE = "^[A-Za-z0-9_-]{1,64}$"
+"""OpenAI's rule for function names (most OpenAI-compatible servers apply it too)."""
+MAX_RESULT_DEPTH = 100
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""A result's JSON longer than this is an error the model sees (about 25k tokens: most of a context window)."""
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_UNSET: Any = object()
 _SCALARS = {int: "integer", float: "number", bool: "boolean", str: "string", type(None): "null"}
 
 
 class ToolDefinitionError(ValueError):
     """A function that can't be a tool (no docstring, an undocumented or unsupported parameter)."""
+
+
+class ToolResultError(ValueError):
+    """A tool's result that has no JSON form (it contains itself, or is nested too deep)."""
+
+
+def check_timeout(value: Any, tool: str) -> float | None:
+    """``value`` when it is a number of seconds > 0 or None, else a ToolDefinitionError naming the tool."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise ToolDefinitionError(f"the tool {tool!r}: timeout must be a number of seconds > 0 or None, got {value!r}")
+    return value
+
+
+def check_max_result_chars(value: Any, tool: str) -> int | None:
+    """``value`` when it is a positive int or None, else a ToolDefinitionError naming the tool."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ToolDefinitionError(f"the tool {tool!r}: max_result_chars must be a number of characters >= 1 or None, "
+                                  f"got {value!r}")
+    return value
+
+
+def check_tool_name(name: Any, where: str) -> str:
+    """``name`` when servers take it as a function name, else a ToolDefinitionError naming ``where`` and the rule.
+
+    >>> check_tool_name("get_weather", "the tool")
+    'get_weather'
+    """
+    if not isinstance(name, str) or not re.fullmatch(TOOL_NAME_RULE, name):
+        raise ToolDefinitionError(f"{where}: the name {name!r} is not one model servers accept: a function name must "
+                                  f"match {TOOL_NAME_RULE} (letters, digits, '_' and '-', 1 to 64 of them)")
+    return name
 
 
 def json_schema_of_type(hint: Any, where: str) -> dict[str, Any]:
@@ -101,6 +152,7 @@ class Tool(Module):
         name: the name the model sees (default: the function's name).
         description: what the model reads about it (default: the docstring's first paragraph).
         timeout: seconds one call may take; past it the call answers ``{"error": ...}`` (None: no limit).
+        max_result_chars: a result whose JSON is longer answers ``{"error": ...}`` instead (None: no limit).
         trainable: tools hold no trainable state (False).
 
     Calling it, ``await tool(**arguments)``, returns a :class:`JsonDataModel`: the
@@ -110,7 +162,8 @@ class Tool(Module):
     """
 
     def __init__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False) -> None:
+                 timeout: float | None = DEFAULT_TOOL_TIMEOUT_S, trainable: bool = False,
+                 max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS) -> None:
         if not callable(func):
             raise ToolDefinitionError(f"Tool needs a function, got {type(func).__name__}")
         self._func = func
@@ -128,12 +181,11 @@ class Tool(Module):
         self._properties, self._required = self._parameters_schema(function_name, hints)
         self._return_hint = hints.get("return")
         self._is_async = _is_awaitable_function(func)
-        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ToolDefinitionError(f"the tool {function_name!r}: timeout must be a number of seconds > 0 or None, "
-                                      f"got {timeout!r}")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, function_name)
+        self.max_result_chars = check_max_result_chars(max_result_chars, function_name)
         description = description or self._docstring.short_description or ""
-        super().__init__(name=name or function_name, description=description, trainable=trainable)
+        name = check_tool_name(name if name is not None else function_name, f"Tool({function_name})")
+        super().__init__(name=name, description=description, trainable=trainable)
         self.last_call_failed = False
         self.calls = 0
         self.failed_calls = 0
@@ -201,35 +253,61 @@ class Tool(Module):
             return None  # a schema jsonschema can't read (an MCP server's): the tool itself checks
         return None
 
-    async def __call__(self, *args: Any, training: bool = False, **kwargs: Any) -> Any:
+    def _split_training(self, kwargs: dict[str, Any], training: Any) -> tuple[dict[str, Any], bool]:
+        """The tool's arguments and the framework's flag: ``training`` is an argument when the tool takes one."""
+        if "training" in self._properties:
+            if training is not _UNSET:
+                kwargs = {**kwargs, "training": training}
+            return kwargs, False
+        return kwargs, bool(training) if training is not _UNSET else False
+
+    async def __call__(self, *args: Any, training: Any = _UNSET, **kwargs: Any) -> Any:
         if args and len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             kwargs = dict(args[0])
         elif args:
-            kwargs = {**dict(zip(self._signature.parameters, args)), **kwargs}
+            kwargs = {**dict(zip(self._properties, args)), **kwargs}
         if any(isinstance(value, SymbolicDataModel) for value in kwargs.values()):
             return SymbolicDataModel(schema=self.get_output_schema(), name=self.name)
-        return await self.call(training=training, **kwargs)
+        arguments, flag = self._split_training(kwargs, training)
+        return await self.invoke(arguments, training=flag)
 
-    async def call(self, training: bool = False, **kwargs: Any) -> JsonDataModel:
-        """Run the function on validated arguments; every failure is an ``{"error": ...}`` answer."""
+    async def call(self, training: Any = _UNSET, **kwargs: Any) -> JsonDataModel:
+        """synalinks' form, ``await tool.call(**arguments)``; ``training`` is the tool's when it has that parameter."""
+        arguments, flag = self._split_training(kwargs, training)
+        return await self.invoke(arguments, training=flag)
+
+    async def invoke(self, arguments: dict[str, Any], training: bool = False) -> JsonDataModel:
+        """Run the function on ``arguments`` (a dict: the tool's own namespace, whatever the names).
+
+        Every failure is an ``{"error": ...}`` answer: wrong arguments, an exception, a call past
+        ``timeout``, every tool thread held by hung calls, a result with no JSON form.
+        """
         self.calls += 1
-        problem = self.argument_error(kwargs)
+        problem = self.argument_error(arguments)
         if problem is not None:
             return self._failure(f"invalid arguments for {self.name}: {problem}")
         try:
             if self._is_async:
-                result = await asyncio.wait_for(self._func(**kwargs), self.timeout)
+                result = await asyncio.wait_for(self._func(**arguments), self.timeout)
             else:
-                result = await asyncio.wait_for(asyncio.to_thread(self._func, **kwargs), self.timeout)
+                result = await tool_threads.SLOTS.run(self._func, timeout=self.timeout, name=self.name, **arguments)
             if inspect.isawaitable(result):  # a plain def that returns a coroutine
                 result = await asyncio.wait_for(result, self.timeout)
+            json_value = strict_json(result if isinstance(result, dict) else {"result": result})
+            size = len(json.dumps(json_value, ensure_ascii=False)) if self.max_result_chars is not None else 0
         except asyncio.TimeoutError:
             return self._failure(f"{self.name} did not answer within {self.timeout:g} s")
+        except tool_threads.ToolThreadsExhausted as error:
+            return self._failure(str(error))
+        except ToolResultError as error:
+            return self._failure(f"{self.name} returned {error}; return plain JSON data")
         except Exception as error:  # noqa: BLE001 - the model sees what went wrong and may try again
             return self._failure(f"{self.name} failed: {type(error).__name__}: {error}")
+        if self.max_result_chars is not None and size > self.max_result_chars:
+            return self._failure(f"{self.name} returned {size:,} characters of JSON, more than its max_result_chars "
+                                 f"({self.max_result_chars:,}); ask for less (a narrower query, fewer items)")
         self.last_call_failed = False
-        json_value = result if isinstance(result, dict) else {"result": result}
-        return JsonDataModel(json=_jsonable_copy(json_value), schema=self.get_output_schema(), name=f"{self.name}_output")
+        return JsonDataModel(json=json_value, schema=self.get_output_schema(), name=f"{self.name}_output")
 
     def _failure(self, message: str) -> JsonDataModel:
         self.last_call_failed = True
@@ -245,7 +323,8 @@ class Tool(Module):
     def get_config(self) -> dict[str, Any]:
         """The function by its registered name (never code), and the settings."""
         return {"name": self.name, "description": self.description, "trainable": self.trainable,
-                "timeout": self.timeout, "func": {"function": registered_name(self._func)}}
+                "timeout": self.timeout, "max_result_chars": self.max_result_chars,
+                "func": {"function": registered_name(self._func)}}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Tool":
@@ -264,14 +343,30 @@ def _jsonable(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, list, dict))
 
 
-def _jsonable_copy(value: Any) -> Any:
-    """``value`` with anything JSON can't hold turned into its text (a tool may return a date, a set...)."""
-    if isinstance(value, dict):
-        return {str(key): _jsonable_copy(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable_copy(item) for item in value]
+def strict_json(value: Any, path: tuple[str, ...] = (), within: frozenset[int] = frozenset()) -> Any:
+    """``value`` as strict JSON (what ``json.dumps(..., allow_nan=False)`` takes).
+
+    Anything else becomes its text (a tool may return a date, a set...), NaN and the infinities
+    the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; a value that contains itself or is
+    nested deeper than ``MAX_RESULT_DEPTH`` raises :class:`ToolResultError` naming where.
+
+    >>> strict_json({"x": float("nan"), "when": {1, 2}})
+    {'x': 'NaN', 'when': [1, 2]}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE.get(value, "NaN")
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    where = "/".join(path) or "the top"
+    if id(value) in within:
+        raise ToolResultError(f"a value that contains itself (at {where})")
+    if len(path) >= MAX_RESULT_DEPTH:
+        raise ToolResultError(f"a value nested deeper than {MAX_RESULT_DEPTH} levels (at {where[:200]}...)")
+    inner = within | {id(value)}
+    if isinstance(value, dict):
+        return {str(key): strict_json(item, (*path, str(key)), inner) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [strict_json(item, (*path, str(index)), inner) for index, item in enumerate(value)]
     if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
+        return strict_json(value.model_dump(mode="json"), path, inner)
     return str(value)

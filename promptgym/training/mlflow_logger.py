@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from promptgym.core.events import ArtifactsWritten, Event, RunFinished, RunStarted, TrainBegin, TrainEnd
 from promptgym.training.event_sink import EventSinkCallback
+from promptgym.training.logger_checks import LoggerSetupError, ensure_writable_folder
 from promptgym.training.scalars import event_scalars
 
 RUN_STATUS = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
@@ -96,6 +98,22 @@ class MLflowLogger(EventSinkCallback):
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             self._client = MlflowClient(tracking_uri=self.tracking_uri)
         return self._client
+
+    def check_setup(self) -> None:
+        """A file store that can't be written, or a run MLflow refuses to create, named before any epoch."""
+        where = f"callbacks.MLflowLogger(tracking_uri={self.tracking_uri!r})"
+        if self.tracking_uri.startswith("file:"):
+            ensure_writable_folder(Path(url2pathname(urlsplit(self.tracking_uri).path)), where)
+        try:
+            self.start()
+        except LoggerSetupError:
+            raise
+        except Exception as error:  # noqa: BLE001 - MLflow's own errors name neither the callback nor the option
+            raise LoggerSetupError(f"{where}: could not create the MLflow run: {type(error).__name__}: {error}") from None
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        """Before the first epoch: the tracking store is written to (and the MLflow run created)."""
+        self.check_setup()
 
     # -- the run ----------------------------------------------------------------------------
 

@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from promptgym.core.events import Event, RunFinished, TrainEnd
+from promptgym.core.events import Event, RunFinished, RunStarted, TrainEnd
 from promptgym.training.event_sink import EventSinkCallback
+from promptgym.training.logger_checks import ensure_writable_folder
 from promptgym.training.scalars import event_scalars
 
 
@@ -42,8 +43,14 @@ class TensorBoard(EventSinkCallback):
             self._writer = SummaryWriter(logdir=self.log_dir, filename_suffix=f".{os.getpid()}.{self._opened}")
         return self._writer
 
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        """Fail before the first epoch, naming the option, when ``log_dir`` can't be written."""
+        ensure_writable_folder(self.log_dir, f"callbacks.TensorBoard(log_dir={self.log_dir!r})")
+
     def on_event(self, event: Event) -> None:
         self._track(event)
+        if isinstance(event, RunStarted):  # the weight flows' start: the same check, before any step
+            self.on_train_begin()
         scalars = event_scalars(event)
         if scalars is not None:
             step, values = scalars

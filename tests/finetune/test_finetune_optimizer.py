@@ -362,3 +362,23 @@ async def test_feedback_without_a_store_or_without_labels_is_a_clear_error(tiny_
     x, y = labelled("rome")
     with pytest.raises(FineTuneError, match="no trace of program 'qa' .* has a correction"):
         await program.fit(x, y, validation_data=labelled("bern"), epochs=1, batch_size=2, verbose=0)
+
+
+@pytest.mark.parametrize(("key", "value", "instead"), [
+    ("learning_rate", 1e-3, "FineTune(learning_rate=0.001)"),
+    ("n_epochs", 2, "FineTune(n_epochs=2)"),
+    ("lora", {"r": 4}, "FineTune(lora={'r': 4})"),
+    ("base_model", "local/x", "FineTune(base_model='local/x')"),
+])
+def test_an_sft_key_that_is_also_an_argument_says_which_argument_to_use(key, value, instead):
+    with pytest.raises(FineTuneError) as raised:
+        FineTune(sft={key: value})
+    message = str(raised.value)
+    assert f"sft={{'{key}': ...}}" in message and instead in message and "multiple values" not in message
+
+
+def test_an_sft_key_finetune_sets_itself_is_refused_with_why():
+    with pytest.raises(FineTuneError, match=r"sft=\{'train_file': \.\.\.\}: FineTune writes the training file itself"):
+        FineTune(sft={"train_file": "rows.jsonl"})
+    with pytest.raises(FineTuneError, match="sft must be a dict of SFT settings"):
+        FineTune(sft=["save_steps"])

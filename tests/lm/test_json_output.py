@@ -69,3 +69,19 @@ def test_errors_are_jsonschema_s_words():
     assert validation_error({"a": "x"}, schema) is None
     assert validation_error({"a": 1}, schema) == "at a: 1 is not of type 'string'"
     assert validation_error({}, schema) == "at (root): 'a' is a required property"
+
+
+def test_the_validator_cache_is_bounded_and_keyed_by_the_schemas_content():
+    from promptgym.lm import json_output
+
+    def schema(index: int) -> dict:
+        return {"type": "object", "properties": {f"field_{index}": {"type": "string"}}, "required": [f"field_{index}"]}
+
+    for index in range(3 * json_output.MAX_CACHED_VALIDATORS):  # a schema built anew for each call, as agents do
+        assert validation_error({f"field_{index}": "x"}, schema(index)) is None
+        assert validation_error({}, schema(index)) is not None
+    assert json_output.cached_validators() <= 2 * json_output.MAX_CACHED_VALIDATORS
+    first = json_output._validator(schema(1))
+    assert json_output._validator(schema(1))[0] is first[0]  # an equal schema in a new dict: the same compiled one
+    assert json_output._validator({"required": ["field_1"], "properties": {"field_1": {"type": "string"}},
+                                   "type": "object"})[0] is first[0]  # key order does not matter

@@ -22,6 +22,7 @@ from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.lm.language_model import LanguageModel
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+LISTEN_BACKLOG = 2048  # uvicorn's default backlog
 
 
 def serve_command(
@@ -41,6 +42,11 @@ def serve_command(
     max_body_bytes: int = typer.Option(1_000_000, "--max-body-bytes", min=1, help="Larger bodies get 413."),
     shutdown_timeout: float = typer.Option(30.0, "--shutdown-timeout", min=0,
                                            help="On SIGTERM, seconds to let requests in flight finish."),
+    read_timeout: float = typer.Option(10.0, "--read-timeout", min=0.001,
+                                       help="Seconds a client has to send a whole request (headers and body); "
+                                            "slower ones get 408 and are disconnected."),
+    max_connections: int = typer.Option(512, "--max-connections", min=1,
+                                        help="Open connections at once; more get 503."),
     log_inputs: bool = typer.Option(False, "--log-inputs", help="Put each request's body in its log line."),
     record: Optional[Path] = typer.Option(None, "--record", metavar="DIR",
                                           help="Store every served call as a trace in DIR/traces.db (personal data: "
@@ -98,7 +104,8 @@ def serve_command(
 
         app = ServingMiddleware(mcp_server(app.state).streamable_http_app(streamable_http_path="/mcp", host=host),
                                 app.state)
-    run_uvicorn(app, host, port, shutdown_timeout, described=describe(served, app.state, mcp))
+    run_uvicorn(uvicorn_config(app, shutdown_timeout, read_timeout, max_connections), host, port,
+                described=describe(served, app.state, mcp))
 
 
 def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path,
@@ -175,11 +182,34 @@ def listening_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening now, before "serving on ..." is printed: a client that connects at once waits in the backlog
+    # until uvicorn accepts, instead of being refused (uvicorn's own listen() comes later, in its startup).
+    sock.listen(LISTEN_BACKLOG)
     return sock
 
 
-def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, described: list[str]) -> None:
-    """Serve until SIGTERM or Ctrl-C; requests in flight then finish (up to ``shutdown_timeout`` s)."""
+KEEP_ALIVE_S = 5.0
+"""An idle connection between two requests is closed after this long (uvicorn's default)."""
+MAX_HEADER_BYTES = 16 * 1024
+"""Request heads (request line and headers) larger than this get 431 (``serving/slow_clients.py``)."""
+
+
+def uvicorn_config(app: Any, shutdown_timeout: float, read_timeout: float, max_connections: int) -> Any:
+    """uvicorn's settings for ``serve``: the limits a slow or greedy client meets (docs/serving.md)."""
+    import uvicorn  # deferred with the rest of the server
+
+    from promptgym.serving.slow_clients import read_timeout_protocol
+
+    # limit_concurrency counts open connections (and running tasks): past it uvicorn answers 503 at once.
+    return uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=shutdown_timeout,
+                          server_header=False, lifespan="auto",
+                          http=read_timeout_protocol(read_timeout, max_header_bytes=MAX_HEADER_BYTES),
+                          limit_concurrency=max_connections, timeout_keep_alive=KEEP_ALIVE_S,
+                          h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+
+
+def run_uvicorn(config: Any, host: str, port: int, described: list[str]) -> None:
+    """Serve until SIGTERM or Ctrl-C; requests in flight then finish (up to the config's graceful timeout)."""
     import uvicorn  # deferred with the rest of the server
 
     try:
@@ -188,8 +218,6 @@ def run_uvicorn(app: Any, host: str, port: int, shutdown_timeout: float, describ
         fail(f"can't listen on {host}:{port}: {error.strerror or error}" +
              (" (another server uses that port; pick another with --port)" if error.errno == 98 else ""))
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=shutdown_timeout,
-                            server_header=False, lifespan="auto")
     server = uvicorn.Server(config)
     console.print(f"serving on http://{host}:{bound}", soft_wrap=True)
     for line in described:
