@@ -7,6 +7,12 @@
 of llama_cpp.server (the same Qwen2.5-Coder-0.5B gguf), ``JSONAdapter``, temperature 0, no cache. Optimized:
 ``BootstrapFewShot(max_bootstrapped_demos=2, max_labeled_demos=0)`` on the train items (whole successful
 ReAct trajectories become demonstrations, as promptgym's RandomFewShot does). Prints one JSON line.
+
+``--agent native``: DSPy's native tool calling instead of ReAct's text format (``dspy.ToolCalls`` out
+of a ``list[dspy.Tool]`` input, the JSONAdapter sending OpenAI ``tools``; the server must run with
+``--chat_format chatml-function-calling``), then one call that answers from the tool's result: the
+same two calls per question as ReAct with ``max_iters=2``. ``--show N`` prints N trajectories to
+stderr, to read what the model wrote.
 """
 
 from __future__ import annotations
@@ -34,6 +40,42 @@ def calculator(expression: str) -> dict:
     return asyncio.run(calculate(expression))
 
 
+class CallTools(dspy.Signature):
+    """Call the calculator with the arithmetic expression the question asks about."""
+
+    question: str = dspy.InputField()
+    tools: list[dspy.Tool] = dspy.InputField()
+    tool_calls: dspy.ToolCalls = dspy.OutputField()
+
+
+class AnswerFromResult(dspy.Signature):
+    """Answer the question with the number the calculator returned."""
+
+    question: str = dspy.InputField()
+    tool_results: str = dspy.InputField(desc="what the calculator returned, as JSON")
+    answer: float = dspy.OutputField()
+
+
+class NativeToolAgent(dspy.Module):
+    """One native tool-calling step, the tools run, one answering step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tool = dspy.Tool(calculator, name="calculate")
+        self.call = dspy.Predict(CallTools)
+        self.answer = dspy.Predict(AnswerFromResult)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        calls = self.call(question=question, tools=[self.tool]).tool_calls
+        results = []
+        for call in (calls.tool_calls if calls else []):
+            try:
+                results.append(call.execute(functions=[self.tool]))
+            except Exception as error:  # noqa: BLE001 - the model sees the failure, as a ReAct observation
+                results.append({"error": f"{type(error).__name__}: {error}"})
+        return self.answer(question=question, tool_results=json.dumps(results, default=str))
+
+
 def metric(example: dspy.Example, prediction: dspy.Prediction, trace: object = None) -> float:
     return float(correct(getattr(prediction, "answer", None), example.answer))
 
@@ -56,15 +98,24 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=16)
     parser.add_argument("--max-iters", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--agent", choices=("react", "native"), default="react")
+    parser.add_argument("--show", type=int, default=0, help="print this many trajectories to stderr")
     args = parser.parse_args()
-    lm = local_lm(f"{args.proxy_url}/v1", "qwen2.5-coder-0.5b-instruct", structured=True, max_tokens=160)
+    lm = local_lm(f"{args.proxy_url}/v1", "qwen2.5-coder-0.5b-instruct", structured=True, max_tokens=160,
+                  function_calling=args.agent == "native")
     dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
     test = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in items(args.test, args.seed)]
     train = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in items(args.train, args.seed + 1)]
-    react = dspy.ReAct("question -> answer: float", tools=[calculator], max_iters=args.max_iters)
-    row: dict = {"framework": "dspy", "dspy": dspy.__version__, "max_iters": args.max_iters}
+    if args.agent == "native":
+        react = NativeToolAgent()
+    else:
+        react = dspy.ReAct("question -> answer: float", tools=[calculator], max_iters=args.max_iters)
+    row: dict = {"framework": "dspy", "dspy": dspy.__version__, "agent": args.agent, "max_iters": args.max_iters}
     started, calls = time.perf_counter(), len(lm.history)
     hits, failures = evaluate(react, test)
+    for entry in lm.history[calls:calls + args.show]:
+        print(json.dumps({"messages": entry.get("messages"), "outputs": entry.get("outputs"),
+                          "response": str(entry.get("response"))[:1500]}, default=str)[:4000], file=sys.stderr)
     row["untrained"] = {"hits": hits, "accuracy": sum(hits) / len(hits), "failures": failures,
                         "lm_calls": len(lm.history) - calls, "seconds": round(time.perf_counter() - started, 1)}
     started, calls = time.perf_counter(), len(lm.history)

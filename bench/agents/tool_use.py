@@ -89,17 +89,21 @@ def run_dspy(args: argparse.Namespace) -> dict:
 
     if not DSPY_PYTHON.exists():
         return {"error": f"no DSPy venv at {DSPY_PYTHON}: run bench/peers/setup.sh"}
+    native = args.dspy_agent == "native"  # llama_cpp.server takes OpenAI `tools` only in a function-calling format
     server = LlamaServer(ensure_local_model(MODEL_NAME), n_threads=2, alias=MODEL_NAME,
-                         log_path="/tmp/promptgym-bench-llama-agents.log")
+                         log_path="/tmp/promptgym-bench-llama-agents.log",
+                         extra_args=["--chat_format", "chatml-function-calling"] if native else [])
     proxy = None
     try:
         server.start()
         proxy = start_counting_proxy(server.url, rewrite_json_schema=True)
         done = subprocess.run([str(DSPY_PYTHON), str(HERE / "run_dspy_react.py"), "--proxy-url", proxy.url,
                                "--test", str(args.test), "--train", str(args.train),
-                               "--max-iters", str(args.max_iterations), "--seed", str(args.seed)],
+                               "--max-iters", str(args.max_iterations), "--seed", str(args.seed),
+                               "--agent", args.dspy_agent, "--show", str(getattr(args, "dspy_show", 0))],
                               capture_output=True, text=True, timeout=args.dspy_timeout,
                               env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local"})
+        Path("/tmp/promptgym-bench-dspy-agents.err").write_text(done.stderr)  # trajectories with --show, warnings
         rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not rows:
             return {"error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-6:])}
@@ -161,6 +165,10 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-dspy", action="store_true", help="leave DSPy's arms out")
     parser.add_argument("--dspy-timeout", type=int, default=5400)
+    parser.add_argument("--dspy-agent", choices=("react", "native"), default="react",
+                        help="DSPy's ReAct (text tool calls) or its native tool calling (OpenAI tools)")
+    parser.add_argument("--dspy-show", type=int, default=0,
+                        help="write this many DSPy calls to /tmp/promptgym-bench-dspy-agents.err, to read them")
     parser.add_argument("--keep-promptgym", action="store_true",
                         help="reuse the promptgym arms already in the results file (same items) and run DSPy's")
     args = parser.parse_args()

@@ -29,20 +29,26 @@ from dspy.lm15 import (
 PROVIDER = "benchlocal"
 
 
-def register_local_provider(base_url: str, provider: str = PROVIDER) -> None:
-    """Declare ``provider/<model>`` as an OpenAI-chat server at ``base_url`` that honours JSON schemas."""
+def register_local_provider(base_url: str, provider: str = PROVIDER, function_calling: bool = False) -> None:
+    """Declare ``provider/<model>`` as an OpenAI-chat server at ``base_url`` that honours JSON schemas.
+
+    ``function_calling``: the server also takes OpenAI ``tools`` (llama_cpp.server started with
+    ``--chat_format chatml-function-calling``), so DSPy's native tool calling sends them.
+    """
     access = AccessPolicy(provider=provider, env_keys=(), base_url=base_url)
     # The "vllm" dialect spells the output bound `max_tokens`, which llama_cpp.server reads;
     # the "openai" preset sends `max_completion_tokens`, which it ignores (no bound at all).
     definition = ProviderDefinition.chat(access, compat=OpenAIChatCompat.preset("vllm"))
-    register_provider(definition, supports=ModelSupport(response_schema=True), replace=True)
+    register_provider(definition, supports=ModelSupport(response_schema=True, function_calling=function_calling),
+                      replace=True)
 
 
-def local_lm(base_url: str, model: str = "local", structured: bool = True, **kwargs: object) -> dspy.LM:
+def local_lm(base_url: str, model: str = "local", structured: bool = True, function_calling: bool = False,
+             **kwargs: object) -> dspy.LM:
     """A cache-free ``dspy.LM`` on ``base_url``; ``structured`` sends response_format schemas."""
     options: dict[str, object] = {"api_key": "local", "cache": False, "temperature": 0.0, "max_tokens": 256, **kwargs}
     if structured:
-        register_local_provider(base_url)
+        register_local_provider(base_url, function_calling=function_calling)
         return dspy.LM(f"{PROVIDER}/{model}", api_base=base_url, **options)
     # Not openai/<model>: DSPy's native engine then sends `max_completion_tokens`, which
     # llama_cpp.server ignores; hosted_vllm/<model> sends `max_tokens`.

@@ -9,6 +9,7 @@
     promptgym export-sft-data --run RUN_ID -o distilled.jsonl
     promptgym serve best_program.json | --run RUN_ID [--mcp stdio|http]
     promptgym export-prompt best_program.json --format openai-json [--check test.jsonl]
+    promptgym ui [--runs DIR] [--traces DIR] [--api-key-env NAME]
     promptgym doctor
 """
 
@@ -24,6 +25,7 @@ from promptgym.cli.commands.runs import runs_app
 from promptgym.cli.commands.serve import serve_command
 from promptgym.cli.commands.submit import submit
 from promptgym.cli.commands.train import train, worker
+from promptgym.cli.commands.ui import ui_command
 from promptgym.cli.common import hide_flag_value_types
 
 hide_flag_value_types()
@@ -37,6 +39,7 @@ app.command("serve")(serve_command)
 app.command("export-prompt")(export_prompt_command)
 app.command("doctor")(doctor_command)
 app.command("train")(train)
+app.command("ui")(ui_command)
 app.command("worker", hidden=True)(worker)
 
 

@@ -11,6 +11,9 @@ program's own message format, from
 - ``source="both"``: the two together, each conversation once (a run that
   answered exactly the label gives the row its label gives: counting it twice
   would weight what the model already knows);
+- ``source="feedback"``: what people said about the served program (``traces=``,
+  the folder of ``serve --record``): each corrected output is a label, and with
+  ``traces_min_rating`` each output rated at least that is one too;
 
 trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`:
 same settings, run folder, checkpoints, resume, events), registers the tuned
@@ -40,6 +43,8 @@ from typing import Any, Literal
 
 from promptgym.core.atomic import atomic_write_text
 from promptgym.core.serialization import register_builtin
+from promptgym.datasets.loaders import DatasetError
+from promptgym.datasets.traces import labelled_traces, open_trace_store
 from promptgym.finetune.base_model import BaseModelError, resolve_base_model
 from promptgym.finetune.checkpoint import last_checkpoint, read_progress
 from promptgym.finetune.loop import EventSink, TrainingInterrupted
@@ -57,7 +62,7 @@ from promptgym.training.sft_export import step_conversation
 
 logger = logging.getLogger("promptgym")
 
-SOURCES = ("labels", "traces", "both")
+SOURCES = ("labels", "traces", "both", "feedback")
 Conversation = list[dict[str, str]]
 
 
@@ -125,7 +130,10 @@ class FineTune(Optimizer):
     """Fine-tune each trainable Generator's model (LoRA SFT) on rows built from the program; keep it if it wins.
 
     Args:
-        source: ``"labels"``, ``"traces"`` or ``"both"`` (see the module doc).
+        source: ``"labels"``, ``"traces"``, ``"both"`` or ``"feedback"`` (see the module doc).
+        traces, traces_program, traces_version, traces_min_rating: for ``source="feedback"``: the trace store
+            (``serve --record`` folder or its ``traces.db``), whose program (default: this program's name) and
+            version (default: all), and the rating from which an uncorrected output counts as a label.
         min_reward: a training run must earn at least this for its steps to become rows (traces).
         with_demonstrations: rows show the Generator's demonstrations as it sends them (default: without,
             so the tuned model answers without them; the tuned program is then raced with and without them).
@@ -140,14 +148,20 @@ class FineTune(Optimizer):
         seed: the SFT seed (default: drawn from the trainer's).
     """
 
-    def __init__(self, source: Literal["labels", "traces", "both"] = "labels", min_reward: float = 1.0,
+    def __init__(self, source: Literal["labels", "traces", "both", "feedback"] = "labels", min_reward: float = 1.0,
                  with_demonstrations: bool = False, n_epochs: int = 1, batch_size: int = 4,
                  learning_rate: float = 2e-4, lora: LoraSettings | dict[str, Any] | None = None,
                  max_length: int = 1024, max_train_seconds: float | None = None, base_model: str | None = None,
                  output_dir: str | None = None, sft: dict[str, Any] | None = None, seed: int | None = None,
-                 name: str | None = None, description: str | None = None) -> None:
+                 traces: str | None = None, traces_program: str | None = None, traces_version: str | None = None,
+                 traces_min_rating: float | None = None, name: str | None = None,
+                 description: str | None = None) -> None:
         if source not in SOURCES:
             raise FineTuneError(f"FineTune: source must be one of {', '.join(SOURCES)}, got {source!r}")
+        if (source == "feedback") != (traces is not None):
+            raise FineTuneError("FineTune: source='feedback' learns from a trace store: give traces='DIR' (the "
+                                "folder of serve --record)" if traces is None else
+                                f"FineTune: traces= is read only with source='feedback', got source={source!r}")
         if max_train_seconds is not None and max_train_seconds <= 0:
             raise FineTuneError(f"FineTune: max_train_seconds must be > 0 or None, got {max_train_seconds!r}")
         super().__init__(seed=seed, budget=Budget(None), name=name, description=description)
@@ -160,6 +174,8 @@ class FineTune(Optimizer):
         self.output_dir = output_dir
         self.sft = check_sft_settings(sft)
         self.n_epochs, self.batch_size, self.learning_rate, self.max_length = n_epochs, batch_size, learning_rate, max_length
+        self.traces, self.traces_program, self.traces_version = traces, traces_program, traces_version
+        self.traces_min_rating = traces_min_rating
         self.settings_for("check", "check")  # a bad SFT setting fails here, not after the runs
         self.tuned: dict[str, str] = {}
         """Model id per SFT job (by base model), saved with the state: a resumed fit does not train again."""
@@ -194,7 +210,7 @@ class FineTune(Optimizer):
     async def on_train_begin(self, ctx: OptimizerContext) -> None:
         """Check, before any call, that every Generator can be trained and that the source has rows to give."""
         self.base_models(ctx.rollouts.program)
-        if self.source == "labels" and not any(state.answer_fields for state in self.prompts):
+        if self.source in ("labels", "feedback") and not any(state.answer_fields for state in self.prompts):
             names = ", ".join(state.module_name for state in self.prompts) or "none"
             raise FineTuneError(f"FineTune(source='labels'): no Generator reads the program's input and writes its "
                                 f"output (trainable Generators: {names}), so the labels are no Generator's answer; "
@@ -221,7 +237,7 @@ class FineTune(Optimizer):
 
     async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
         """With traces, run the start on the batch (the runs the rows come from); SFT runs at the epoch's end."""
-        if self.source != "labels" and not self.tuned:
+        if self.source in ("traces", "both") and not self.tuned:
             await self.score(ctx, self.start, "train", batch)
         return {"sft_steps": float(self.sft_steps)}
 
@@ -294,8 +310,41 @@ class FineTune(Optimizer):
                                     "to train on; lower min_reward, or use source='labels' or 'both'")
             for module_name, conversation in await self.trace_rows(ctx, kept):
                 rows.setdefault(module_name, []).append(conversation)
+        if self.source == "feedback":
+            for module_name, conversations in (await self.feedback_rows(ctx.rollouts.program)).items():
+                rows.setdefault(module_name, []).extend(conversations)
         rows = {name: distinct(conversations) for name, conversations in rows.items() if conversations}
         self.rows = {name: len(conversations) for name, conversations in rows.items()}
+        return rows
+
+    async def feedback_rows(self, program: Any) -> dict[str, list[Conversation]]:
+        """Rows from the trace store's corrections (and well-rated outputs), for the Generators that write the output."""
+        wanted = self.traces_program or program.name
+        try:
+            store = open_trace_store(self.traces)
+        except DatasetError as error:
+            raise FineTuneError(f"FineTune(source='feedback'): {error}") from None
+        pairs = labelled_traces(store, program=wanted, version=self.traces_version, min_rating=self.traces_min_rating)
+        xs, targets, unfit = [], [], 0
+        for trace, label in pairs:
+            try:
+                xs.append(program.input_data_model(**trace.inputs))
+            except Exception:  # noqa: BLE001 - an input of an older program version: skipped and counted
+                unfit += 1
+                continue
+            targets.append(label)
+        if unfit:
+            logger.warning("FineTune(source='feedback'): %d of %d labelled traces of %r no longer fit the input "
+                           "DataModel and were left out", unfit, len(pairs), wanted)
+        rows: dict[str, list[Conversation]] = {}
+        for state in self.prompts:
+            if state.answer_fields:
+                rows[state.module_name] = await self.label_rows(program, state, xs, targets)
+        if not any(rows.values()):
+            rating = "" if self.traces_min_rating is None else f" or rated at least {self.traces_min_rating:g}"
+            raise FineTuneError(f"FineTune(source='feedback'): no trace of program {wanted!r} in {self.traces} has a "
+                                f"correction{rating} that a Generator answers, so there is no row to train on; "
+                                "correct some answers (POST /v1/feedback), or set traces_min_rating")
         return rows
 
     async def label_rows(self, program: Any, state: TrainablePrompt, xs: list[Any], targets: list[dict[str, Any]]
@@ -382,7 +431,7 @@ class FineTune(Optimizer):
         return (2 if self.with_demonstrations else 3) * val_size
 
     def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
-        return 0 if self.source == "labels" else train_size
+        return train_size if self.source in ("traces", "both") else 0
 
     def estimate_sft_steps(self, rows: int) -> int:
         """Optimiser steps of an SFT on ``rows`` rows (per base model)."""
@@ -404,7 +453,9 @@ class FineTune(Optimizer):
                 "n_epochs": self.n_epochs, "batch_size": self.batch_size, "learning_rate": self.learning_rate,
                 "lora": self.lora.model_dump(), "max_length": self.max_length,
                 "max_train_seconds": self.max_train_seconds, "base_model": self.base_model,
-                "output_dir": self.output_dir, "sft": dict(self.sft), "seed": self.seed, **self.naming_config()}
+                "output_dir": self.output_dir, "sft": dict(self.sft), "seed": self.seed, "traces": self.traces,
+                "traces_program": self.traces_program, "traces_version": self.traces_version,
+                "traces_min_rating": self.traces_min_rating, **self.naming_config()}
 
 
 def distinct(conversations: list[Conversation]) -> list[Conversation]:

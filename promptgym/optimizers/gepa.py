@@ -50,6 +50,8 @@ from promptgym.core.events import (
     SearchEnd,
 )
 from promptgym.core.serialization import register_builtin
+from promptgym.datasets.traces import input_key, open_trace_store
+from promptgym.modules.generator import as_json
 from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoSampler
@@ -140,6 +142,8 @@ class GEPA(PromptSearchOptimizer):
             (``maxLength`` in the reflection schema; shorter ones are rejected).
         reflection_temperature: sampling temperature of reflection calls
             (default: the model's own).
+        comments: a trace store (the folder of ``serve --record``): what reviewers wrote about a served
+            answer reaches the reflection beside the feedback of the example with the same input.
         seed: fixes parent sampling and minibatches (default: from the trainer's seed).
     """
 
@@ -150,7 +154,8 @@ class GEPA(PromptSearchOptimizer):
                  optimize_examples: bool = False, max_examples: int = 3, use_merge: bool = False,
                  max_merge_invocations: int = 5, skip_perfect_score: bool = True, perfect_score: float = 1.0,
                  min_instruction_length: int = 20, max_instruction_length: int = 1000,
-                 reflection_temperature: float | None = None, seed: int | None = None) -> None:
+                 reflection_temperature: float | None = None, comments: str | None = None,
+                 seed: int | None = None) -> None:
         if max_metric_calls < 1:
             raise ValueError(f"max_metric_calls must be >= 1, got {max_metric_calls}")
         super().__init__(seed=seed, budget=Budget(int(max_metric_calls), unit="rollouts"))
@@ -172,6 +177,8 @@ class GEPA(PromptSearchOptimizer):
         self.min_instruction_length = min_instruction_length
         self.max_instruction_length = max_instruction_length
         self.reflection_temperature = reflection_temperature
+        self.comments = comments
+        self._comments: dict[tuple[str, int], list[str]] = {}
         # search state (saved by get_extra_state)
         self.pool: list[int] = []
         self.next_component: dict[int, int] = {}
@@ -207,6 +214,8 @@ class GEPA(PromptSearchOptimizer):
 
     async def on_train_begin(self, ctx: OptimizerContext) -> None:
         self.start_rng(ctx)
+        if self.comments is not None:
+            self._comments = reviewer_comments(self.comments, ctx)
         if self.optimize_examples:  # labelled examples of the Generators that answer directly: no call needed
             self.demos.seed(ctx.rollouts, self.prompts)
         split, val = self.validation_indices(ctx)
@@ -405,6 +414,8 @@ class GEPA(PromptSearchOptimizer):
                 lines.append(f"Response: none ({as_text(result.error or 'the module did not run', 300)})")
             lines.append(f"Score: {result.reward:.2f}")
             lines.append(f"Feedback: {as_text(result.feedback or ('correct' if result.reward >= self.perfect_score else 'incorrect'), 400)}")
+            lines.extend(f"A reviewer of this answer in production wrote: {as_text(comment, 400)}"
+                         for comment in self._comments.get((result.split, result.index), []))
             blocks.append("\n".join(lines))
         return "\n\n".join(blocks)
 
@@ -463,7 +474,7 @@ class GEPA(PromptSearchOptimizer):
                 "skip_perfect_score": self.skip_perfect_score, "perfect_score": self.perfect_score,
                 "min_instruction_length": self.min_instruction_length,
                 "max_instruction_length": self.max_instruction_length,
-                "reflection_temperature": self.reflection_temperature}
+                "reflection_temperature": self.reflection_temperature, "comments": self.comments}
 
     def get_extra_state(self) -> dict[str, Any]:
         return {**super().get_extra_state(), "metric_calls": self.metric_calls, "pool": list(self.pool),
@@ -483,3 +494,18 @@ class GEPA(PromptSearchOptimizer):
         self._order = [int(i) for i in state.get("order", [])]
         self._position = int(state.get("position", 0))
         self.exhausted = False
+
+
+def reviewer_comments(traces: str, ctx: OptimizerContext) -> dict[tuple[str, int], list[str]]:
+    """The comments of the trace store ``traces``, by (split, index) of the examples whose input they were on."""
+    by_input: dict[str, list[str]] = {}
+    for trace in open_trace_store(traces).traces(program=ctx.rollouts.program.name):
+        if trace.comments:
+            by_input.setdefault(input_key(trace.inputs), []).extend(trace.comments)
+    found: dict[tuple[str, int], list[str]] = {}
+    for split in ("train", "val"):
+        for index, x in enumerate(ctx.rollouts.inputs(split) if ctx.rollouts.size(split) else []):
+            comments = by_input.get(input_key(as_json(x)))
+            if comments:
+                found[(split, index)] = comments
+    return found

@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+from typing import Any, AsyncIterator, Iterable
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -35,7 +36,14 @@ def create_app(programs: dict[str, ServedProgram] | Iterable[Any], models: Itera
               if model.model_string.provider == "local" or any(model is given for given in models)}
     state = ServerState(programs=dict(served), models=direct, settings=settings or ServeSettings())
     state.metrics.in_flight.set_function(lambda: state.admission.admitted)
-    app = FastAPI(title="promptgym serve", summary="Trained promptgym programs over HTTP",
+    state.metrics.traces_lost.set_function(lambda: state.recorder.lost if state.recorder is not None else 0)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if state.recorder is not None:  # shutting down: the traces still queued are committed before exit
+            state.recorder.close()
+
+    app = FastAPI(lifespan=lifespan, title="promptgym serve", summary="Trained promptgym programs over HTTP",
                   description="Each program: `POST /v1/programs/<name>/predict` with its input JSON; or "
                               "`POST /v1/chat/completions` with `model` = the program's name.")
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -11,6 +11,7 @@ the calling agent can correct itself.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -24,9 +25,21 @@ from mcp.server.stdio import stdio_server
 from promptgym.lm.errors import LMError
 from promptgym.serving.admission import Busy
 from promptgym.serving.programs import InputError, NoOutputError, ServedProgram
+from promptgym.traces.feedback import FeedbackError
 from promptgym.serving.state import ServerState
 
 logger = logging.getLogger("promptgym.serve")
+
+TRACE_META = "promptgym/trace_id"
+"""Where a recorded call's trace id is in the tool result's ``_meta``."""
+FEEDBACK_TOOL = types.Tool(
+    name="promptgym_feedback",
+    description="Rate a call of another tool, correct its output, or comment on it (its trace id is in that "
+                f"result's _meta under {TRACE_META!r}).",
+    input_schema={"type": "object", "required": ["trace_id"], "additionalProperties": False, "properties": {
+        "trace_id": {"type": "string"}, "rating": {"type": "number"},
+        "correction": {"type": "object", "description": "the output the call should have given"},
+        "comment": {"type": "string"}}})
 
 
 def tool_of(served: ServedProgram) -> types.Tool:
@@ -39,10 +52,13 @@ def mcp_server(state: ServerState) -> Server[Any]:
     """An MCP server listing ``state``'s programs as tools and running them on call."""
 
     async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool_of(served) for served in state.programs.values()])
+        tools = [tool_of(served) for served in state.programs.values()]
+        return types.ListToolsResult(tools=tools + ([FEEDBACK_TOOL] if state.recorder is not None else []))
 
     async def call_tool(context: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         started = time.perf_counter()
+        if params.name == FEEDBACK_TOOL.name and state.recorder is not None:
+            return await feedback(state, params.arguments or {}, started)
         served = state.programs.get(params.name)
         if served is None:
             return _tool_error(state, "", f"no tool named {params.name!r}; tools: {', '.join(sorted(state.programs))}",
@@ -50,7 +66,7 @@ def mcp_server(state: ServerState) -> Server[Any]:
         try:
             inputs = served.validate(params.arguments or {}, "arguments")
             async with state.admission.slot():
-                output, usage = await served.run(inputs)
+                call = await served.run(inputs)
         except InputError as error:
             return _tool_error(state, served.name, str(error), "invalid_input", started)
         except Busy as error:
@@ -60,14 +76,30 @@ def mcp_server(state: ServerState) -> Server[Any]:
         except Exception as error:  # noqa: BLE001 - a failing call is a tool error, never a crash or a traceback
             return _tool_error(state, served.name, f"{type(error).__name__}: {error}", "internal", started)
         seconds = time.perf_counter() - started
-        state.metrics.observe(served.name, "mcp", 200, seconds, usage)
-        logger.info("mcp tool=%s ok %.1fms lm_calls=%d", served.name, seconds * 1000, usage.calls)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(output, ensure_ascii=False))],
-                                    structured_content=output)
+        state.metrics.observe(served.name, "mcp", 200, seconds, call.usage)
+        logger.info("mcp tool=%s ok %.1fms lm_calls=%d", served.name, seconds * 1000, call.usage.calls)
+        meta = None
+        if state.recorder is not None:
+            meta = {TRACE_META: state.recorder.record(served.name, inputs, call)}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(call.output,
+                                                                                            ensure_ascii=False))],
+                                    structured_content=call.output, meta=meta)
 
     return Server("promptgym", version=_version(), instructions="Each tool is a trained promptgym program: call it "
                   "with its input fields; it answers with its output fields as JSON.",
                   on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def feedback(state: ServerState, arguments: dict[str, Any], started: float) -> types.CallToolResult:
+    """The feedback tool: the stored feedback as JSON, or a tool error naming the bad field or unknown trace."""
+    try:
+        given = await asyncio.to_thread(state.recorder.feedback, arguments)
+    except FeedbackError as error:
+        return _tool_error(state, "", str(error), "not_found" if error.status == 404 else "invalid_input", started)
+    stored = {"trace_id": given.trace_id, "rating": given.rating, "correction": given.correction,
+              "comment": given.comment}
+    return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(stored, ensure_ascii=False))],
+                                structured_content=stored)
 
 
 def _tool_error(state: ServerState, program: str, message: str, reason: str, started: float) -> types.CallToolResult:

@@ -38,6 +38,8 @@ class ServingMetrics:
                                 ("program", "reason"), registry=self.registry)
         self.in_flight = Gauge("promptgym_requests_in_flight", "Requests running or waiting for a slot.",
                                registry=self.registry)
+        self.traces_lost = Gauge("promptgym_traces_lost", "Traces of answered calls the trace store could not "
+                                 "keep (serve --record: a full disk, a broken store).", registry=self.registry)
 
     def observe(self, program: str, route: str, status: int, seconds: float, usage: Usage | None = None) -> None:
         self.requests.labels(program, route, str(status)).inc()

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 
 from promptgym.serving.auth import key_matches, presented_key
 from promptgym.serving.errors import BodyTooLarge, error_body
+from promptgym.serving.recording import TRACE_HEADER
 from promptgym.serving.state import ServerState
 
 logger = logging.getLogger("promptgym.serve")
@@ -57,8 +58,10 @@ class ServingMiddleware:
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 response["status"], response["started"] = message["status"], True
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"x-request-id", request_id.encode())]}
+                extra = [(b"x-request-id", request_id.encode())]
+                if request_state.get("trace_id"):
+                    extra.append((TRACE_HEADER.encode(), request_state["trace_id"].encode()))
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
         refusal = self._refusal(scope, headers)

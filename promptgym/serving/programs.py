@@ -1,7 +1,7 @@
 """The programs a server runs: loaded from files, named, their models shared, called on JSON.
 
     served = load_programs(["qa.json", "triage.json"])   # {"qa": ServedProgram, "triage": ...}
-    await served["qa"].run({"question": "2+2?"})          # -> {"answer": "4"}, or an error naming the field
+    (await served["qa"].run({"question": "2+2?"})).output  # -> {"answer": "4"}, or an error naming the field
 
 Programs that name the same model (same model string, server and settings) get one
 ``LanguageModel`` object, so they share its connection pool and concurrency limit; the
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -23,6 +24,7 @@ from promptgym.core.serialization import serialize_object
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import Usage, usage_scope
 from promptgym.modules.generator import as_json
+from promptgym.modules.tracing import TraceStep, tracing
 from promptgym.programs.program import Program
 from promptgym.programs.walk import iter_modules
 
@@ -43,6 +45,17 @@ class InputError(ValueError):
 
 class NoOutputError(RuntimeError):
     """The program ran but produced no output (a branch switched everything off)."""
+
+
+@dataclass
+class ServedCall:
+    """What one call of a served program produced: the output JSON, the model usage, each module's step."""
+
+    output: dict[str, Any] | None
+    usage: Usage
+    steps: list[TraceStep] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
 
 
 @dataclass
@@ -88,13 +101,14 @@ class ServedProgram:
             full = ".".join(part for part in (where, path) if part)
             raise InputError(f"{full or 'body'}: {first['msg']}", full or None) from None
 
-    async def run(self, inputs: Any) -> tuple[dict[str, Any], Usage]:
-        """The output JSON for validated ``inputs``, with the model usage of this call alone."""
-        with usage_scope() as usage:
+    async def run(self, inputs: Any) -> ServedCall:
+        """The output JSON for validated ``inputs``, with the model usage and module steps of this call alone."""
+        started = time.perf_counter()
+        with usage_scope() as usage, tracing() as trace:
             output = await self.program(inputs)
         if output is None:
             raise NoOutputError(f"program {self.name!r} produced no output for this input")
-        return as_json(output), usage
+        return ServedCall(as_json(output), usage, trace.steps, time.perf_counter() - started)
 
 
 def _schema(program: Any, attribute: str, model: type[DataModel] | None) -> dict[str, Any]:

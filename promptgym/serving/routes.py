@@ -7,8 +7,10 @@ the request-log middleware turns that into the log line and the metrics.
 # No `from __future__ import annotations` here: FastAPI reads each predict route's body type (the
 # program's input DataModel, a closure variable) from the live annotation.
 
+import asyncio
 import json
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 from fastapi import Body, FastAPI, Request, Response
@@ -21,7 +23,8 @@ from promptgym.serving.chat import (
     ChatCompletionRequest, completion, plain_messages, program_input, requested_schema, stream_events,
 )
 from promptgym.serving.errors import error_response
-from promptgym.serving.programs import InputError, NoOutputError, ServedProgram
+from promptgym.serving.programs import InputError, NoOutputError, ServedCall, ServedProgram
+from promptgym.traces.feedback import FeedbackError
 from promptgym.serving.state import ServerState
 
 logger = logging.getLogger("promptgym.serve")
@@ -68,13 +71,32 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
             served_names = [*sorted(state.programs), *state.model_names()]
             return error_response(404, f"model {body.model!r} is not served here; served: "
                                   f"{', '.join(served_names) or 'none'}", param="model", code="model_not_found")
-        answer = completion(request.state.request_id, body.model, content, request.state.usage, finish_reason)
+        answer_id = getattr(request.state, "trace_id", None) or request.state.request_id
+        answer = completion(answer_id, body.model, content, request.state.usage, finish_reason)
         if body.stream:
             return StreamingResponse(iter(stream_events(answer)), media_type="text/event-stream")
         return JSONResponse(answer)
 
     app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"], tags=["openai"],
                       summary="OpenAI-compatible chat completions")
+
+    async def feedback(request: Request, body: Any = Body(...)) -> Response:
+        """Rate a served call, correct its output or comment on it: ``{"trace_id", "rating", "correction", "comment"}``."""
+        request.state.route = "feedback"
+        if state.recorder is None:
+            return error_response(404, "this server records no traces, so it takes no feedback: start it with "
+                                  "--record DIR", code="recording_off")
+        try:
+            given = await asyncio.to_thread(state.recorder.feedback, body)
+        except FeedbackError as error:
+            request.state.failure = "invalid_input"
+            return error_response(error.status, str(error), param=error.field,
+                                  code="trace_not_found" if error.status == 404 else "invalid_value")
+        return JSONResponse({"object": "feedback", "trace_id": given.trace_id, "created": given.created,
+                             "rating": given.rating, "correction": given.correction, "comment": given.comment})
+
+    app.add_api_route("/v1/feedback", feedback, methods=["POST"], tags=["feedback"],
+                      summary="Feedback on a served call (needs --record)")
 
     async def list_models() -> dict[str, Any]:
         names = [*sorted(state.programs), *state.model_names()]
@@ -129,11 +151,28 @@ def _input_error(request: Request, error: InputError) -> Response:
 async def run_served(state: ServerState, served: ServedProgram, inputs: Any, request: Request) -> Any:
     """The program's output JSON, or the error response (429 busy, 422 input, 502 model, 500 other)."""
     request.state.usage = Usage()
+    started = time.perf_counter()
     outcome = await in_slot(state, request, f"program {served.name!r}", lambda: served.run(inputs))
     if isinstance(outcome, Response):
+        if state.recorder is not None and outcome.status_code >= 500:  # the model failed: a trace worth reading
+            failed = ServedCall(None, request.state.usage, seconds=time.perf_counter() - started,
+                                error=getattr(request.state, "error", None))
+            record(state, request, served.name, inputs, failed)
         return outcome
-    output, request.state.usage = outcome
-    return output
+    request.state.usage = outcome.usage
+    record(state, request, served.name, inputs, outcome)
+    return outcome.output
+
+
+def record(state: ServerState, request: Request, program: str, inputs: Any, call: ServedCall) -> None:
+    """Store the call when the server records (``--record``); its id goes back in the trace header."""
+    if state.recorder is None:
+        return
+    try:  # queued: the recorder's writer commits it behind the answer
+        request.state.trace_id = state.recorder.record(program, inputs, call)
+    except Exception as error:  # noqa: BLE001 - a trace that can't be kept must not fail the answer
+        state.metrics.failed(program, "trace_lost")
+        logger.warning("trace of %s not stored: %s: %s", program, type(error).__name__, error)
 
 
 async def chat_with_model(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
@@ -147,10 +186,15 @@ async def chat_with_model(state: ServerState, body: ChatCompletionRequest, reque
         return _input_error(request, error)
 
     async def answer() -> Any:
+        started = time.perf_counter()
         with usage_scope() as usage:
             reply = await model.respond(messages, schema=schema, temperature=body.temperature, top_p=body.top_p,
                                         max_tokens=body.max_completion_tokens or body.max_tokens)
         request.state.usage = usage
+        if state.recorder is not None:
+            state.recorder.describe_model(body.model)
+            record(state, request, body.model, {"messages": messages},
+                         ServedCall({"content": reply.content}, usage, seconds=time.perf_counter() - started))
         return reply.content, reply.finish_reason or "stop"
 
     return await in_slot(state, request, f"model {body.model!r}", answer)

@@ -177,19 +177,30 @@ class TraceStore:
                "program": program, "version": version, "inputs": inputs, "outputs": outputs,
                "modules": modules or [], "model": model, "prompt_tokens": int(prompt_tokens),
                "completion_tokens": int(completion_tokens), "latency_ms": float(latency_ms), "error": error}
+        self.record_many([row])
+        return row["id"]
+
+    def record_many(self, rows: list[dict[str, Any]]) -> None:
+        """Store several calls (dicts with :meth:`record`'s keywords, ``id`` and ``created`` set) in one transaction."""
         if self.redact is not None:
-            row = self._redacted(row)
+            rows = [self._redacted(row) for row in rows]
+        values = [(row["id"], row["created"], row["program"], row.get("version", ""), _dump(row.get("inputs") or {}),
+                   None if row.get("outputs") is None else _dump(row["outputs"]), _dump(row.get("modules") or []),
+                   row.get("model", ""), int(row.get("prompt_tokens", 0)), int(row.get("completion_tokens", 0)),
+                   float(row.get("latency_ms", 0.0)), row.get("error")) for row in rows]
         with self._lock:
-            self._db.execute(
-                "INSERT INTO traces (id, created, program, version, inputs, outputs, modules, model, prompt_tokens,"
-                " completion_tokens, latency_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row["id"], row["created"], row["program"], row["version"], _dump(row["inputs"]),
-                 None if row["outputs"] is None else _dump(row["outputs"]), _dump(row["modules"]), row["model"],
-                 row["prompt_tokens"], row["completion_tokens"], row["latency_ms"], row["error"]))
-            self._since_prune += 1
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT INTO traces (id, created, program, version, inputs, outputs, modules, model, prompt_tokens,"
+                    " completion_tokens, latency_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._since_prune += len(values)
             if self._since_prune >= PRUNE_EVERY:
                 self._prune_locked()
-        return row["id"]
 
     def _redacted(self, row: dict[str, Any]) -> dict[str, Any]:
         """``row`` through the user's hook: a field it leaves out is not stored; id and time are the store's."""

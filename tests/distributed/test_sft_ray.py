@@ -151,15 +151,16 @@ def test_two_workers_train_as_one_process_does_and_leave_the_same_run_folder(
 @pytest.mark.integration
 def test_one_worker_gives_exactly_the_weights_of_the_local_loop(ray_head: LocalRayHead, tiny_model: Path,
                                                                 tmp_path: Path) -> None:
-    import torch
-
     settings = settings_for(tiny_model, tmp_path, lora={"r": 4, "alpha": 8, "dropout": 0.1}, summary_samples=0)
     local = SFTJob.prepare(settings, name="one").run(tmp_path / "local")
     remote = SFTJob.prepare(settings, name="one").run(tmp_path / "ray", backend=on_ray(ray_head, 1))
-    first = adapter(tmp_path / "local/checkpoints/step_000008")
-    second = adapter(tmp_path / "ray/checkpoints/step_000008")
-    assert all(torch.equal(first[name], second[name]) for name in first)  # same seed, same dropout masks, same sums
-    assert remote.final_loss == local.final_loss and remote.final_eval_loss == local.final_eval_loss
+    # Same seed, same rows, same dropout masks: another mask would move the weights by 1e-3 or more. The sums
+    # themselves may round apart (~1e-7): Ray's worker runs torch with its own thread count (OMP_NUM_THREADS
+    # from its CPUs), so a matmul adds its parts in another order than this process does.
+    assert_close(adapter(tmp_path / "ray/checkpoints/step_000008"), adapter(tmp_path / "local/checkpoints/step_000008"),
+                 atol=1e-6)
+    assert remote.final_loss == pytest.approx(local.final_loss, abs=1e-6)
+    assert remote.final_eval_loss == pytest.approx(local.final_eval_loss, abs=1e-6)
     assert (tmp_path / "ray/history.csv").read_text().count("\n") == (tmp_path / "local/history.csv").read_text().count("\n")
 
 

@@ -17,6 +17,7 @@ from promptgym.finetune.optimizer import FineTune, FineTuneError
 from promptgym.modules.model_choice import set_model_factory
 from promptgym.optimizers.selection import OneAnswerWarning
 from promptgym.testing import ScriptedLanguageModel, last_user_json
+from promptgym.traces import TraceStore
 from tests.support import Answer, EventRecorder, Question, functional_program, labelled
 
 
@@ -329,6 +330,38 @@ async def test_prompts_weights_prompts_in_one_fit(tiny_model, tmp_path, fake_exp
     # stage's runs of the same prompt on the base model (0.0)
     assert all(c["incumbent_score"]["mean"] == 1.0 for c in by_stage.get("3:KNNFewShot", []))
     assert any(c["accepted"] for c in by_stage["2:FineTune"])
+
+
+async def test_feedback_corrections_and_good_ratings_become_the_rows(tiny_model, tmp_path, fake_export, tuned_answers):
+    store = TraceStore(tmp_path / "rec" / "traces.db")
+    corrected = store.record(program="qa", inputs={"question": "rome"}, outputs={"answer": "?"})
+    store.add_feedback(corrected, correction={"answer": "ROMA"})
+    liked = store.record(program="qa", inputs={"question": "oslo"}, outputs={"answer": "OSLO"})
+    store.add_feedback(liked, rating=1)
+    store.add_feedback(store.record(program="qa", inputs={"question": "bern"}, outputs={"answer": "B"}), rating=0)
+    store.add_feedback(store.record(program="other", inputs={"question": "x"}), correction={"answer": "X"})
+    program = await functional_program(ScriptedLanguageModel(respond=right_on_short))
+    optimizer = finetune(tiny_model, tmp_path, source="feedback", traces=str(tmp_path / "rec"), traces_min_rating=1)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
+    x, y = labelled("paris")
+    await program.fit(x, y, validation_data=labelled("bern", "vienna"), epochs=1, batch_size=2, verbose=0)
+    rows = next((tmp_path / "ft").glob("sft-*/train.jsonl")).read_text().splitlines()
+    assert [json.loads(row)["messages"][-1]["content"] for row in rows] == [
+        json.dumps({"answer": "ROMA"}), json.dumps({"answer": "OSLO"})]
+    assert optimizer.get_config()["traces"] == str(tmp_path / "rec")
+
+
+async def test_feedback_without_a_store_or_without_labels_is_a_clear_error(tiny_model, tmp_path):
+    with pytest.raises(FineTuneError, match="give traces='DIR'"):
+        FineTune(source="feedback")
+    store = TraceStore(tmp_path / "traces.db")
+    store.add_feedback(store.record(program="qa", inputs={"question": "rome"}), rating=1)
+    program = await functional_program(upper())
+    program.compile(reward=pg.rewards.ExactMatch(),
+                    optimizer=finetune(tiny_model, tmp_path, source="feedback", traces=str(tmp_path)))
+    x, y = labelled("rome")
+    with pytest.raises(FineTuneError, match="no trace of program 'qa' .* has a correction"):
+        await program.fit(x, y, validation_data=labelled("bern"), epochs=1, batch_size=2, verbose=0)
 
 
 @pytest.mark.parametrize(("key", "value", "instead"), [

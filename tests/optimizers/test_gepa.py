@@ -9,6 +9,7 @@ import pytest
 import promptgym as pg
 from promptgym.optimizers import GEPA
 from promptgym.optimizers.proposals import degenerate_reason
+from promptgym.traces import TraceStore
 from tests.optimizers.prompt_search_support import GOOD, context, data, events, program_for, task_lm, task_requests
 
 
@@ -229,3 +230,20 @@ async def test_optimize_examples_starts_with_every_training_label_without_a_call
     assert lm.requests == []
     demos = optimizer.demos.pool.for_module("qa")
     assert len(demos) == ctx.rollouts.size("train") and all(d.labeled and d.outputs["answer"].isupper() for d in demos)
+
+
+async def test_reviewers_comments_from_a_trace_store_reach_the_reflection(tmp_path):
+    store = TraceStore(tmp_path / "traces.db")
+    for index in range(6):  # every training question was served, and reviewers commented on it
+        trace_id = store.record(program="qa_program", inputs={"question": f"q{index} word"}, outputs={"answer": "x"})
+        store.add_feedback(trace_id, comment=f"shout it back, reviewer {index}")
+    store.add_feedback(store.record(program="other", inputs={"question": "q0 word"}), comment="not this program")
+    lm = task_lm()
+    program = await program_for(lm)
+    optimizer = GEPA(max_metric_calls=40, reflection_minibatch_size=2, seed=0, comments=str(tmp_path))
+    await run_search(optimizer, context(program, optimizer))
+    reflection = next(r for r in lm.requests if "new_instructions" in r.schema["properties"])
+    prompt = reflection.messages[0]["content"]
+    assert prompt.count("A reviewer of this answer in production wrote: shout it back, reviewer") == 2
+    assert "not this program" not in prompt
+    assert optimizer.get_config()["comments"] == str(tmp_path)

@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import promptgym as pg
 from promptgym.cli.commands.serve import listening_socket
+from promptgym.traces import TraceStore
 from tests.lm.fake_openai_server import FakeOpenAIServer
 from tests.serving.process import REPO, serve_process
 from tests.serving.programs import qa_program
@@ -43,7 +44,9 @@ async def save_program(fake_server, path, name="qa") -> str:
 
 async def test_sigterm_lets_every_accepted_request_finish(fake_server, tmp_path) -> None:
     program = await save_program(fake_server, tmp_path / "qa.json")
-    with serve_process([program, "--api-key-env", "SERVE_TEST_KEY"], env={"SERVE_TEST_KEY": "k-123"}) as server:
+    recorded = ["--record", str(tmp_path / "rec"), "--redact", "inputs.context"]
+    with serve_process([program, "--api-key-env", "SERVE_TEST_KEY", *recorded],
+                       env={"SERVE_TEST_KEY": "k-123"}) as server:
         headers = {"Authorization": "Bearer k-123"}
         assert httpx.post(f"{server.url}/v1/programs/qa/predict", json={"question": "x"}).status_code == 401
         started = threading.Barrier(9)
@@ -66,6 +69,9 @@ async def test_sigterm_lets_every_accepted_request_finish(fake_server, tmp_path)
     assert status in (0, -15)  # uvicorn re-raises the SIGTERM it handled once it has finished
     assert "Traceback" not in server.output and "k-123" not in server.output
     assert server.output.count("POST /v1/programs/qa/predict 200") == 8
+    traces = TraceStore(tmp_path / "rec" / "traces.db").traces()  # every answered call was recorded before it left
+    assert sorted(trace.id for trace in traces) == sorted(r.headers["x-promptgym-trace-id"] for r in responses)
+    assert all("context" not in trace.inputs for trace in traces)
 
 
 async def test_mcp_stdio_lists_and_calls_the_program(fake_server, tmp_path) -> None:

@@ -1,9 +1,10 @@
-"""``promptgym runs list | show ID | watch ID | stop ID``; submitted runs (Ray jobs) too."""
+"""``promptgym runs list | show ID | watch ID | stop ID | compare A B``; submitted runs (Ray jobs) too."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-
+import json
 import os
 import signal
 import time
@@ -19,7 +20,11 @@ from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 from promptgym.cli.secrets import load_env_file
+from promptgym.datasets.loaders import DatasetError
+from promptgym.datasets.traces import from_traces
 from promptgym.distributed.jobs import RayJobs  # HTTP to a cluster's Jobs API; ray itself is not imported
+from promptgym.programs.program import Program
+from promptgym.training.held_out import compare_on
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -222,3 +227,55 @@ def stop_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--r
         raise typer.Exit(1)
     os.kill(status["pid"], signal.SIGTERM)  # the run checkpoints and records 'interrupted'
     console.print(f"sent SIGTERM to run {run.id} (pid {status['pid']})", markup=False)
+
+
+@runs_app.command("compare")
+def compare_command(
+    before: str = typer.Argument(..., metavar="SERVED", help="The served program: a program file or a run id."),
+    after: str = typer.Argument(..., metavar="RETRAINED", help="The retrained program: a program file or a run id."),
+    traces: Path = typer.Option(..., "--traces", help="The trace store (the folder of serve --record)."),
+    program: Optional[str] = typer.Option(None, "--program", help="Whose traces (default: SERVED's name)."),
+    holdout: float = typer.Option(0.2, "--holdout", min=0.0, max=0.99,
+                                  help="Compare on the newest fraction of labelled traces (what a retraining from "
+                                       "the same store with traces_holdout held out); 0: all of them."),
+    min_rating: Optional[float] = typer.Option(None, "--min-rating",
+                                               help="Also take outputs rated at least this as labels."),
+    reward: str = typer.Option("exactmatch", "--reward", help="The reward both are scored with."),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """The served program against the retrained one on held-out traffic: scores, intervals, a paired test."""
+    programs = [Program.load(str(_program_file(name, runs_dir))) for name in (before, after)]
+    wanted = program or programs[0].name
+    try:
+        data = from_traces(traces, programs[0].input_data_model, programs[0].output_data_model, program=wanted,
+                           min_rating=min_rating, holdout=holdout)
+    except DatasetError as error:
+        raise typer.BadParameter(str(error), param_hint="--traces") from None
+    x, y = data[1] if holdout else data
+    if len(x) == 0:
+        raise typer.BadParameter(f"no labelled trace of program {wanted!r} in {traces} to compare on (correct some "
+                                 "answers with POST /v1/feedback, or lower --holdout)", param_hint="--traces")
+    report = asyncio.run(compare_on(programs[0], programs[1], x, y, reward=reward))
+    if as_json:
+        console.print_json(json.dumps(report.as_dict()))
+        return
+    table = Table("program", "source", "reward", f"{report.before.interval().level:.0%} interval", box=None)
+    for label, source, evaluation in (("served", before, report.before), ("retrained", after, report.after)):
+        interval = evaluation.interval()
+        table.add_row(label, source, f"{interval.mean:.3f}", f"[{interval.low:.3f}, {interval.high:.3f}]")
+    console.print(f"{len(x)} held-out traces of {wanted!r} (newest {holdout:.0%} of the labelled ones)"
+                  if holdout else f"{len(x)} labelled traces of {wanted!r}", markup=False)
+    console.print(table)
+    console.print(f"retrained - served: {report.test}", markup=False, soft_wrap=True)
+
+
+def _program_file(name: str, runs_dir: Optional[Path]) -> Path:
+    """A program file as given, or a run's best program."""
+    if Path(name).is_file():
+        return Path(name)
+    run = _open(name, runs_dir)
+    best = run.path / "best_program.json"
+    if not best.is_file():
+        raise typer.BadParameter(f"run {run.id} has no best_program.json (status: {_status(run).get('status')})")
+    return best

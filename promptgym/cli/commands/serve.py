@@ -48,6 +48,16 @@ def serve_command(
     max_connections: int = typer.Option(512, "--max-connections", min=1,
                                         help="Open connections at once; more get 503."),
     log_inputs: bool = typer.Option(False, "--log-inputs", help="Put each request's body in its log line."),
+    record: Optional[Path] = typer.Option(None, "--record", metavar="DIR",
+                                          help="Store every served call as a trace in DIR/traces.db (personal data: "
+                                               "see --redact) and take POST /v1/feedback."),
+    redact: list[str] = typer.Option(None, "--redact", metavar="FIELD",
+                                     help="Never store this dotted trace field (inputs.email, outputs.answer, "
+                                          "modules.inputs.email; repeatable)."),
+    record_max_age_days: Optional[float] = typer.Option(None, "--record-max-age-days", min=0.0001,
+                                                        help="Delete traces older than this."),
+    record_max_traces: Optional[int] = typer.Option(None, "--record-max-traces", min=1,
+                                                    help="Keep at most this many traces (the oldest go first)."),
     mcp: Optional[str] = typer.Option(None, "--mcp", metavar="stdio|http",
                                       help="Serve the programs as MCP tools instead, over stdio or streamable HTTP."),
 ) -> None:
@@ -55,13 +65,14 @@ def serve_command(
     # Deferred: fastapi, uvicorn and prometheus_client load only for this command, not for every CLI call.
     from promptgym.serving import ServeSettings, create_app, load_programs
     from promptgym.serving.auth import MissingKeyEnvironment, api_key_from_env
+    from promptgym.serving.recording import redact_fields
 
     if mcp not in (None, "stdio", "http"):
         fail(f"--mcp: expected 'stdio' or 'http', got {mcp!r}")
     if mcp == "stdio":
         console.file = sys.stderr  # stdout carries the MCP protocol: every message of ours goes to stderr
     masker = secret_masker(env_file)
-    paths, names = program_sources(programs or [], run_ids or [], runs_dir or default_runs_dir())
+    paths, names = program_sources(programs or [], run_ids or [], runs_dir or default_runs_dir(), models=models or [])
     try:
         api_key = api_key_from_env(api_key_env)
         served = load_programs(paths, names)
@@ -72,8 +83,15 @@ def serve_command(
         masker.add(api_key)
     configure_logging(masker)
     settings = ServeSettings(api_key=api_key, concurrency=concurrency, queue=queue, max_body_bytes=max_body_bytes,
-                             log_inputs=log_inputs)
-    app = create_app(served, models=direct, settings=settings)
+                             log_inputs=log_inputs, record=str(record) if record else None,
+                             redact=redact_fields(redact) if redact else None,
+                             record_max_age_days=record_max_age_days, record_max_traces=record_max_traces)
+    if redact and not record:
+        fail("--redact applies to recorded traces: give --record DIR too")
+    try:
+        app = create_app(served, models=direct, settings=settings)
+    except ValueError as error:  # a --record folder that can't be written
+        fail(str(error))
     if mcp == "stdio":
         run_mcp_stdio(app.state)
         return
@@ -90,7 +108,8 @@ def serve_command(
                 described=describe(served, app.state, mcp))
 
 
-def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path) -> tuple[list[str], list[str | None]]:
+def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path,
+                    models: list[str] = ()) -> tuple[list[str], list[str | None]]:
     """(files, names): ``NAME=FILE`` arguments split, each ``--run`` resolved to its best program."""
     paths: list[str] = []
     names: list[str | None] = []
@@ -113,8 +132,8 @@ def program_sources(programs: list[str], run_ids: list[str], runs_dir: Path) -> 
                  "serve it when it has finished")
         paths.append(str(best))
         names.append(None)
-    if not paths:
-        fail("nothing to serve: give PROGRAM.json files or --run RUN_ID")
+    if not paths and not models:
+        fail("nothing to serve: give PROGRAM.json files, --run RUN_ID or --model local/NAME")
     return paths, names
 
 
@@ -149,6 +168,8 @@ def describe(served: dict[str, Any], state: Any, mcp: Optional[str]) -> list[str
     if mcp == "http":
         return [f"MCP tools: {', '.join(sorted(served))} (streamable HTTP under /mcp)"]
     lines = [f"  POST /v1/programs/{name}/predict" for name in sorted(served)]
+    if state.recorder is not None:
+        lines.append(f"  POST /v1/feedback  (traces recorded in {state.recorder.store.path})")
     lines.append(f"  POST /v1/chat/completions  (model: {', '.join([*sorted(served), *state.model_names()])})")
     lines.append("  GET /healthz, /metrics, /docs")
     return lines
