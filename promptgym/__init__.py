@@ -130,8 +130,11 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("backend", "callbacks", "config", "datasets", "embedding_models", "initializers", "language_models",
-                    "ops", "testing", "tracing", "training", "utils")
+_LAZY_SUBMODULES = ("backend", "callbacks", "config", "datasets", "embedding_models", "initializers", "knowledge_bases",
+                    "language_models", "ops", "testing", "tracing", "training", "utils")
+_LAZY_NAMES = {"KnowledgeBase": "promptgym.knowledge_bases", "set_default_knowledge_base": "promptgym.knowledge_bases",
+               "default_knowledge_base": "promptgym.knowledge_bases"}
+"""Names whose module imports DuckDB: loaded on first use, so ``import promptgym`` stays light."""
 
 ToolCalling = ToolCall  # synalinks exports ToolCall under both names
 
@@ -139,6 +142,8 @@ ToolCalling = ToolCall  # synalinks exports ToolCall under both names
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"promptgym.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     raise AttributeError(f"module 'promptgym' has no attribute {name!r}")
 
 
