@@ -84,6 +84,7 @@ from promptgym.modules import (
     Concat,
     Concatenate,
     Decision,
+    EmbedKnowledge,
     Factorize,
     FunctionCallingAgent,
     Generator,
@@ -98,10 +99,13 @@ from promptgym.modules import (
     Or,
     OutMask,
     Prefix,
+    RetrieveKnowledge,
     SelfCritique,
+    StampKnowledge,
     Suffix,
     SymbolicDataModel,
     Tool,
+    UpdateKnowledge,
     Variable,
     Xor,
 )
@@ -148,7 +152,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
+    "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "StampKnowledge", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Tool", "MultiServerMCPClient", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",

@@ -1,0 +1,109 @@
+"""EmbedKnowledge -> UpdateKnowledge ingests; RetrieveKnowledge searches with LM-written queries (scripted LM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import promptgym as synalinks
+from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
+
+
+class Document(synalinks.DataModel):
+    id: str = synalinks.Field(description="The key")
+    text: str = synalinks.Field(description="The content")
+
+
+class Query(synalinks.DataModel):
+    question: str = synalinks.Field(description="The question")
+
+
+class Answer(synalinks.DataModel):
+    answer: str = synalinks.Field(description="The answer")
+
+
+TEXTS = {"p": "Paris is the capital of France", "b": "Berlin is the capital of Germany",
+         "r": "Rome is the capital of Italy"}
+
+
+async def stored_kb(tmp_path: Path) -> synalinks.KnowledgeBase:
+    embedder = HashEmbeddingModel(dimensions=64)
+    kb = synalinks.KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Document], embedding_model=embedder)
+    inputs = synalinks.Input(data_model=Document)
+    embedded = await synalinks.EmbedKnowledge(embedding_model=embedder, in_mask=["text"])(inputs)
+    stored = await synalinks.UpdateKnowledge(knowledge_base=kb)(embedded)
+    ingest = synalinks.Program(inputs=inputs, outputs=stored, name="ingest")
+    await ingest.predict(np.array([Document(id=key, text=text) for key, text in TEXTS.items()], dtype=object))
+    return kb
+
+
+async def test_embed_then_update_stores_records_with_their_vectors(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    assert await kb.count(table_name="Document") == 3
+    rows = await kb.sql("SELECT id, len(embedding) AS d FROM Document ORDER BY id")
+    assert rows == [{"id": "b", "d": 64}, {"id": "p", "d": 64}, {"id": "r", "d": 64}]
+    assert (await kb.similarity_search("capital of Italy Rome", table_name="Document", k=1))[0]["id"] == "r"
+
+
+async def test_retrieve_knowledge_in_a_rag_program(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+
+    def respond(request):
+        user = last_user_json(request)
+        if "result" in user:  # the answer step sees the rows retrieved
+            return {"answer": user["result"][0]["text"].split()[0]}
+        return {"tables": ["Document"], "search": ["capital of Germany"]}
+
+    lm = ScriptedLanguageModel(respond=respond)
+    inputs = synalinks.Input(data_model=Query)
+    found = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, k=2, name="retriever")(inputs)
+    answer = await synalinks.Generator(data_model=Answer, language_model=lm)(found)
+    program = synalinks.Program(inputs=inputs, outputs=answer, name="rag")
+    assert (await program(Query(question="Which city is Germany's capital?"))).get("answer") == "Berlin"
+    retriever = program.get_module("retriever")
+    value = await retriever(Query(question="Germany?"))
+    assert value.get("question") == "Germany?" and value.get("search") == ["capital of Germany"]
+    assert [row["id"] for row in value.get("result")][0] == "b" and len(value.get("result")) == 2
+
+
+async def test_query_writing_is_trainable_and_settings_are_read_each_call(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    script = [{"tables": ["Document"], "search": ["capital"]}]
+    lm = ScriptedLanguageModel(respond=lambda request: script[0])
+    retriever = synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="fulltext", k=3,
+                                            examples=[({"question": "q"}, {"tables": ["Document"], "search": ["s"]})])
+    prompt = retriever.search_query_generator.state
+    assert prompt in retriever.trainable_variables and "Document" in prompt.value["instructions"]
+    assert len(prompt.value["examples"]) == 1
+    assert retriever.settings not in retriever.trainable_variables
+    assert len((await retriever(Query(question="capitals?"))).get("result")) == 3
+    retriever.settings.assign({**retriever.settings.value, "k": 1, "search_type": "regex"})
+    script[0] = {"tables": ["Document"], "search": ["^Rome"]}
+    assert [row["id"] for row in (await retriever(Query(question="Rome?"))).get("result")] == ["r"]
+    with pytest.raises(ValueError, match="k must be an integer"):
+        retriever.settings.assign({**retriever.settings.value, "k": 0})
+
+
+async def test_retrieve_knowledge_saves_and_loads_with_its_knowledge_base(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    lm = ScriptedLanguageModel(responses=[{"tables": ["Document"], "search": ["Paris"]}])
+    inputs = synalinks.Input(data_model=Query)
+    outputs = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="hybrid",
+                                                k=1, name="retriever")(inputs)
+    program = synalinks.Program(inputs=inputs, outputs=outputs, name="retrieval")
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    kb.close()
+    loaded = synalinks.Program.load(str(path))
+    retriever = loaded.get_module("retriever")
+    assert retriever.search_type == "hybrid_fts" and retriever.k == 1
+    assert retriever.knowledge_base.sql_adapter.uri == str(tmp_path / "kb.db")
+
+
+def test_bad_search_type_is_refused(tmp_path: Path) -> None:
+    kb = synalinks.KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Document])
+    with pytest.raises(ValueError, match="search_type"):
+        synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=ScriptedLanguageModel(responses=[{}]),
+                                    search_type="nearest")
