@@ -41,6 +41,7 @@ from promptgym.knowledge_bases.columns import (
 )
 from promptgym.knowledge_bases.naming import (
     column_identifier,
+    q,
     sanitize_identifier,
     table_identifier,
     to_pascal_case,
@@ -176,6 +177,7 @@ class DuckDBAdapter:
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {META};")
             con.execute(f"CREATE TABLE IF NOT EXISTS {META}.tables (name VARCHAR PRIMARY KEY, fts_stale BOOLEAN, "
                         "embedding_model VARCHAR, dimension INTEGER);")
+            con.execute(f"CREATE TABLE IF NOT EXISTS {META}.settings (key VARCHAR PRIMARY KEY, value VARCHAR);")
         self._con = con
 
     def close(self) -> None:
@@ -235,8 +237,7 @@ class DuckDBAdapter:
         return columns
 
     def _meta(self, table: str) -> tuple[bool, str | None, int | None] | None:
-        if self.read_only and not self._connection().execute(
-                "SELECT 1 FROM information_schema.tables WHERE table_schema=? AND table_name='tables'", [META]).fetchone():
+        if self.read_only and self._meta_missing():
             return None
         row = self._connection().execute(
             f"SELECT fts_stale, embedding_model, dimension FROM {META}.tables WHERE name=?", [table]).fetchone()
@@ -256,7 +257,7 @@ class DuckDBAdapter:
                     "title, or rebuild the knowledge base (wipe_on_start=True)")
             return
         self._write_guard()
-        definition = ", ".join(f"{name} {kind}" + (" PRIMARY KEY" if index == 0 else "")
+        definition = ", ".join(f"{q(name)} {kind}" + (" PRIMARY KEY" if index == 0 else "")
                                for index, (name, kind) in enumerate(wanted))
         con = self._connection()
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({definition});")
@@ -276,7 +277,7 @@ class DuckDBAdapter:
         current = describe_embedding_model(self.embedding_model) if self.embedding_model is not None else "given vectors"
         if stored is None:
             self._write_guard()
-            self._connection().execute(f"ALTER TABLE {table} ADD COLUMN {self.vss_key} FLOAT[{dimension}];")
+            self._connection().execute(f"ALTER TABLE {table} ADD COLUMN {q(self.vss_key)} FLOAT[{dimension}];")
             self._connection().execute(
                 f"INSERT INTO {META}.tables VALUES (?, TRUE, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                 "embedding_model = EXCLUDED.embedding_model, dimension = EXCLUDED.dimension", [table, current, dimension])
@@ -415,22 +416,22 @@ class DuckDBAdapter:
             latest[row[id_key]] = row
         columns = [name for name in types if any(name in row for row in latest.values())]
         data = {name: [to_column_value(row.get(name), types[name]) for row in latest.values()] for name in columns}
-        updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in columns if name != id_key)
+        updates = ", ".join(f"{q(name)} = EXCLUDED.{q(name)}" for name in columns if name != id_key)
         conflict = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
-        listed = ", ".join(columns)
+        listed = ", ".join(q(name) for name in columns)
         con = self._connection()
         try:
             batch = pa.table(data)
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed Python types in a column: row by row
             con.executemany(f"INSERT INTO {table} ({listed}) VALUES ({', '.join('?' * len(columns))}) "
-                            f"ON CONFLICT ({id_key}) {conflict};",
+                            f"ON CONFLICT ({q(id_key)}) {conflict};",
                             [[data[name][index] for name in columns] for index in range(len(latest))])
             return
         con.register("_promptgym_batch", batch)
         try:
-            casts = ", ".join(f"CAST({name} AS {types[name]})" for name in columns)
+            casts = ", ".join(f"CAST({q(name)} AS {types[name]})" for name in columns)
             con.execute(f"INSERT INTO {table} ({listed}) SELECT {casts} FROM _promptgym_batch "
-                        f"ON CONFLICT ({id_key}) {conflict};")
+                        f"ON CONFLICT ({q(id_key)}) {conflict};")
         finally:
             con.unregister("_promptgym_batch")
 
@@ -451,8 +452,8 @@ class DuckDBAdapter:
             con = self._connection()
             con.execute("BEGIN TRANSACTION;")
             try:
-                deleted = con.execute(f"DELETE FROM {table} WHERE {id_key} IN ({', '.join('?' * len(ids))}) "
-                                      f"RETURNING {id_key};", ids).fetchall()
+                deleted = con.execute(f"DELETE FROM {table} WHERE {q(id_key)} IN ({', '.join('?' * len(ids))}) "
+                                      f"RETURNING {q(id_key)};", ids).fetchall()
                 con.execute(f"UPDATE {META}.tables SET fts_stale = TRUE WHERE name=?", [table])
                 con.execute("COMMIT;")
             except BaseException:
@@ -506,6 +507,86 @@ class DuckDBAdapter:
         self.data_models[new] = model
         return model
 
+    # -- what ingestion needs --------------------------------------------------------------
+
+    async def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        """Vectors for ``texts`` from the knowledge base's embedding model (one batched call)."""
+        if self.embedding_model is None:
+            raise ValueError("this knowledge base has no embedding_model")
+        return await self._embed(texts)
+
+    async def existing_ids(self, ids: list[Any], *, table_name: str) -> set[Any]:
+        """Which of these keys the table already holds (none when it does not exist yet)."""
+        table = table_identifier(table_name)
+
+        def run() -> set[Any]:
+            columns = self._table_columns(table)
+            if not columns or not ids:
+                return set()
+            rows = self._connection().execute(
+                f"SELECT {q(columns[0][0])} FROM {table} WHERE {q(columns[0][0])} IN ({', '.join('?' * len(ids))})",
+                list(ids)).fetchall()
+            return {row[0] for row in rows}
+
+        return await self._call(run)
+
+    async def delete_others(self, keep: list[Any], *, table_name: str, where: dict[str, Any]) -> int:
+        """Delete the records matching ``where`` whose key is not in ``keep`` (a re-ingested file's old chunks)."""
+        self._write_guard()
+        table = table_identifier(table_name)
+
+        def run() -> int:
+            columns = self._table_columns(table)
+            if not columns:
+                return 0
+            condition, params = self._where(table, where)
+            kept = f" AND {q(columns[0][0])} NOT IN ({', '.join('?' * len(keep))})" if keep else ""
+            con = self._connection()
+            con.execute("BEGIN TRANSACTION;")
+            try:
+                deleted = con.execute(f"DELETE FROM {table} WHERE TRUE{condition}{kept} RETURNING {q(columns[0][0])}",
+                                      params + list(keep)).fetchall()
+                if deleted:
+                    con.execute(f"UPDATE {META}.tables SET fts_stale = TRUE WHERE name=?", [table])
+                con.execute("COMMIT;")
+            except BaseException:
+                con.execute("ROLLBACK;")
+                raise
+            return len(deleted)
+
+        return await self._call(run)
+
+    def get_setting(self, key: str) -> str | None:
+        """A value the knowledge base keeps about itself (the CLI's embedding model, chunk size...)."""
+        with self._lock:
+            if self._meta_missing():
+                return None
+            row = self._connection().execute(f"SELECT value FROM {META}.settings WHERE key=?", [key]).fetchone()
+            return None if row is None else row[0]
+
+    def set_setting(self, key: str, value: str) -> None:
+        self._write_guard()
+        with self._lock:
+            self._connection().execute(f"INSERT INTO {META}.settings VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                                       "value = EXCLUDED.value", [key, value])
+
+    def table_info(self) -> list[dict[str, Any]]:
+        """Per table: name, rows, fields, vector dimension and the model that embedded it."""
+        with self._lock:
+            found = []
+            for table in self._tables():
+                meta = self._meta(table)
+                found.append({"table": table,
+                              "rows": int(self._connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0]),
+                              "fields": [name for name, _ in self._table_columns(table) if name != self.vss_key],
+                              "dimension": self._vector_dimension(table),
+                              "embedding_model": meta[1] if meta else None})
+            return found
+
+    def _meta_missing(self) -> bool:
+        return self._connection().execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema=?", [META]).fetchone()[0] < 2
+
     # -- bulk loading ----------------------------------------------------------------------
 
     async def from_csv(self, path: str, *, table_name: str | None = None, table_description: str | None = None,
@@ -558,7 +639,7 @@ class DuckDBAdapter:
         def run() -> None:
             con = self._connection()
             if not self._table_columns(table):
-                definition = ", ".join(f"{name} {kind}" + (" PRIMARY KEY" if index == 0 else "")
+                definition = ", ".join(f"{q(name)} {kind}" + (" PRIMARY KEY" if index == 0 else "")
                                        for index, (name, kind) in enumerate(zip(names, kinds)))
                 con.execute(f"CREATE TABLE {table} ({definition});")
             existing = dict(self._table_columns(table))
@@ -567,12 +648,12 @@ class DuckDBAdapter:
                 raise KnowledgeBaseError(f"{path}: table {table!r} has no column(s) {missing}; its columns: "
                                          f"{sorted(existing)}")
             id_key = next(iter(existing))
-            updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name != id_key)
+            updates = ", ".join(f"{q(name)} = EXCLUDED.{q(name)}" for name in names if name != id_key)
             con.register("_promptgym_load", batch)
             con.execute("BEGIN TRANSACTION;")
             try:
-                con.execute(f"INSERT INTO {table} ({', '.join(names)}) SELECT * FROM _promptgym_load "
-                            f"ON CONFLICT ({id_key}) {'DO UPDATE SET ' + updates if updates else 'DO NOTHING'};")
+                con.execute(f"INSERT INTO {table} ({', '.join(q(name) for name in names)}) SELECT * FROM _promptgym_load "
+                            f"ON CONFLICT ({q(id_key)}) {'DO UPDATE SET ' + updates if updates else 'DO NOTHING'};")
                 con.execute(f"INSERT INTO {META}.tables VALUES (?, TRUE, NULL, NULL) ON CONFLICT (name) DO UPDATE "
                             "SET fts_stale = TRUE", [table])
                 con.execute("COMMIT;")
@@ -604,7 +685,7 @@ class DuckDBAdapter:
 
     def _select_list(self, table: str, remove_embedding: bool = True) -> str:
         if remove_embedding and self._vector_dimension(table) is not None:
-            return f"* EXCLUDE ({self.vss_key})"
+            return f"* EXCLUDE ({q(self.vss_key)})"
         return "*"
 
     def _where(self, table: str, filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
@@ -619,12 +700,12 @@ class DuckDBAdapter:
                 raise ValueError(f"filters: table {table!r} has no field {key!r}; its fields: {sorted(columns)}")
             if isinstance(value, (list, tuple, set)):
                 values = list(value)
-                clauses.append(f"{column} IN ({', '.join('?' * len(values))})" if values else "FALSE")
+                clauses.append(f"{q(column)} IN ({', '.join('?' * len(values))})" if values else "FALSE")
                 params += values
             elif value is None:
-                clauses.append(f"{column} IS NULL")
+                clauses.append(f"{q(column)} IS NULL")
             else:
-                clauses.append(f"{column} = ?")
+                clauses.append(f"{q(column)} = ?")
                 params.append(value)
         return " AND " + " AND ".join(clauses), params
 
@@ -648,7 +729,7 @@ class DuckDBAdapter:
                 return [None] * len(ids)
             id_key = columns[0][0]
             arrow = self._connection().execute(
-                f"SELECT {self._select_list(table, remove_embedding)} FROM {table} WHERE {id_key} IN "
+                f"SELECT {self._select_list(table, remove_embedding)} FROM {table} WHERE {q(id_key)} IN "
                 f"({', '.join('?' * len(ids))})", ids).arrow().read_all()
             found = {record.get(id_key): record
                      for record in self._records(table, self._rows(table, arrow, remove_embedding))}
@@ -670,7 +751,7 @@ class DuckDBAdapter:
             where, params = self._where(table, filters)
             arrow = self._connection().execute(
                 f"SELECT {self._select_list(table, remove_embedding)} FROM {table} WHERE TRUE{where} "
-                f"ORDER BY {columns[0][0]} LIMIT ? OFFSET ?", params + [limit, offset]).arrow().read_all()
+                f"ORDER BY {q(columns[0][0])} LIMIT ? OFFSET ?", params + [limit, offset]).arrow().read_all()
             return self._records(table, self._rows(table, arrow, remove_embedding))
 
         return await self._call(run)
@@ -756,8 +837,8 @@ class DuckDBAdapter:
             extras = "".join(f", {name} := {float(value)}" for name, value in (("k", bm25_k), ("b", bm25_b))
                              if value is not None) + (", conjunctive := 1" if conjunctive else "")
             where, params = self._where(table, filters)
-            sql = (f"SELECT * FROM (SELECT {self._select_list(table)}, fts_main_{table}.match_bm25({id_key}, ?{extras}) "
-                   f"AS score FROM {table} WHERE TRUE{where}) WHERE score IS NOT NULL ORDER BY score DESC, {id_key} "
+            sql = (f"SELECT * FROM (SELECT {self._select_list(table)}, fts_main_{table}.match_bm25({q(id_key)}, ?{extras}) "
+                   f"AS score FROM {table} WHERE TRUE{where}) WHERE score IS NOT NULL ORDER BY score DESC, {q(id_key)} "
                    "LIMIT ?")
             best: dict[Any, dict[str, Any]] = {}
             for text in texts:
@@ -800,12 +881,12 @@ class DuckDBAdapter:
             if len(vectors[0]) != dimension:
                 self._check_dimension(table, len(vectors[0]))
             id_key = columns[0][0]
-            distance = f"{_DISTANCE[self.metric]}({self.vss_key}, ?::FLOAT[{dimension}])"
+            distance = f"{_DISTANCE[self.metric]}({q(self.vss_key)}, ?::FLOAT[{dimension}])"
             score = f"power({distance}, 2)" if self.metric == "l2sq" else distance
             where, params = self._where(table, filters)
             sql = (f"SELECT * FROM (SELECT {self._select_list(table)}, {score} AS score FROM {table} WHERE "
-                   f"{self.vss_key} IS NOT NULL{where}) " + ("WHERE score < ? " if threshold is not None else "") +
-                   f"ORDER BY score ASC, {id_key} LIMIT ?")
+                   f"{q(self.vss_key)} IS NOT NULL{where}) " + ("WHERE score < ? " if threshold is not None else "") +
+                   f"ORDER BY score ASC, {q(id_key)} LIMIT ?")
             best: dict[Any, dict[str, Any]] = {}
             for vector in vectors:
                 arrow = self._connection().execute(
@@ -836,9 +917,9 @@ class DuckDBAdapter:
                 return []
             flags = "" if case_sensitive else "i"
             where, params = self._where(table, filters)
-            matches = " OR ".join(f"regexp_matches({name}, ?, ?)" for name in strings)
+            matches = " OR ".join(f"regexp_matches({q(name)}, ?, ?)" for name in strings)
             arrow = self._connection().execute(
-                f"SELECT {self._select_list(table)} FROM {table} WHERE ({matches}){where} ORDER BY {columns[0][0]} "
+                f"SELECT {self._select_list(table)} FROM {table} WHERE ({matches}){where} ORDER BY {q(columns[0][0])} "
                 "LIMIT ?", [value for _ in strings for value in (pattern, flags)] + params + [k]).arrow().read_all()
             return self._rows(table, arrow)
 

@@ -32,6 +32,11 @@ def sanitize_identifier(name: str) -> str:
     return name
 
 
+def q(name: str) -> str:
+    """A checked column name quoted for SQL, so fields called ``end`` or ``order`` are columns, not keywords."""
+    return '"' + sanitize_identifier(name) + '"'
+
+
 def table_identifier(name: str) -> str:
     return sanitize_identifier(to_pascal_case(name))
 
