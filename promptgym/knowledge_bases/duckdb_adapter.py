@@ -21,6 +21,7 @@ import asyncio
 import os
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -62,6 +63,25 @@ METRICS = ("l2sq", "cosine", "ip")
 _DISTANCE = {"l2sq": "array_distance", "cosine": "array_cosine_distance", "ip": "array_negative_inner_product"}
 META = "promptgym_kb"
 """The schema of the adapter's own bookkeeping (kept out of ``main`` so it never shows as a user table)."""
+
+
+@dataclass
+class _Shared:
+    """One connection per database file per process, shared by every adapter on it, with its lock.
+
+    DuckDB gives two connections to one file in one process the same database
+    underneath, but a key deleted through one and re-inserted through the
+    other then fails as a duplicate (seen on 1.4.4): sharing one connection
+    avoids that, and serializes all of the process's writes to the file.
+    """
+
+    con: duckdb.DuckDBPyConnection
+    lock: threading.RLock
+    users: int = 0
+
+
+_SHARED: dict[str, _Shared] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 class KnowledgeBaseError(ValueError):
@@ -128,9 +148,9 @@ class DuckDBAdapter:
         self.vector_dim = vector_dim
         self.read_only = read_only
         self._encryption_key = encryption_key
-        self._lock = threading.RLock()
+        self._shared: _Shared | None = None
         self._con: duckdb.DuckDBPyConnection | None = None
-        self._open()
+        self._acquire()
         if wipe_on_start:
             self.wipe_database()
         self.data_models: dict[str, Any] = {}
@@ -144,7 +164,20 @@ class DuckDBAdapter:
 
     # -- the connection --------------------------------------------------------------------
 
-    def _open(self) -> None:
+    def _acquire(self) -> None:
+        """Use this process's connection to the file, opening it if none is open (see :class:`_Shared`)."""
+        key = None if self.uri == ":memory:" else \
+            f"{os.path.realpath(self.uri)}|{self.read_only}|{self._encryption_key is not None}"
+        with _SHARED_LOCK:
+            shared = _SHARED.get(key) if key is not None else None
+            if shared is None:
+                shared = _Shared(self._open(), threading.RLock())
+                if key is not None:
+                    _SHARED[key] = shared
+            shared.users += 1
+        self._shared, self._key, self._lock, self._con = shared, key, shared.lock, shared.con
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
         if self.uri != ":memory:":
             if self.read_only and not os.path.exists(self.uri):
                 raise KnowledgeBaseError(f"knowledge base {self.uri}: no such file (read_only=True opens an existing one)")
@@ -178,17 +211,24 @@ class DuckDBAdapter:
             con.execute(f"CREATE TABLE IF NOT EXISTS {META}.tables (name VARCHAR PRIMARY KEY, fts_stale BOOLEAN, "
                         "embedding_model VARCHAR, dimension INTEGER);")
             con.execute(f"CREATE TABLE IF NOT EXISTS {META}.settings (key VARCHAR PRIMARY KEY, value VARCHAR);")
-        self._con = con
+        return con
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        with self._lock:
-            if self._con is not None:
-                try:
-                    self._con.close()
-                except duckdb.Error:
-                    pass
-                self._con = None
+        """Stop using the connection (idempotent); the last user of the file closes it."""
+        shared, self._shared, self._con = self._shared, None, None
+        if shared is None:
+            return
+        with _SHARED_LOCK:
+            shared.users -= 1
+            if shared.users > 0:
+                return
+            if self._key is not None:
+                _SHARED.pop(self._key, None)
+        with shared.lock:
+            try:
+                shared.con.close()
+            except duckdb.Error:
+                pass
 
     def __del__(self) -> None:
         try:
@@ -198,7 +238,7 @@ class DuckDBAdapter:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._open()
+            self._acquire()
         assert self._con is not None
         return self._con
 
@@ -299,6 +339,7 @@ class DuckDBAdapter:
         with self._lock:
             for table in self._tables():
                 self._drop(table)
+            self._connection().execute(f"DELETE FROM {META}.settings")
 
     def _drop(self, table: str) -> bool:
         con = self._connection()

@@ -231,3 +231,14 @@ async def test_empty_knowledge_base_searches_return_nothing(tmp_path: Path) -> N
     assert await kb.hybrid_fts_search("anything", table_name="Doc") == []
     with pytest.raises(KnowledgeBaseError, match="no table 'Missing'"):
         await kb.fulltext_search("x", table_name="Missing")
+
+
+async def test_two_knowledge_bases_on_one_file_share_it(tmp_path: Path) -> None:
+    """A key deleted through one and re-added through the other (a duplicate-key error with two connections)."""
+    first, second = make(tmp_path), make(tmp_path)
+    await first.update(list(DOCS))
+    assert await second.delete("a", table_name="Doc") == 1
+    await first.update(Doc(id="a", text="back again"))
+    assert (await second.get("a", table_name="Doc")).get("text") == "back again"
+    first.close()
+    assert await second.count(table_name="Doc") == 3  # closing one leaves the other working
