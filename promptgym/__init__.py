@@ -104,6 +104,7 @@ from promptgym.modules import (
     StampKnowledge,
     Suffix,
     SymbolicDataModel,
+    Text2SQL,
     Tool,
     UpdateKnowledge,
     Variable,
@@ -152,7 +153,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "StampKnowledge", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
+    "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Tool", "MultiServerMCPClient", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",

@@ -363,8 +363,14 @@ class DuckDBAdapter:
         columns = self._table_columns(table)
         schema = schema_for_columns(table, columns, self.vss_key if remove_embedding else "")
         declared = self.data_models.get(table) if hasattr(self, "data_models") else None
-        if declared is not None and declared.get_schema().get("description"):
-            schema["description"] = declared.get_schema()["description"]
+        if declared is not None:  # the declared model's descriptions help an LM reading the schema (Text2SQL)
+            declared_schema = declared.get_schema()
+            if declared_schema.get("description"):
+                schema["description"] = declared_schema["description"]
+            for name, spec in (declared_schema.get("properties") or {}).items():
+                column = schema["properties"].get(column_identifier(name))
+                if column is not None and spec.get("description"):
+                    column["description"] = spec["description"]
         return schema
 
     # -- writing ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter
+from promptgym.knowledge_bases.results import format_search_results
 from promptgym.modules.naming import unique_name
 from promptgym.modules.symbolic import SymbolicDataModel
 
@@ -170,26 +171,45 @@ class KnowledgeBase:
 
     # -- search ----------------------------------------------------------------------------
 
-    async def similarity_search(self, text_or_texts: Any = None, *, table_name: str, **kwargs: Any) -> Any:
-        """Nearest records by embedding; ``score`` is the distance."""
-        return await self.adapter.similarity_search(text_or_texts, table_name=table_name, **kwargs)
+    async def _search(self, method: str, query: Any, table_name: str | None, kwargs: dict[str, Any],
+                      lower_is_better: bool = False) -> Any:
+        """One table's search, or, with no ``table_name``, every table's merged by score."""
+        search = getattr(self.adapter, method)
+        if table_name is not None:
+            return await search(query, table_name=table_name, **kwargs)
+        tables = [model.get_schema()["title"] for model in self.get_symbolic_data_models()]
+        output_format = kwargs.pop("output_format", "json")
+        rows = [row for table in tables for row in await search(query, table_name=table, **kwargs)]
+        if rows and "score" in rows[0]:
+            rows.sort(key=lambda row: row["score"], reverse=not lower_is_better)
+        return format_search_results(rows[: kwargs.get("k", 10)], output_format)
 
-    async def fulltext_search(self, text_or_texts: Any, *, table_name: str, **kwargs: Any) -> Any:
-        """BM25 search; ``score`` in [0, 1], best first."""
-        return await self.adapter.fulltext_search(text_or_texts, table_name=table_name, **kwargs)
+    async def similarity_search(self, text_or_texts: Any = None, *, table_name: str | None = None,
+                                **kwargs: Any) -> Any:
+        """Nearest records by embedding; ``score`` is the distance (every table when ``table_name`` is None)."""
+        return await self._search("similarity_search", text_or_texts, table_name, kwargs, lower_is_better=True)
 
-    async def regex_search(self, pattern: str, *, table_name: str, **kwargs: Any) -> Any:
-        return await self.adapter.regex_search(pattern, table_name=table_name, **kwargs)
+    async def fulltext_search(self, text_or_texts: Any, *, table_name: str | None = None, **kwargs: Any) -> Any:
+        """BM25 search; ``score`` in [0, 1], best first (every table when ``table_name`` is None)."""
+        return await self._search("fulltext_search", text_or_texts, table_name, kwargs)
 
-    async def hybrid_fts_search(self, text_or_texts: Any = None, *, table_name: str, **kwargs: Any) -> Any:
+    async def regex_search(self, pattern: str, *, table_name: str | None = None, **kwargs: Any) -> Any:
+        """Records whose string fields match an RE2 pattern."""
+        return await self._search("regex_search", pattern, table_name, kwargs)
+
+    async def hybrid_fts_search(self, text_or_texts: Any = None, *, table_name: str | None = None,
+                                **kwargs: Any) -> Any:
         """BM25 and vector search fused by Reciprocal Rank Fusion."""
-        return await self.adapter.hybrid_fts_search(text_or_texts, table_name=table_name, **kwargs)
+        return await self._search("hybrid_fts_search", text_or_texts, table_name, kwargs)
 
-    async def hybrid_search(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.adapter.hybrid_fts_search(*args, **kwargs)
+    async def hybrid_search(self, text_or_texts: Any = None, *, table_name: str | None = None, **kwargs: Any) -> Any:
+        """synalinks' older name of :meth:`hybrid_fts_search`."""
+        return await self.hybrid_fts_search(text_or_texts, table_name=table_name, **kwargs)
 
-    async def hybrid_regex_search(self, text_or_texts: Any = None, *, table_name: str, **kwargs: Any) -> Any:
-        return await self.adapter.hybrid_regex_search(text_or_texts, table_name=table_name, **kwargs)
+    async def hybrid_regex_search(self, text_or_texts: Any = None, *, table_name: str | None = None,
+                                  **kwargs: Any) -> Any:
+        """Vector search and regex matches fused by Reciprocal Rank Fusion."""
+        return await self._search("hybrid_regex_search", text_or_texts, table_name, kwargs)
 
     def get_symbolic_data_models(self) -> list[SymbolicDataModel]:
         """One SymbolicDataModel per table in the database."""

@@ -242,3 +242,13 @@ async def test_two_knowledge_bases_on_one_file_share_it(tmp_path: Path) -> None:
     assert (await second.get("a", table_name="Doc")).get("text") == "back again"
     first.close()
     assert await second.count(table_name="Doc") == 3  # closing one leaves the other working
+
+
+async def test_search_without_a_table_name_searches_every_table(tmp_path: Path) -> None:
+    class Note(DataModel):
+        key: str
+        body: str
+
+    kb = KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Doc, Note])
+    await kb.update([*DOCS, Note(key="n1", body="a quick reminder")])
+    assert {row.get("id", row.get("key")) for row in await kb.fulltext_search("quick", k=10)} == {"a", "c", "n1"}

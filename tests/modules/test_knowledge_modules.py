@@ -107,3 +107,19 @@ def test_bad_search_type_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="search_type"):
         synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=ScriptedLanguageModel(responses=[{}]),
                                     search_type="nearest")
+
+
+async def test_text2sql_runs_the_lm_select_read_only(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    answers = iter([{"sql_query": "SELECT id FROM Document WHERE text LIKE '%Italy%'"},
+                    {"sql_query": "DELETE FROM Document"}])
+    lm = ScriptedLanguageModel(respond=lambda request: next(answers))
+    module = synalinks.Text2SQL(knowledge_base=kb, language_model=lm, k=5)
+    first = await module(Query(question="Which document is about Italy?"))
+    assert first.get("result") == [{"id": "r"}]
+    schema_shown = last_user_json(lm.requests[0])["database_schema"]
+    assert "Table: Document" in schema_shown and "text (string): The content" in schema_shown
+    module.k = None  # the statement as the LM wrote it: refused by the parser check, not by the LIMIT wrapper
+    refused = await module(Query(question="delete everything"))
+    assert "only permits SELECT" in refused.get("result")[0]["error"]
+    assert await kb.count(table_name="Document") == 3
