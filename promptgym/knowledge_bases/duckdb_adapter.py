@@ -21,7 +21,7 @@ import asyncio
 import os
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -78,6 +78,10 @@ class _Shared:
     con: duckdb.DuckDBPyConnection
     lock: threading.RLock
     users: int = 0
+    columns: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """Each table's (column, type) list: information_schema costs milliseconds a query. Cleared on any DDL."""
+    fresh_fulltext: set[str] = field(default_factory=set)
+    """Tables whose BM25 index is known to be up to date (so a search skips asking the database)."""
 
 
 _SHARED: dict[str, _Shared] = {}
@@ -100,6 +104,12 @@ def resolve_path(uri: str | None, name: str | None = None) -> str:
 def describe_embedding_model(model: Any) -> str:
     """What a table records about the model that embedded it (class and model string, no secrets)."""
     return f"{type(model).__name__}({getattr(model, 'model', '?')})"
+
+
+def _record_parts(record: JsonDataModel) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A record's schema and JSON, read in place: ``get_json()`` deep-copies, which cost most of a write's time
+    for records with vectors; the adapter only reads them (it builds its own dict of values)."""
+    return record._schema, record._json  # noqa: SLF001 - same package, read only
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -260,10 +270,27 @@ class DuckDBAdapter:
     # -- tables ----------------------------------------------------------------------------
 
     def _table_columns(self, table: str) -> list[tuple[str, str]]:
-        rows = self._connection().execute(
+        con = self._connection()
+        assert self._shared is not None
+        cached = self._shared.columns.get(table)
+        if cached is not None:
+            return cached
+        rows = con.execute(
             "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema='main' AND "
             "table_name=? ORDER BY ordinal_position", [table]).fetchall()
-        return [(name, kind) for name, kind in rows]
+        columns = [(name, kind) for name, kind in rows]
+        if columns:
+            self._shared.columns[table] = columns
+        return columns
+
+    def _schema_changed(self) -> None:
+        if self._shared is not None:
+            self._shared.columns.clear()
+            self._shared.fresh_fulltext.clear()
+
+    def _fulltext_stale(self, table: str) -> None:
+        if self._shared is not None:
+            self._shared.fresh_fulltext.discard(table)
 
     def _tables(self) -> list[str]:
         return [row[0] for row in self._connection().execute(
@@ -301,6 +328,7 @@ class DuckDBAdapter:
                                for index, (name, kind) in enumerate(wanted))
         con = self._connection()
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({definition});")
+        self._schema_changed()
         con.execute(f"INSERT INTO {META}.tables VALUES (?, TRUE, NULL, NULL) ON CONFLICT (name) DO NOTHING", [table])
 
     def _vector_dimension(self, table: str) -> int | None:
@@ -318,6 +346,7 @@ class DuckDBAdapter:
         if stored is None:
             self._write_guard()
             self._connection().execute(f"ALTER TABLE {table} ADD COLUMN {q(self.vss_key)} FLOAT[{dimension}];")
+            self._schema_changed()
             self._connection().execute(
                 f"INSERT INTO {META}.tables VALUES (?, TRUE, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                 "embedding_model = EXCLUDED.embedding_model, dimension = EXCLUDED.dimension", [table, current, dimension])
@@ -350,6 +379,7 @@ class DuckDBAdapter:
         except duckdb.Error:
             pass
         con.execute(f"DROP TABLE IF EXISTS {table};")
+        self._schema_changed()
         con.execute(f"DELETE FROM {META}.tables WHERE name=?", [table])
         return True
 
@@ -384,13 +414,15 @@ class DuckDBAdapter:
         self._write_guard()
         by_table: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
         ids: list[Any] = []
+        keys: dict[int, tuple[str, str]] = {}  # per distinct schema object: (table, primary key)
         for record in records:
-            schema = record.get_schema()
-            if not schema.get("title"):
-                raise ValueError("a record's schema has no `title`: it names the table")
-            table = table_identifier(schema["title"])
-            values = {column_identifier(key): value for key, value in record.get_json().items()}
-            id_key = columns_for_schema(schema, self.vss_key)[0][0]
+            schema, json_value = _record_parts(record)
+            if id(schema) not in keys:
+                if not schema.get("title"):
+                    raise ValueError("a record's schema has no `title`: it names the table")
+                keys[id(schema)] = (table_identifier(schema["title"]), columns_for_schema(schema, self.vss_key)[0][0])
+            table, id_key = keys[id(schema)]
+            values = {column_identifier(key): value for key, value in json_value.items()}
             if values.get(id_key) is None:
                 raise ValueError(f"Primary key '{id_key}' is required but not provided (table {table!r})")
             ids.append(values[id_key])
@@ -447,6 +479,7 @@ class DuckDBAdapter:
             for table, rows in by_table.items():
                 self._upsert(table, [values for _, values in rows])
                 con.execute(f"UPDATE {META}.tables SET fts_stale = TRUE WHERE name=?", [table])
+                self._fulltext_stale(table)
             con.execute("COMMIT;")
         except BaseException:
             con.execute("ROLLBACK;")
@@ -502,6 +535,7 @@ class DuckDBAdapter:
                 deleted = con.execute(f"DELETE FROM {table} WHERE {q(id_key)} IN ({', '.join('?' * len(ids))}) "
                                       f"RETURNING {q(id_key)};", ids).fetchall()
                 con.execute(f"UPDATE {META}.tables SET fts_stale = TRUE WHERE name=?", [table])
+                self._fulltext_stale(table)
                 con.execute("COMMIT;")
             except BaseException:
                 con.execute("ROLLBACK;")
@@ -540,6 +574,7 @@ class DuckDBAdapter:
                 except duckdb.Error:
                     pass
                 con.execute(f"ALTER TABLE {old} RENAME TO {new};")
+                self._schema_changed()
                 con.execute(f"UPDATE {META}.tables SET name = ?, fts_stale = TRUE WHERE name = ?", [new, old])
             return self._table_schema(new)
 
@@ -595,6 +630,7 @@ class DuckDBAdapter:
                                       params + list(keep)).fetchall()
                 if deleted:
                     con.execute(f"UPDATE {META}.tables SET fts_stale = TRUE WHERE name=?", [table])
+                self._fulltext_stale(table)
                 con.execute("COMMIT;")
             except BaseException:
                 con.execute("ROLLBACK;")
@@ -689,6 +725,7 @@ class DuckDBAdapter:
                 definition = ", ".join(f"{q(name)} {kind}" + (" PRIMARY KEY" if index == 0 else "")
                                        for index, (name, kind) in enumerate(zip(names, kinds)))
                 con.execute(f"CREATE TABLE {table} ({definition});")
+                self._schema_changed()
             existing = dict(self._table_columns(table))
             missing = [name for name in names if name not in existing]
             if missing:
@@ -703,6 +740,7 @@ class DuckDBAdapter:
                             f"ON CONFLICT ({q(id_key)}) {'DO UPDATE SET ' + updates if updates else 'DO NOTHING'};")
                 con.execute(f"INSERT INTO {META}.tables VALUES (?, TRUE, NULL, NULL) ON CONFLICT (name) DO UPDATE "
                             "SET fts_stale = TRUE", [table])
+                self._fulltext_stale(table)
                 con.execute("COMMIT;")
             except BaseException:
                 con.execute("ROLLBACK;")
@@ -832,7 +870,10 @@ class DuckDBAdapter:
             self._write_guard()
 
         def run() -> pa.Table:
-            return self._connection().execute(sql, params or []).arrow().read_all()
+            result = self._connection().execute(sql, params or []).arrow().read_all()
+            if not read_only:  # it may have changed tables or written rows
+                self._schema_changed()
+            return result
 
         return format_search_results(await self._call(run), output_format)
 
@@ -842,10 +883,14 @@ class DuckDBAdapter:
         """Rebuild the BM25 index if a write made it stale; False when the table has no text to index."""
         if not [name for name, kind in columns[1:] if kind == "VARCHAR"]:
             return False
+        assert self._shared is not None
+        if table in self._shared.fresh_fulltext:
+            return True
         meta = self._meta(table)
         index_exists = self._connection().execute(
             "SELECT 1 FROM information_schema.schemata WHERE schema_name=?", [f"fts_main_{table}"]).fetchone()
         if index_exists and meta is not None and not meta[0]:
+            self._shared.fresh_fulltext.add(table)
             return True
         if self.read_only:
             if index_exists:
@@ -863,6 +908,7 @@ class DuckDBAdapter:
                     "overwrite=1);")
         con.execute(f"INSERT INTO {META}.tables VALUES (?, FALSE, NULL, NULL) ON CONFLICT (name) DO UPDATE "
                     "SET fts_stale = FALSE", [table])
+        self._shared.fresh_fulltext.add(table)
         return True
 
     async def fulltext_search(self, text_or_texts: Any, *, table_name: str, k: int = 10,

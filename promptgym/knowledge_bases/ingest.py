@@ -12,7 +12,6 @@ chunks an older version of that file left behind are deleted.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +38,7 @@ class IngestReport:
 def chunk_records(chunks: list[Chunk], table: str) -> list[JsonDataModel]:
     schema = Chunk.get_schema()
     schema["title"] = table
-    return [JsonDataModel(json=chunk.get_json(), schema=copy.deepcopy(schema), name=chunk.id) for chunk in chunks]
+    return [JsonDataModel(json=chunk.model_dump(mode="json"), schema=schema, name=chunk.id) for chunk in chunks]
 
 
 async def ingest(knowledge_base: Any, paths: list[str | Path], *, table_name: str = CHUNK_TABLE,

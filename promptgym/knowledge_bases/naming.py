@@ -12,6 +12,7 @@ every one goes through these functions first, as synalinks' adapters do:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -37,9 +38,11 @@ def q(name: str) -> str:
     return '"' + sanitize_identifier(name) + '"'
 
 
+@lru_cache(maxsize=4096)
 def table_identifier(name: str) -> str:
     return sanitize_identifier(to_pascal_case(name))
 
 
+@lru_cache(maxsize=4096)
 def column_identifier(name: str) -> str:
     return sanitize_identifier(to_snake_case(name))
