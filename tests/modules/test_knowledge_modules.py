@@ -123,3 +123,34 @@ async def test_text2sql_runs_the_lm_select_read_only(tmp_path: Path) -> None:
     refused = await module(Query(question="delete everything"))
     assert "only permits SELECT" in refused.get("result")[0]["error"]
     assert await kb.count(table_name="Document") == 3
+
+
+async def test_an_optimizer_trains_the_query_writer(tmp_path: Path) -> None:
+    """The query writer finds Germany's document only once it has a demonstration: training gives it one."""
+    kb = await stored_kb(tmp_path)
+    countries = {"France": "Paris", "Germany": "Berlin", "Italy": "Rome"}
+
+    def respond(request):
+        user = last_user_json(request)
+        if "result" in user:
+            return {"answer": user["result"][0]["text"].split()[0] if user["result"] else "none"}
+        country = user["question"].split()[-1].rstrip("?")
+        shown = len(request.messages) > 2  # demonstrations are turns before the input
+        return {"tables": ["Document"], "search": [f"capital {country}" if shown or country == "France" else "zzz"]}
+
+    lm = ScriptedLanguageModel(respond=respond)
+    inputs = synalinks.Input(data_model=Query)
+    found = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="fulltext", k=1,
+                                              name="retriever")(inputs)
+    answer = await synalinks.Generator(data_model=Answer, language_model=lm, name="answerer")(found)
+    program = synalinks.Program(inputs=inputs, outputs=answer, name="rag")
+    x = np.array([Query(question=f"What is the capital of {country}?") for country in countries] * 2, dtype=object)
+    y = np.array([Answer(answer=city) for city in countries.values()] * 2, dtype=object)
+    program.compile(reward=synalinks.rewards.ExactMatch(), optimizer=synalinks.optimizers.RandomFewShot(nb_max_examples=1))
+    before = (await program.evaluate(x, y, verbose=0))["reward"]
+    await program.fit(x, y, validation_data=(x, y), epochs=2, batch_size=6, verbose=0)
+    after = (await program.evaluate(x, y, verbose=0))["reward"]
+    retriever = program.get_module("retriever")
+    assert before == pytest.approx(1 / 3)
+    assert retriever.search_query_generator.state.value["examples"], "the query writer got no demonstration"
+    assert after == 1.0

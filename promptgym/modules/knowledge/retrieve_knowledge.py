@@ -127,7 +127,17 @@ class RetrieveKnowledge(Module):
         self.search_query_generator = Generator(
             data_model=HybridRegexSearchQuery if search_type == "hybrid_regex" else SearchQuery,
             language_model=language_model, instructions=self.instructions, examples=examples,
-            return_inputs=False, name="search_query_generator_" + self.name, **self._generator_options)
+            # the retriever's own name: its trace steps are then the retriever's, which is where optimizers look
+            # for the demonstrations of its prompt_variable
+            return_inputs=False, name=self.name, **self._generator_options)
+
+    labels_are_demonstrations = False
+    """A program's label shows no search query: the query writer's demonstrations come from well-scored runs."""
+
+    @property
+    def prompt_variable(self) -> Any:
+        """The query writer's prompt (instructions, examples): what optimizers train."""
+        return self.search_query_generator.state
 
     # the settings, read from the variable at every call
     @property
