@@ -252,3 +252,23 @@ async def test_search_without_a_table_name_searches_every_table(tmp_path: Path) 
     kb = KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Doc, Note])
     await kb.update([*DOCS, Note(key="n1", body="a quick reminder")])
     assert {row.get("id", row.get("key")) for row in await kb.fulltext_search("quick", k=10)} == {"a", "c", "n1"}
+
+
+@pytest.mark.parametrize("metric", ["cosine", "l2sq", "ip"])
+async def test_vectors_in_memory_rank_as_the_database_does(tmp_path: Path, metric: str) -> None:
+    """Unfiltered searches use a matrix in memory, filtered ones DuckDB's distance functions: same order, same scores."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    kb = KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Doc], metric=metric)
+    vectors = rng.standard_normal((50, 8))
+    await kb.update([JsonDataModel(json={"id": f"d{i}", "text": "t", "source": "all", "embedding": vectors[i].tolist()},
+                                   schema=Doc.get_schema()) for i in range(50)])
+    query = rng.standard_normal(8).tolist()
+    memory = await kb.similarity_search(table_name="Doc", vector_or_vectors=query, k=5)
+    database = await kb.similarity_search(table_name="Doc", vector_or_vectors=query, k=5, filters={"source": "all"})
+    assert [row["id"] for row in memory] == [row["id"] for row in database]
+    assert [row["score"] for row in memory] == pytest.approx([row["score"] for row in database], abs=1e-4)
+    await kb.delete(memory[0]["id"], table_name="Doc")  # a write drops the matrix: the deleted row is gone
+    assert memory[0]["id"] not in [row["id"] for row in await kb.similarity_search(table_name="Doc",
+                                                                                   vector_or_vectors=query, k=5)]
