@@ -91,7 +91,7 @@ class VectorMatrix:
     """A table's keys and vectors as a float32 matrix: one matrix product per query instead of a scan of the file.
 
     On the shared 2-core machine a vector search over 100,000 rows took about 0.7 s as DuckDB scanned the
-    file's FLOAT[384] column; the product with the matrix in memory takes milliseconds (docs/benchmarks.md).
+    file's FLOAT[384] column; with the matrix in memory it took 75 ms under a heavier load (docs/benchmarks.md).
     """
 
     keys: list[Any]
