@@ -84,6 +84,7 @@ from promptgym.modules import (
     Concat,
     Concatenate,
     Decision,
+    EmbedKnowledge,
     Factorize,
     FunctionCallingAgent,
     Generator,
@@ -98,10 +99,14 @@ from promptgym.modules import (
     Or,
     OutMask,
     Prefix,
+    RetrieveKnowledge,
     SelfCritique,
+    StampKnowledge,
     Suffix,
     SymbolicDataModel,
+    Text2SQL,
     Tool,
+    UpdateKnowledge,
     Variable,
     Xor,
 )
@@ -130,8 +135,11 @@ rewards.ProgramAsJudge = ProgramAsJudge  # type: ignore[attr-defined]  # where s
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("backend", "callbacks", "config", "datasets", "embedding_models", "initializers", "language_models",
-                    "ops", "testing", "tracing", "training", "utils")
+_LAZY_SUBMODULES = ("backend", "callbacks", "config", "datasets", "embedding_models", "initializers", "knowledge_bases",
+                    "language_models", "ops", "testing", "tracing", "training", "utils")
+_LAZY_NAMES = {"KnowledgeBase": "promptgym.knowledge_bases", "set_default_knowledge_base": "promptgym.knowledge_bases",
+               "default_knowledge_base": "promptgym.knowledge_bases"}
+"""Names whose module imports DuckDB: loaded on first use, so ``import promptgym`` stays light."""
 
 ToolCalling = ToolCall  # synalinks exports ToolCall under both names
 
@@ -139,11 +147,13 @@ ToolCalling = ToolCall  # synalinks exports ToolCall under both names
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"promptgym.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     raise AttributeError(f"module 'promptgym' has no attribute {name!r}")
 
 
 __all__ = [
-    "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
+    "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Tool", "MultiServerMCPClient", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",

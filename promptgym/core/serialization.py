@@ -20,7 +20,7 @@ T = TypeVar("T")
 _REGISTRY: dict[str, Any] = {}
 
 BUILTIN_MODULES = ("promptgym.rewards", "promptgym.metrics", "promptgym.optimizers", "promptgym.callbacks",
-                   "promptgym.taskapp.program")
+                   "promptgym.taskapp.program", "promptgym.knowledge_bases")
 """Where the built-in serializable classes live: imported on the first name the registry doesn't know,
 so a file loads in a fresh process without the user importing them first."""
 _builtins_loaded = False

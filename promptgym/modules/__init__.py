@@ -7,6 +7,7 @@ from promptgym.modules.decision import Decision, MultiDecision
 from promptgym.modules.function_calling_agent import FunctionCallingAgent
 from promptgym.modules.generator import Generator
 from promptgym.modules.input_module import InputModule
+from promptgym.modules.knowledge import EmbedKnowledge, RetrieveKnowledge, StampKnowledge, Text2SQL, UpdateKnowledge
 from promptgym.modules.json_operation import MergeOperation, UnaryOperation
 from promptgym.modules.lambda_module import Lambda
 from promptgym.modules.masking import InMask, OutMask
@@ -19,6 +20,6 @@ from promptgym.modules.symbolic import Input, SymbolicDataModel
 from promptgym.modules.tool import Tool
 from promptgym.modules.variable import Variable
 
-__all__ = ["Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "Factorize", "FunctionCallingAgent", "Generator", "Identity", "InMask", "Input",
+__all__ = ["Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "EmbedKnowledge", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Concatenate", "Factorize", "FunctionCallingAgent", "Generator", "Identity", "InMask", "Input",
            "InputModule", "Lambda", "MergeOperation", "Module", "Not", "Or", "OutMask", "Prefix", "Suffix",
            "SymbolicDataModel", "Tool", "UnaryOperation", "Variable", "Xor"]

@@ -1,0 +1,251 @@
+"""``RetrieveKnowledge``: an LM writes search queries for the input, the knowledge base answers them.
+
+    inputs = Input(data_model=Query)
+    found = await RetrieveKnowledge(knowledge_base=kb, language_model=lm, k=5)(inputs)
+    # {..the query's fields.., "tables": [...], "search": [...], "result": [{row}, ...]}
+
+The query writer is a Generator: its instructions and examples are the
+trainable variable an optimizer rewrites, like any Generator's. The search
+settings (``k``, ``search_type``, the thresholds, ``k_rank``) live in a
+second variable, ``settings``, read at every call and saved with the
+program; a value outside its range is refused when it is set.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, get_args
+
+from promptgym.core.base_models import GenericResult
+from promptgym.core.data_model import DataModel, Field
+from promptgym.core.json_data_model import JsonDataModel
+from promptgym.core.json_ops import concatenate_json, concatenate_schema
+from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.modules.generator import Generator
+from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
+from promptgym.modules.knowledge.values import as_json_data_model
+from promptgym.modules.module import Module
+from promptgym.modules.symbolic import SymbolicDataModel
+
+SearchType = Literal["similarity", "fulltext", "hybrid_fts", "regex", "hybrid_regex"]
+SEARCH_TYPES: list[str] = list(get_args(SearchType))
+_ALIASES = {"hybrid": "hybrid_fts"}
+_DESCENDING = ("fulltext", "hybrid_fts", "hybrid_regex")
+
+
+def default_retriever_instructions(tables: list[str], search_type: str = "hybrid_fts") -> str:
+    """synalinks' instructions for the query writer: which tables, and what to put in ``search`` (and ``patterns``)."""
+    if search_type == "regex":
+        guidance = ("The `search` field should be a list of regular-expression patterns (RE2 syntax) to match against "
+                    "the text fields of the chosen tables. Prefer anchors, character classes, and alternation over "
+                    "natural-language phrasing; the patterns are matched literally, not interpreted.")
+    elif search_type == "hybrid_regex":
+        guidance = ("Emit **both** a natural-language `search` list (for vector similarity over the chosen tables) AND "
+                    "a `patterns` list of regular-expression patterns (RE2 syntax) that capture the exact textual "
+                    "shape of what you are looking for (anchors, character classes, alternation). The two signals are "
+                    "merged by Reciprocal Rank Fusion, so it is OK for each list to err on the side of recall.")
+    else:
+        guidance = "The `search` field should be a list of natural language search queries for the information to look for."
+    return (f"Your task is to retrieve information among the following tables: {tables}.\n"
+            "First, decide step-by-step which tables you need, then use the `search` to\nperform a lookup.\n"
+            f"{guidance}")
+
+
+class SearchQuery(DataModel):
+    tables: list[str] = Field(description="The tables to lookup")
+    search: list[str] = Field(description="The list of similarity search request")
+
+
+class HybridRegexSearchQuery(DataModel):
+    tables: list[str] = Field(description="The tables to lookup")
+    search: list[str] = Field(description="Natural-language queries for vector similarity")
+    patterns: list[str] = Field(description="Regex patterns (RE2 syntax) for exact-shape matching")
+
+
+def check_settings(settings: dict[str, Any]) -> str | None:
+    """What is wrong with a ``settings`` value (the variable refuses it), or None."""
+    if settings.get("search_type") not in SEARCH_TYPES:
+        return f"search_type must be one of {SEARCH_TYPES}, got {settings.get('search_type')!r}"
+    k = settings.get("k")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return f"k must be an integer >= 1, got {k!r}"
+    if not isinstance(settings.get("k_rank"), int) or settings["k_rank"] < 1:
+        return f"k_rank must be an integer >= 1, got {settings.get('k_rank')!r}"
+    return None
+
+
+def _signature(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True, default=str)
+
+
+@register_builtin
+class RetrieveKnowledge(Module):
+    """Write search queries with an LM, run them on the knowledge base's tables, output the rows found.
+
+    Args:
+        knowledge_base: the KnowledgeBase to search.
+        language_model: writes the queries.
+        data_models: the tables it may search (default: every table of the knowledge base).
+        search_type: ``"hybrid_fts"`` (default; ``"hybrid"`` is accepted), ``"similarity"``, ``"fulltext"``,
+            ``"regex"`` or ``"hybrid_regex"``.
+        k: how many rows at most; ``similarity_threshold``, ``fulltext_threshold``, ``k_rank``, ``fields``,
+            ``case_sensitive``: passed to the search.
+        instructions, examples, seed_instructions, prompt_template, temperature, ...: the query writer's (a Generator).
+        return_inputs, return_query: keep the input's fields / the queries in the output (both default True).
+    """
+
+    def __init__(self, *, knowledge_base: Any = None, language_model: Any = None, data_models: Any = None,
+                 search_type: str = "hybrid_fts", k: int = 10, similarity_threshold: float | None = None,
+                 fulltext_threshold: float | None = None, k_rank: int = 60, fields: list[str] | None = None,
+                 case_sensitive: bool = True, prompt_template: str | None = None, examples: list[Any] | None = None,
+                 instructions: str | None = None, seed_instructions: Any = None, temperature: float | None = None,
+                 max_tokens: int | None = None, top_p: float | None = None, top_k: int | None = None,
+                 use_inputs_schema: bool = False, use_outputs_schema: bool = False, return_inputs: bool = True,
+                 return_query: bool = True, name: str | None = None, description: str | None = None,
+                 trainable: bool = True) -> None:
+        super().__init__(name=name, description=description, trainable=trainable)
+        search_type = _ALIASES.get(search_type, search_type)
+        if search_type not in SEARCH_TYPES:
+            raise ValueError(f"`search_type` must be one of {SEARCH_TYPES}, got '{search_type}'")
+        self.knowledge_base = knowledge_base_of(knowledge_base)
+        self.language_model = language_model
+        self.data_models = list(data_models) if data_models else self.knowledge_base.get_symbolic_data_models()
+        tables = [model.get_schema().get("title") for model in self.data_models]
+        self.instructions = instructions or default_retriever_instructions(tables, search_type)
+        self.fields = fields
+        self.case_sensitive = case_sensitive
+        self.return_inputs = return_inputs
+        self.return_query = return_query
+        self._generator_options = {"prompt_template": prompt_template, "seed_instructions": seed_instructions,
+                                   "temperature": temperature, "max_tokens": max_tokens, "top_p": top_p,
+                                   "top_k": top_k, "use_inputs_schema": use_inputs_schema,
+                                   "use_outputs_schema": use_outputs_schema}
+        self.settings = self.add_variable("settings", {
+            "search_type": search_type, "k": k, "k_rank": k_rank, "similarity_threshold": similarity_threshold,
+            "fulltext_threshold": fulltext_threshold}, description="the search settings", trainable=False,
+            check=check_settings)
+        self.search_query_generator = Generator(
+            data_model=HybridRegexSearchQuery if search_type == "hybrid_regex" else SearchQuery,
+            language_model=language_model, instructions=self.instructions, examples=examples,
+            # the retriever's own name: its trace steps are then the retriever's, which is where optimizers look
+            # for the demonstrations of its prompt_variable
+            return_inputs=False, name=self.name, **self._generator_options)
+
+    labels_are_demonstrations = False
+    """A program's label shows no search query: the query writer's demonstrations come from well-scored runs."""
+
+    @property
+    def prompt_variable(self) -> Any:
+        """The query writer's prompt (instructions, examples): what optimizers train."""
+        return self.search_query_generator.state
+
+    # the settings, read from the variable at every call
+    @property
+    def search_type(self) -> str:
+        return self.settings.value["search_type"]
+
+    @property
+    def k(self) -> int:
+        return self.settings.value["k"]
+
+    @property
+    def k_rank(self) -> int:
+        return self.settings.value["k_rank"]
+
+    @property
+    def similarity_threshold(self) -> float | None:
+        return self.settings.value.get("similarity_threshold")
+
+    @property
+    def fulltext_threshold(self) -> float | None:
+        return self.settings.value.get("fulltext_threshold")
+
+    async def _search_table(self, table: str, terms: list[str], patterns: list[str]) -> list[dict[str, Any]]:
+        kb, kind, k = self.knowledge_base, self.search_type, self.k
+        if kind == "similarity":
+            return await kb.similarity_search(terms, table_name=table, k=k, threshold=self.similarity_threshold)
+        if kind == "fulltext":
+            return await kb.fulltext_search(terms, table_name=table, k=k, threshold=self.fulltext_threshold)
+        if kind == "regex":
+            rows: dict[str, dict[str, Any]] = {}
+            for pattern in terms:
+                for row in await kb.regex_search(pattern, table_name=table, fields=self.fields,
+                                                 case_sensitive=self.case_sensitive, k=k):
+                    rows.setdefault(_signature(row), row)
+            return list(rows.values())
+        if kind == "hybrid_regex":
+            return await kb.hybrid_regex_search(terms, pattern_or_patterns=patterns or None, table_name=table, k=k,
+                                                k_rank=self.k_rank, similarity_threshold=self.similarity_threshold,
+                                                fields=self.fields, case_sensitive=self.case_sensitive)
+        return await kb.hybrid_fts_search(terms, table_name=table, k=k, k_rank=self.k_rank,
+                                          similarity_threshold=self.similarity_threshold,
+                                          fulltext_threshold=self.fulltext_threshold)
+
+    async def search(self, terms: list[str], patterns: list[str] | None = None,
+                     tables: list[str] | None = None) -> list[dict[str, Any]]:
+        """The top-``k`` rows for these queries over the chosen tables (all of them when none is known)."""
+        targets = [model.get_schema().get("title") for model in self.data_models]
+        chosen = [table for table in targets if table in (tables or [])] or targets
+        found: dict[str, dict[str, Any]] = {}
+        for table in chosen:
+            try:
+                rows = await self._search_table(table, terms, patterns or [])
+            except (ValueError, LookupError, RuntimeError):  # one table failing (no text, no vectors) is not fatal
+                rows = []
+            for row in rows:
+                found.setdefault(_signature(row), row)
+        merged = list(found.values())
+        if self.search_type == "similarity":
+            merged.sort(key=lambda row: row.get("score", float("inf")))
+        elif self.search_type in _DESCENDING:
+            merged.sort(key=lambda row: row.get("score", float("-inf")), reverse=True)
+        return merged[: self.k]
+
+    async def call(self, inputs: Any, training: bool = False) -> Any:
+        if not inputs:
+            return None
+        query = await self.search_query_generator(inputs, training=training)
+        if not query:
+            return None
+        query_json = query.get_json()
+        terms = [str(term) for term in query_json.get("search") or []]
+        patterns = [str(pattern) for pattern in query_json.get("patterns") or []]
+        if not terms and not (self.search_type == "hybrid_regex" and patterns):
+            return None
+        rows = await self.search(terms, patterns, query_json.get("tables"))
+        json_value: dict[str, Any] = {"result": rows}
+        schema = GenericResult.get_schema()
+        if self.return_query:
+            json_value, schema = concatenate_json(query_json, json_value), concatenate_schema(query.get_schema(), schema)
+        if self.return_inputs:
+            given = as_json_data_model(inputs)
+            json_value = concatenate_json(given.get_json(), json_value)
+            schema = concatenate_schema(given.get_schema(), schema)
+        return JsonDataModel(json=json_value, schema=schema, name="retrieval_results_" + self.name)
+
+    async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
+        query = await self.search_query_generator(inputs, training=training)
+        schema = GenericResult.get_schema()
+        if self.return_query:
+            schema = concatenate_schema(query.get_schema(), schema)
+        if self.return_inputs:
+            schema = concatenate_schema(inputs.get_schema(), schema)
+        return SymbolicDataModel(schema=schema, name="retrieval_results_" + self.name)
+
+    def get_config(self) -> dict[str, Any]:
+        state = self.search_query_generator.state.value
+        return {**self.settings.value, "fields": self.fields, "case_sensitive": self.case_sensitive,
+                "instructions": state.get("instructions", self.instructions), **self._generator_options,
+                "return_inputs": self.return_inputs, "return_query": self.return_query,
+                "knowledge_base": serialize_object(self.knowledge_base),
+                "language_model": serialize_object(self.language_model) if self.language_model is not None else None,
+                "data_models": [{"schema": model.get_schema()} for model in self.data_models],
+                **super().get_config()}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "RetrieveKnowledge":
+        config = dict(config)
+        if isinstance(config.get("language_model"), dict):
+            config["language_model"] = deserialize_object(config["language_model"], expected="language model")
+        config["data_models"] = [SymbolicDataModel(schema=item["schema"]) for item in config.get("data_models") or []]
+        return cls(**config)

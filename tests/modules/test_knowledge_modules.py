@@ -1,0 +1,156 @@
+"""EmbedKnowledge -> UpdateKnowledge ingests; RetrieveKnowledge searches with LM-written queries (scripted LM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import promptgym as synalinks
+from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
+
+
+class Document(synalinks.DataModel):
+    id: str = synalinks.Field(description="The key")
+    text: str = synalinks.Field(description="The content")
+
+
+class Query(synalinks.DataModel):
+    question: str = synalinks.Field(description="The question")
+
+
+class Answer(synalinks.DataModel):
+    answer: str = synalinks.Field(description="The answer")
+
+
+TEXTS = {"p": "Paris is the capital of France", "b": "Berlin is the capital of Germany",
+         "r": "Rome is the capital of Italy"}
+
+
+async def stored_kb(tmp_path: Path) -> synalinks.KnowledgeBase:
+    embedder = HashEmbeddingModel(dimensions=64)
+    kb = synalinks.KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Document], embedding_model=embedder)
+    inputs = synalinks.Input(data_model=Document)
+    embedded = await synalinks.EmbedKnowledge(embedding_model=embedder, in_mask=["text"])(inputs)
+    stored = await synalinks.UpdateKnowledge(knowledge_base=kb)(embedded)
+    ingest = synalinks.Program(inputs=inputs, outputs=stored, name="ingest")
+    await ingest.predict(np.array([Document(id=key, text=text) for key, text in TEXTS.items()], dtype=object))
+    return kb
+
+
+async def test_embed_then_update_stores_records_with_their_vectors(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    assert await kb.count(table_name="Document") == 3
+    rows = await kb.sql("SELECT id, len(embedding) AS d FROM Document ORDER BY id")
+    assert rows == [{"id": "b", "d": 64}, {"id": "p", "d": 64}, {"id": "r", "d": 64}]
+    assert (await kb.similarity_search("capital of Italy Rome", table_name="Document", k=1))[0]["id"] == "r"
+
+
+async def test_retrieve_knowledge_in_a_rag_program(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+
+    def respond(request):
+        user = last_user_json(request)
+        if "result" in user:  # the answer step sees the rows retrieved
+            return {"answer": user["result"][0]["text"].split()[0]}
+        return {"tables": ["Document"], "search": ["capital of Germany"]}
+
+    lm = ScriptedLanguageModel(respond=respond)
+    inputs = synalinks.Input(data_model=Query)
+    found = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, k=2, name="retriever")(inputs)
+    answer = await synalinks.Generator(data_model=Answer, language_model=lm)(found)
+    program = synalinks.Program(inputs=inputs, outputs=answer, name="rag")
+    assert (await program(Query(question="Which city is Germany's capital?"))).get("answer") == "Berlin"
+    retriever = program.get_module("retriever")
+    value = await retriever(Query(question="Germany?"))
+    assert value.get("question") == "Germany?" and value.get("search") == ["capital of Germany"]
+    assert [row["id"] for row in value.get("result")][0] == "b" and len(value.get("result")) == 2
+
+
+async def test_query_writing_is_trainable_and_settings_are_read_each_call(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    script = [{"tables": ["Document"], "search": ["capital"]}]
+    lm = ScriptedLanguageModel(respond=lambda request: script[0])
+    retriever = synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="fulltext", k=3,
+                                            examples=[({"question": "q"}, {"tables": ["Document"], "search": ["s"]})])
+    prompt = retriever.search_query_generator.state
+    assert prompt in retriever.trainable_variables and "Document" in prompt.value["instructions"]
+    assert len(prompt.value["examples"]) == 1
+    assert retriever.settings not in retriever.trainable_variables
+    assert len((await retriever(Query(question="capitals?"))).get("result")) == 3
+    retriever.settings.assign({**retriever.settings.value, "k": 1, "search_type": "regex"})
+    script[0] = {"tables": ["Document"], "search": ["^Rome"]}
+    assert [row["id"] for row in (await retriever(Query(question="Rome?"))).get("result")] == ["r"]
+    with pytest.raises(ValueError, match="k must be an integer"):
+        retriever.settings.assign({**retriever.settings.value, "k": 0})
+
+
+async def test_retrieve_knowledge_saves_and_loads_with_its_knowledge_base(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    lm = ScriptedLanguageModel(responses=[{"tables": ["Document"], "search": ["Paris"]}])
+    inputs = synalinks.Input(data_model=Query)
+    outputs = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="hybrid",
+                                                k=1, name="retriever")(inputs)
+    program = synalinks.Program(inputs=inputs, outputs=outputs, name="retrieval")
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    kb.close()
+    loaded = synalinks.Program.load(str(path))
+    retriever = loaded.get_module("retriever")
+    assert retriever.search_type == "hybrid_fts" and retriever.k == 1
+    assert retriever.knowledge_base.sql_adapter.uri == str(tmp_path / "kb.db")
+
+
+def test_bad_search_type_is_refused(tmp_path: Path) -> None:
+    kb = synalinks.KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Document])
+    with pytest.raises(ValueError, match="search_type"):
+        synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=ScriptedLanguageModel(responses=[{}]),
+                                    search_type="nearest")
+
+
+async def test_text2sql_runs_the_lm_select_read_only(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    answers = iter([{"sql_query": "SELECT id FROM Document WHERE text LIKE '%Italy%'"},
+                    {"sql_query": "DELETE FROM Document"}])
+    lm = ScriptedLanguageModel(respond=lambda request: next(answers))
+    module = synalinks.Text2SQL(knowledge_base=kb, language_model=lm, k=5)
+    first = await module(Query(question="Which document is about Italy?"))
+    assert first.get("result") == [{"id": "r"}]
+    schema_shown = last_user_json(lm.requests[0])["database_schema"]
+    assert "Table: Document" in schema_shown and "text (string): The content" in schema_shown
+    module.k = None  # the statement as the LM wrote it: refused by the parser check, not by the LIMIT wrapper
+    refused = await module(Query(question="delete everything"))
+    assert "only permits SELECT" in refused.get("result")[0]["error"]
+    assert await kb.count(table_name="Document") == 3
+
+
+async def test_an_optimizer_trains_the_query_writer(tmp_path: Path) -> None:
+    """The query writer finds Germany's document only once it has a demonstration: training gives it one."""
+    kb = await stored_kb(tmp_path)
+    countries = {"France": "Paris", "Germany": "Berlin", "Italy": "Rome"}
+
+    def respond(request):
+        user = last_user_json(request)
+        if "result" in user:
+            return {"answer": user["result"][0]["text"].split()[0] if user["result"] else "none"}
+        country = user["question"].split()[-1].rstrip("?")
+        shown = len(request.messages) > 2  # demonstrations are turns before the input
+        return {"tables": ["Document"], "search": [f"capital {country}" if shown or country == "France" else "zzz"]}
+
+    lm = ScriptedLanguageModel(respond=respond)
+    inputs = synalinks.Input(data_model=Query)
+    found = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="fulltext", k=1,
+                                              name="retriever")(inputs)
+    answer = await synalinks.Generator(data_model=Answer, language_model=lm, name="answerer")(found)
+    program = synalinks.Program(inputs=inputs, outputs=answer, name="rag")
+    x = np.array([Query(question=f"What is the capital of {country}?") for country in countries] * 2, dtype=object)
+    y = np.array([Answer(answer=city) for city in countries.values()] * 2, dtype=object)
+    program.compile(reward=synalinks.rewards.ExactMatch(), optimizer=synalinks.optimizers.RandomFewShot(nb_max_examples=1))
+    before = (await program.evaluate(x, y, verbose=0))["reward"]
+    await program.fit(x, y, validation_data=(x, y), epochs=2, batch_size=6, verbose=0)
+    after = (await program.evaluate(x, y, verbose=0))["reward"]
+    retriever = program.get_module("retriever")
+    assert before == pytest.approx(1 / 3)
+    assert retriever.search_query_generator.state.value["examples"], "the query writer got no demonstration"
+    assert after == 1.0
