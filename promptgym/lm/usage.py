@@ -16,7 +16,8 @@ import contextvars
 from dataclasses import asdict, dataclass, field, fields
 from typing import Iterator
 
-PHASES = ("inference", "reward", "optimizer")
+PHASES = ("inference", "reward", "judge", "optimizer", "compute")
+"""Where spend goes: the program's own calls, scoring, LM judges, optimizer proposals, weight training."""
 
 _current_phase: contextvars.ContextVar[str] = contextvars.ContextVar("promptgym_lm_phase", default="inference")
 _scopes: contextvars.ContextVar[tuple["Usage", ...]] = contextvars.ContextVar("promptgym_usage_scopes", default=())
@@ -34,6 +35,10 @@ class Usage:
     streaming_calls: int = 0  # streamed answers read to the end
     ttft_s: float = 0.0  # their summed seconds to the first chunk
     ttlt_s: float = 0.0  # and to the last
+    cost_usd: float = 0.0  # dollars, from the model's price (or what the server billed); calls that reached it
+    saved_usd: float = 0.0  # what cache hits would have cost
+    unpriced_calls: int = 0  # calls of models with no known price: their dollars are unknown, not $0
+    compute_s: float = 0.0  # seconds of embedded (or weight-training) compute, which costs no dollars
 
     def add(self, other: "Usage") -> None:
         for name in _USAGE_FIELDS:  # field by field, not asdict(): every model call adds two or three of these

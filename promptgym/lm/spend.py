@@ -1,0 +1,102 @@
+"""A dollar cap on the model calls made inside a block: reserve before each call, settle after.
+
+Every call that is about to reach a model reserves an upper estimate of its
+price (its prompt, and ``max_tokens`` of answer); when the reservation
+would take spent + reserved past the cap, the call waits for the calls in
+flight to settle (their real price is usually below the estimate) and, if
+it still does not fit, raises :class:`SpendCapReached`. So concurrent calls
+never cross the cap together::
+
+    cap = SpendCap(usd=2.0)
+    with cap.active():
+        await program.fit(...)       # fit(max_usd=2.0) does this for you
+    cap.spent_usd <= 2.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from typing import Iterator
+
+_active: contextvars.ContextVar[tuple["SpendCap", ...]] = contextvars.ContextVar("promptgym_spend_caps", default=())
+
+
+class SpendCapReached(BaseException):
+    """A call would cross the dollar cap.
+
+    A ``BaseException`` (like ``asyncio.CancelledError``), so the handlers that
+    turn one example's failure into a 0 score let it through: a capped run
+    stops, it does not score its unpaid examples as wrong.
+    """
+
+    def __init__(self, message: str, reason: str = "cap") -> None:
+        super().__init__(message)
+        self.reason = reason  # "cap": the money is spent; "unpriced": a model with no price can't be capped
+
+
+class SpendCap:
+    """At most ``usd`` dollars, ``spent_usd`` of which were spent before (a resumed run's)."""
+
+    def __init__(self, usd: float, spent_usd: float = 0.0) -> None:
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or usd <= 0:
+            raise ValueError(f"max_usd must be a number of dollars > 0, got {usd!r}")
+        self.limit_usd = float(usd)
+        self.spent_usd = float(spent_usd)
+        self.reserved_usd = 0.0
+        self.in_flight = 0
+        self.peak_committed_usd = self.spent_usd
+        """The most that spent + reserved ever reached (never above the limit)."""
+        self.reached = self.spent_usd >= self.limit_usd
+        self._changed: asyncio.Condition | None = None
+
+    @property
+    def remaining_usd(self) -> float:
+        return self.limit_usd - self.spent_usd
+
+    def _condition(self) -> asyncio.Condition:
+        if self._changed is None:  # made in the loop that uses it
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def reserve(self, usd: float, model: str) -> None:
+        """Hold ``usd`` for a call of ``model`` about to start, or raise :class:`SpendCapReached`."""
+        changed = self._condition()
+        async with changed:
+            while not self.reached and self.spent_usd + self.reserved_usd + usd > self.limit_usd:
+                if not self.in_flight:  # nothing will settle: this call can never fit
+                    self.reached = True
+                    changed.notify_all()
+                    break
+                await changed.wait()
+            if self.reached:
+                raise SpendCapReached(
+                    f"max_usd ${self.limit_usd:.4f}: ${self.spent_usd:.4f} spent, and the next call of {model} "
+                    f"(up to ${usd:.6f}) would cross it")
+            self.reserved_usd += usd
+            self.in_flight += 1
+            self.peak_committed_usd = max(self.peak_committed_usd, self.spent_usd + self.reserved_usd)
+
+    async def settle(self, reserved_usd: float, actual_usd: float) -> None:
+        """Replace a reservation by what the call cost (0 for one that failed before an answer)."""
+        changed = self._condition()
+        async with changed:
+            self.reserved_usd = max(0.0, self.reserved_usd - reserved_usd)
+            self.in_flight -= 1
+            self.spent_usd += actual_usd
+            changed.notify_all()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator["SpendCap"]:
+        """Cap the calls made in the block (tasks it starts included)."""
+        token = _active.set((*_active.get(), self))
+        try:
+            yield self
+        finally:
+            _active.reset(token)
+
+
+def active_caps() -> tuple[SpendCap, ...]:
+    """The caps open here (the innermost last)."""
+    return _active.get()
