@@ -138,11 +138,30 @@ def _probe(model: str, **where: Any) -> Price:
                  float(cached.total_price * scale), source=TABLE_SOURCE)
 
 
+_user_prices: dict[str, Price] = {}
+
+
+def set_prices(prices: dict[str, "Price | dict[str, Any]"] | None) -> None:
+    """Prices by model string for every model built after (the train config's ``[prices]``); None clears them.
+
+    A model's own ``price=`` wins over these, and these over the table::
+
+        set_prices({"openai/my-finetune": {"input_per_mtok": 0.3, "output_per_mtok": 1.2}})
+    """
+    _user_prices.clear()
+    for model, price in (prices or {}).items():
+        _user_prices[model] = Price.of(price, where=f"prices.{model}")
+
+
 def resolve_price(provider: str, name: str, api_base: str | None, override: "Price | dict[str, Any] | None"
                   ) -> Price | None:
-    """A model's price: ``override``, $0 for local engines, else the table; None when unknown."""
+    """A model's price: ``override``, then :func:`set_prices`' (by ``provider/name`` or ``name``), $0 for local
+    engines, else the table; None when unknown."""
     if override is not None:
         return Price.of(override, where=f"{provider}/{name}: price")
+    for key in (f"{provider}/{name}", name):
+        if key in _user_prices:
+            return _user_prices[key]
     if provider in FREE_PROVIDERS:
         return FREE
     return table_price(name, api_base)

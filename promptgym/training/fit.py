@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from promptgym.core.events import EpochEnd, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
-from promptgym.lm.spend import SpendCap, SpendCapReached
+from promptgym.lm.spend import SpendCap, SpendCapReached, active_caps
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import OptimizerContext
@@ -185,7 +185,8 @@ class FitRun:
                         break
         except SpendCapReached as reached:
             await self.stop_at_cap(reached)
-        self.history.spend = {**self.spend.logs(), "limit_usd": self.cap.limit_usd if self.cap else None,
+        caps = [self.cap] if self.cap is not None else list(active_caps())
+        self.history.spend = {**self.spend.logs(), "limit_usd": caps[-1].limit_usd if caps else None,
                               "capped": self.program.stop_reason == "max_usd"}
         await self.callbacks.emit(TrainEnd(history=self.history.as_rows()))
         history = self.history.history
@@ -206,10 +207,11 @@ class FitRun:
             program_assign(self.program, self.current_stage.best.variables)
         self.compiled.spend = self.spend.state()
         position = self.compiled.position or {"epoch": 0, "step": 0}
-        spent = self.spend.spent_usd
+        cap = self.cap or active_caps()[-1]  # fit's own, or the one around it (the CLI's, for the whole run)
+        spent = cap.spent_usd
         logger.warning("fit(): stopped by max_usd=$%.4f after spending $%.4f, at epoch %d step %d (%s)",
-                       self.cap.limit_usd if self.cap else 0.0, spent, position["epoch"], position["step"], reached)
-        await self.callbacks.emit(SpendCapHit(limit_usd=self.cap.limit_usd if self.cap else 0.0, spent_usd=spent,
+                       cap.limit_usd, spent, position["epoch"], position["step"], reached)
+        await self.callbacks.emit(SpendCapHit(limit_usd=cap.limit_usd, spent_usd=spent,
                                               epoch=int(position["epoch"]), step=int(position["step"]),
                                               message=str(reached)))
 
@@ -281,6 +283,8 @@ class FitRun:
         self.compiled.position = {"epoch": epoch, "step": step + 1}
         self.compiled.spend = self.spend.state()
         logs = {**scored_logs(train_results, self.compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
+        spend = self.spend.logs()
+        logs.update(cost_usd=spend["cost_usd"], unpriced_calls=spend["unpriced_calls"])
         await self.callbacks.call("on_train_batch_end", step, logs)
 
     async def epoch_logs(self, train_results: list[ExampleResult], validating: bool, label: str | None,
