@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 from rich.console import Console
@@ -12,9 +13,11 @@ from rich.table import Table
 from promptgym.cli.build import RunPlan
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
+from promptgym.lm.usage import Usage, cost_samples, usage_scope
 from promptgym.optimizers.kit import trainable_prompts
 from promptgym.programs.program import Program
 from promptgym.training.headroom import check_headroom
+from promptgym.training.spend import estimate_cost, format_usd
 
 
 def generator_count(program: Program) -> int:
@@ -189,6 +192,30 @@ def validation_sample(job: RunPlan) -> tuple[Any, Any]:
     return data.x_train[cut:], data.y_train[cut:]
 
 
+def cost_estimate_line(job: RunPlan, prices: list[float], usage: Usage, seconds: float) -> str:
+    """``est. cost: $0.42 (95% interval ...)`` from the headroom check's calls; what ``[budget] max_usd`` makes of it."""
+    if usage.unpriced_calls:
+        return (f"est. cost: unknown: {usage.unpriced_calls} of the {len(prices)} timed calls were of a model with no "
+                "price (give [prices] or [model] price in the config; docs/cost.md)")
+    estimate = estimate_cost(prices, estimate_lm_calls(job)["total"], seconds)
+    if estimate is None:
+        return "est. cost: no timed call to go on"
+    line = f"est. cost: {estimate.describe()}; every call priced like the program's own"
+    cap = job.config.budget.max_usd
+    if cap is not None:
+        if estimate.high_usd <= cap:
+            line += f"; within max_usd={format_usd(cap)}"
+        else:
+            line += (f"; max_usd={format_usd(cap)} will likely stop it early"
+                     f" (at about {min(100, 100 * cap / max(estimate.usd, 1e-12)):.0f}% of the estimate)")
+    return line
+
+
+def print_cost_estimate(job: RunPlan, prices: list[float], usage: Usage, seconds: float, masker: Masker,
+                        console: Console) -> None:
+    console.print(masker.mask(cost_estimate_line(job, prices, usage, seconds)), markup=False, soft_wrap=True)
+
+
 def print_headroom(job: RunPlan, masker: Masker, console: Console | None = None) -> list[Any]:
     """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
     import asyncio
@@ -199,11 +226,15 @@ def print_headroom(job: RunPlan, masker: Masker, console: Console | None = None)
     if not size:
         return []
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
-    evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+    started = time.perf_counter()
+    with cost_samples() as prices, usage_scope() as usage:
+        evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+    seconds = time.perf_counter() - started
     reward = job.reward.name
     console.print(masker.mask(f"headroom check: the starting program scores {evaluation.describe(reward)} "
                               f"on {size} validation examples ({len(evaluation.failures)} failed); "
                               "training reruns them from the response cache"), markup=False, soft_wrap=True)
+    print_cost_estimate(job, prices, usage, seconds, masker, console)
     for warning in warnings:
         console.print(masker.mask(f"warning: {warning.message}"), style="yellow", markup=False, soft_wrap=True)
     return warnings

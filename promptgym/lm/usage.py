@@ -21,6 +21,7 @@ PHASES = ("inference", "reward", "judge", "optimizer", "compute")
 
 _current_phase: contextvars.ContextVar[str] = contextvars.ContextVar("promptgym_lm_phase", default="inference")
 _scopes: contextvars.ContextVar[tuple["Usage", ...]] = contextvars.ContextVar("promptgym_usage_scopes", default=())
+_samples: contextvars.ContextVar[tuple[list[float], ...]] = contextvars.ContextVar("promptgym_cost_samples", default=())
 
 
 @dataclass
@@ -167,3 +168,22 @@ def record_in_scopes(usage: Usage) -> None:
     """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record)."""
     for scope in _scopes.get():
         scope.add(usage)
+    if usage.calls and not usage.failures:
+        for samples in _samples.get():
+            samples.append(usage.cost_usd + usage.saved_usd)
+
+
+@contextlib.contextmanager
+def cost_samples() -> Iterator[list[float]]:
+    """Each answered call's price inside the block, cache hits at what they would have cost (a preview's sample)::
+
+        with cost_samples() as prices:
+            await program(inputs)
+        sum(prices) / len(prices)   # dollars per call
+    """
+    samples: list[float] = []
+    token = _samples.set((*_samples.get(), samples))
+    try:
+        yield samples
+    finally:
+        _samples.reset(token)

@@ -32,3 +32,19 @@ def test_a_capped_run_stops_under_its_cap_and_resumes_with_a_raised_one(workdir:
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 3
     assert status["cost_usd"] > 0.004 and "- Spend: $" in (run.path / "summary.md").read_text()
+
+
+def test_preview_prices_the_timed_calls_and_starts_nothing(workdir: Path) -> None:
+    config = write_config(workdir, epochs=2, program=PRICED, extra="\n[budget]\nmax_usd = 0.0001\n")
+    result = runner.invoke(app, ["train", "--config", str(config), "--preview"])
+    assert result.exit_code == 0, result.output
+    assert "est. cost: $" in result.output and "95% interval" in result.output and "timed calls" in result.output
+    assert "max_usd=$0.0001 will likely stop it early" in result.output
+    assert "preview: nothing started" in result.output and not (workdir / "runs").exists()
+
+
+def test_preview_of_a_free_model_estimates_zero(workdir: Path) -> None:
+    config = write_config(workdir, epochs=2)  # the scripted model's default price is $0
+    result = runner.invoke(app, ["train", "--config", str(config), "--preview"])
+    assert result.exit_code == 0, result.output
+    assert "est. cost: $0.0000" in result.output
