@@ -46,6 +46,8 @@ class SpendCap:
         self.spent_usd = float(spent_usd)
         self.reserved_usd = 0.0
         self.in_flight = 0
+        self.peak_in_flight = 0
+        """The most calls that held a reservation at once."""
         self.peak_committed_usd = self.spent_usd
         """The most that spent + reserved ever reached (never above the limit)."""
         self.reached = self.spent_usd >= self.limit_usd
@@ -76,6 +78,7 @@ class SpendCap:
                     f"(up to ${usd:.6f}) would cross it")
             self.reserved_usd += usd
             self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self.peak_committed_usd = max(self.peak_committed_usd, self.spent_usd + self.reserved_usd)
 
     async def settle(self, reserved_usd: float, actual_usd: float) -> None:

@@ -187,7 +187,9 @@ class FitRun:
             await self.stop_at_cap(reached)
         caps = [self.cap] if self.cap is not None else list(active_caps())
         self.history.spend = {**self.spend.logs(), "limit_usd": caps[-1].limit_usd if caps else None,
-                              "capped": self.program.stop_reason == "max_usd"}
+                              "capped": self.program.stop_reason == "max_usd",
+                              "peak_committed_usd": caps[-1].peak_committed_usd if caps else None,
+                              "peak_in_flight": caps[-1].peak_in_flight if caps else None}
         await self.callbacks.emit(TrainEnd(history=self.history.as_rows()))
         history = self.history.history
         await self.callbacks.call("on_train_end", history and {k: v[-1] for k, v in history.items()})
