@@ -187,3 +187,10 @@ def cost_samples() -> Iterator[list[float]]:
         yield samples
     finally:
         _samples.reset(token)
+
+
+def record_compute(seconds: float) -> None:
+    """Count ``seconds`` of weight training (SFT, RL) as ``compute``: they cost no dollars, and show as ``compute_s``."""
+    usage = Usage(compute_s=float(seconds))
+    LEDGER.record(usage, phase="compute")
+    record_in_scopes(usage)

@@ -210,3 +210,26 @@ async def test_concurrent_reservations_hold_the_cap():
     # 3 fit at once (0.9); two settled (0.4 spent) leave room for a 4th; then nothing fits and none is in flight
     assert len(started) == 4 and cap.spent_usd == pytest.approx(0.8)
     assert sum(isinstance(r, SpendCapReached) for r in results) == 4
+
+
+def test_weight_training_seconds_count_as_compute_not_dollars():
+    from promptgym.lm.usage import LEDGER, record_compute, usage_scope
+
+    before = LEDGER.snapshot()
+    with usage_scope() as usage:
+        record_compute(2.5)
+    assert usage.compute_s == 2.5 and usage.cost_usd == 0.0
+    assert LEDGER.since(before)["compute"].compute_s == 2.5
+
+
+async def test_the_loggers_get_the_dollars_with_the_epoch_scalars():
+    from promptgym.core.events import EpochEnd
+    from promptgym.training.scalars import event_scalars
+
+    lm = ScriptedLanguageModel(respond=echo_upper, price=PRICE)
+    program = await program_on(lm)
+    x, y = data(12)
+    history = await program.fit(x=x, y=y, validation_split=0.25, epochs=1, batch_size=6, verbose=0)
+    step, values = event_scalars(EpochEnd(epoch=0, logs=history.as_rows()[0]))
+    assert values["epoch/cost_usd"] == pytest.approx(hand_cost(lm, PRICE), rel=1e-12)
+    assert "epoch/cost_usd_inference" in values and "epoch/saved_usd" in values
