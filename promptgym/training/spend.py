@@ -74,12 +74,13 @@ class RunSpend:
 def format_usd(value: float | None, unpriced_calls: int = 0) -> str:
     """``$0.0123``, marked when some calls had no price (their dollars are not in the figure).
 
-    >>> format_usd(0.01234), format_usd(0.5, unpriced_calls=3)
-    ('$0.0123', '$0.5000 + unknown (3 unpriced calls)')
+    >>> format_usd(0.01234), format_usd(0.000123), format_usd(0.5, unpriced_calls=3)
+    ('$0.0123', '$0.000123', '$0.5000 + unknown (3 unpriced calls)')
     """
     if value is None:
         return "unknown"
-    text = f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+    # cheap models cost fractions of a cent a call: six decimals below a cent keep them readable
+    text = f"${value:,.2f}" if value >= 100 else f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
     if unpriced_calls:
         text += f" + unknown ({int(unpriced_calls)} unpriced call{'s' if unpriced_calls != 1 else ''})"
     return text

@@ -22,7 +22,7 @@ def test_a_capped_run_stops_under_its_cap_and_resumes_with_a_raised_one(workdir:
     assert status["status"] == "stopped_by_budget" and status["stopped_by"] == "max_usd"
     assert 0 < status["cost_usd"] <= 0.004
     summary = (run.path / "summary.md").read_text()
-    assert "stopped by max_usd" in summary and "- Spend: $0.00" in summary and "cap $0.0040, reached" in summary
+    assert "stopped by max_usd" in summary and "- Spend: $0.00" in summary and "cap $0.004000, reached" in summary
     assert (run.path / "best_program.json").is_file()
 
     saved = run.path / "config.toml"
@@ -39,7 +39,7 @@ def test_preview_prices_the_timed_calls_and_starts_nothing(workdir: Path) -> Non
     result = runner.invoke(app, ["train", "--config", str(config), "--preview"])
     assert result.exit_code == 0, result.output
     assert "est. cost: $" in result.output and "95% interval" in result.output and "timed calls" in result.output
-    assert "max_usd=$0.0001 will likely stop it early" in result.output
+    assert "max_usd=$0.000100 will likely stop it early" in result.output
     assert "preview: nothing started" in result.output and not (workdir / "runs").exists()
 
 
