@@ -14,6 +14,7 @@ from promptgym.cli.build import RunPlan
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
 from promptgym.lm.usage import Usage, cost_samples, usage_scope
+from promptgym.modules.variable import variable_values
 from promptgym.optimizers.kit import trainable_prompts
 from promptgym.programs.program import Program
 from promptgym.training.headroom import check_headroom
@@ -192,6 +193,25 @@ def validation_sample(job: RunPlan) -> tuple[Any, Any]:
     return data.x_train[cut:], data.y_train[cut:]
 
 
+def with_demonstrations(job: RunPlan) -> dict[str, Any] | None:
+    """The program's prompts holding as many labelled demonstrations as the optimizer shows at most (None: it
+    shows none), so the preview can price a candidate's calls too."""
+    most = int(getattr(getattr(job.optimizer, "demos", None), "nb_max_examples", 0) or 0)
+    x, y = job.data.x_train[:most], job.data.y_train[:most]
+    if not most or not len(x):
+        return None
+    values = {}
+    for prompt in trainable_prompts(job.program):
+        if prompt.answer_fields is None:
+            continue
+        current = job.program.get_variables()[prompt.variable]
+        examples = [{"inputs": inputs.get_json(), "outputs": {key: value for key, value in target.get_json().items()
+                                                             if key in prompt.answer_fields}}
+                    for inputs, target in zip(x, y)]
+        values[prompt.variable] = {**current, "examples": examples}
+    return values or None
+
+
 def cost_estimate_line(job: RunPlan, prices: list[float], usage: Usage, seconds: float) -> str:
     """``est. cost: $0.42 (95% interval ...)`` from the headroom check's calls; what ``[budget] max_usd`` makes of it."""
     if usage.unpriced_calls:
@@ -229,6 +249,10 @@ def print_headroom(job: RunPlan, masker: Masker, console: Console | None = None)
     started = time.perf_counter()
     with cost_samples() as prices, usage_scope() as usage:
         evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+        demonstrated = with_demonstrations(job)
+        if demonstrated:  # the calls with demonstrations a candidate will carry: they are dearer
+            with variable_values(demonstrated):
+                asyncio.run(job.program.evaluate(x_val[:size], y_val[:size], batch_size=max(1, size), verbose=0))
     seconds = time.perf_counter() - started
     reward = job.reward.name
     console.print(masker.mask(f"headroom check: the starting program scores {evaluation.describe(reward)} "

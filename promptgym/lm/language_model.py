@@ -245,13 +245,13 @@ class LanguageModel(UsageCounters):
                 await cap.reserve(estimate, self.model)
             except SpendCapReached:
                 for held in caps[:index]:
-                    await held.settle(estimate, 0.0)
+                    held.settle(estimate, 0.0)
                 raise
         return estimate
 
-    async def _settle(self, estimate: float, actual_usd: float) -> None:
+    def _settle(self, estimate: float, actual_usd: float) -> None:
         for cap in active_caps():
-            await cap.settle(estimate, actual_usd)
+            cap.settle(estimate, actual_usd)
 
     def _learn_prompt_size(self, request: LMRequest, prompt_tokens: int) -> None:
         chars = sum(len(str(m.get("content") or "")) for m in request.messages)
@@ -450,8 +450,7 @@ class LanguageModel(UsageCounters):
                 async with await self._slots.get():
                     response = await self.backend.complete(request)
         except BaseException:
-            if estimate or active_caps():
-                await self._settle(estimate, 0.0)
+            self._settle(estimate, 0.0)
             self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
             raise
         latency = time.perf_counter() - started
@@ -460,7 +459,7 @@ class LanguageModel(UsageCounters):
         priced = self._priced(response.prompt_tokens, response.completion_tokens, float(response.cost or 0.0))
         if active_caps():
             self._learn_prompt_size(request, response.prompt_tokens)
-            await self._settle(estimate, priced.cost_usd)
+            self._settle(estimate, priced.cost_usd)
         local = self.model_string.provider == "local"
         self._record(
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import threading
 from typing import Iterator
 
 _active: contextvars.ContextVar[tuple["SpendCap", ...]] = contextvars.ContextVar("promptgym_spend_caps", default=())
@@ -51,44 +52,49 @@ class SpendCap:
         self.peak_committed_usd = self.spent_usd
         """The most that spent + reserved ever reached (never above the limit)."""
         self.reached = self.spent_usd >= self.limit_usd
-        self._changed: asyncio.Condition | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._lock = threading.Lock()
 
     @property
     def remaining_usd(self) -> float:
         return self.limit_usd - self.spent_usd
 
-    def _condition(self) -> asyncio.Condition:
-        if self._changed is None:  # made in the loop that uses it
-            self._changed = asyncio.Condition()
-        return self._changed
-
     async def reserve(self, usd: float, model: str) -> None:
         """Hold ``usd`` for a call of ``model`` about to start, or raise :class:`SpendCapReached`."""
-        changed = self._condition()
-        async with changed:
-            while not self.reached and self.spent_usd + self.reserved_usd + usd > self.limit_usd:
-                if not self.in_flight:  # nothing will settle: this call can never fit
+        while True:
+            with self._lock:
+                if not self.reached and self.spent_usd + self.reserved_usd + usd <= self.limit_usd:
+                    self.reserved_usd += usd
+                    self.in_flight += 1
+                    self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                    self.peak_committed_usd = max(self.peak_committed_usd, self.spent_usd + self.reserved_usd)
+                    return
+                if self.reached or not self.in_flight:  # nothing will settle: this call can never fit
                     self.reached = True
-                    changed.notify_all()
-                    break
-                await changed.wait()
-            if self.reached:
-                raise SpendCapReached(
-                    f"max_usd ${self.limit_usd:.4f}: ${self.spent_usd:.4f} spent, and the next call of {model} "
-                    f"(up to ${usd:.6f}) would cross it")
-            self.reserved_usd += usd
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            self.peak_committed_usd = max(self.peak_committed_usd, self.spent_usd + self.reserved_usd)
+                    self._wake()
+                    raise SpendCapReached(
+                        f"max_usd ${self.limit_usd:.6f}: ${self.spent_usd:.6f} spent, and the next call of {model} "
+                        f"(up to ${usd:.6f}) would cross it")
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+            await waiter  # a call in flight settles: its real price is usually below its estimate
 
-    async def settle(self, reserved_usd: float, actual_usd: float) -> None:
-        """Replace a reservation by what the call cost (0 for one that failed before an answer)."""
-        changed = self._condition()
-        async with changed:
+    def settle(self, reserved_usd: float, actual_usd: float) -> None:
+        """Replace a reservation by what the call cost (0 for one that failed before an answer).
+
+        Synchronous, so a cancelled call still gives its reservation back.
+        """
+        with self._lock:
             self.reserved_usd = max(0.0, self.reserved_usd - reserved_usd)
-            self.in_flight -= 1
+            self.in_flight = max(0, self.in_flight - 1)
             self.spent_usd += actual_usd
-            changed.notify_all()
+            self._wake()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.get_loop().call_soon_threadsafe(_resolve, waiter)
+        self._waiters.clear()
 
     @contextlib.contextmanager
     def active(self) -> Iterator["SpendCap"]:
@@ -103,3 +109,8 @@ class SpendCap:
 def active_caps() -> tuple[SpendCap, ...]:
     """The caps open here (the innermost last)."""
     return _active.get()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # it may have been cancelled meanwhile
+        waiter.set_result(None)

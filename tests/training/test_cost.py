@@ -203,7 +203,7 @@ async def test_concurrent_reservations_hold_the_cap():
         await cap.reserve(0.3, "m")
         started.append(i)
         await asyncio.sleep(0.01)
-        await cap.settle(0.3, 0.2)
+        cap.settle(0.3, 0.2)
 
     results = await asyncio.gather(*(call(i) for i in range(8)), return_exceptions=True)
     assert cap.spent_usd <= 1.0 and cap.peak_committed_usd <= 1.0
@@ -233,3 +233,17 @@ async def test_the_loggers_get_the_dollars_with_the_epoch_scalars():
     step, values = event_scalars(EpochEnd(epoch=0, logs=history.as_rows()[0]))
     assert values["epoch/cost_usd"] == pytest.approx(hand_cost(lm, PRICE), rel=1e-12)
     assert "epoch/cost_usd_inference" in values and "epoch/saved_usd" in values
+
+
+def test_a_cap_outlives_an_event_loop():
+    from promptgym.lm.spend import SpendCap
+
+    cap = SpendCap(usd=1.0)
+
+    async def one_call():
+        await cap.reserve(0.1, "m")
+        cap.settle(0.1, 0.1)
+
+    asyncio.run(one_call())
+    asyncio.run(one_call())
+    assert cap.spent_usd == pytest.approx(0.2) and cap.in_flight == 0
