@@ -132,16 +132,19 @@ def slow_echo(request):
     return echo_upper(request)
 
 
-@pytest.mark.parametrize("cap", [0.01, 0.03])
+@pytest.mark.parametrize("cap", [0.02, 0.05])
 async def test_a_capped_run_never_crosses_the_cap_at_concurrency_8(cap):
     # max_tokens bounds what a call can cost, so up to 8 calls' reservations fit under the cap at once
     lm = ScriptedLanguageModel(respond=slow_echo, price=PRICE, concurrency=8, delay_s=0.002, max_tokens=64)
-    program = await program_on(lm, synalinks.optimizers.RandomFewShot(max_metric_calls=400))
+    # bootstrapped demonstrations: each step runs its batch of 8 training examples at once
+    program = await program_on(lm, synalinks.optimizers.RandomFewShot(max_metric_calls=400, use_labels=False))
     x, y = data(40)
     history = await program.fit(x=x, y=y, validation_split=0.25, epochs=4, batch_size=8, verbose=0,
                                 max_usd=cap)
     spent = hand_cost(lm, PRICE)
+    assert history.spend["peak_in_flight"] == 8
     assert history.spend["capped"] is True
+    assert history.spend["peak_committed_usd"] <= cap
     assert program.stop_reason == "max_usd"
     assert 0 < spent <= cap
     assert history.spend["cost_usd"] == pytest.approx(spent, rel=1e-12)
