@@ -48,3 +48,13 @@ def test_preview_of_a_free_model_estimates_zero(workdir: Path) -> None:
     result = runner.invoke(app, ["train", "--config", str(config), "--preview"])
     assert result.exit_code == 0, result.output
     assert "est. cost: $0.0000" in result.output
+
+
+def test_the_event_lines_show_the_dollars_and_the_stop() -> None:
+    from promptgym.cli.render import describe
+
+    line = describe({"event": "epoch_end", "epoch": 0, "logs": {"reward": 0.5, "cost_usd": 0.0123, "unpriced_calls": 2},
+                     "best_candidate": 1})
+    assert line == "epoch 1: reward=0.500 cost=$0.0123 + unknown (2 unpriced calls) (best candidate 1)"
+    stop = describe({"event": "spend_cap_reached", "limit_usd": 1.0, "spent_usd": 0.98, "epoch": 2, "step": 3})
+    assert stop.startswith("stopped by max_usd=$1.0000: $0.9800 spent") and "epoch 3, step 4" in stop
