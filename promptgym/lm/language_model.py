@@ -156,6 +156,8 @@ class LanguageModel(UsageCounters):
         self.last_call_finish_reason: str | None = None
         self.last_call_cost = 0.0
         """What the server billed for the last call (0 when it doesn't say, or the cache answered)."""
+        self.last_call_cost_usd: float | None = 0.0
+        """What the last call cost in dollars, from the price (0 for a cache hit; None when the price is unknown)."""
         self.price_override = Price.of(price, where=f"{self.model}: price") if price is not None else None
         self._price: Price | None = None
         self._price_resolved = False
@@ -412,6 +414,8 @@ class LanguageModel(UsageCounters):
             span.set_attributes({"gen_ai.usage.input_tokens": response.prompt_tokens,
                                  "gen_ai.usage.output_tokens": response.completion_tokens,
                                  "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+                                 **({"promptgym.cost_usd": self.last_call_cost_usd}
+                                    if self.last_call_cost_usd is not None else {}),
                                  "promptgym.latency_ms": (time.perf_counter() - started) * 1000})
             return response
 
@@ -420,6 +424,7 @@ class LanguageModel(UsageCounters):
         key = ""
         self.last_call_finish_reason = None
         self.last_call_cost = 0.0
+        self.last_call_cost_usd = 0.0
         cache = self._response_cache() if use_cache else None
         if cache is not None:
             payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
@@ -439,7 +444,7 @@ class LanguageModel(UsageCounters):
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens, saved_usd=would.cost_usd,
                                    unpriced_calls=would.unpriced_calls))
-                record_call(self.model, request, response, 0.0, cached=True)
+                record_call(self.model, request, response, 0.0, cached=True, cost_usd=0.0)
                 return response
         estimate = await self._reserve(request)
         started = time.perf_counter()
@@ -466,7 +471,8 @@ class LanguageModel(UsageCounters):
                   latency_s=latency, cost=response.cost, cost_usd=priced.cost_usd,
                   unpriced_calls=priced.unpriced_calls, compute_s=latency if local else 0.0)
         )
-        record_call(self.model, request, response, latency, cached=False)
+        self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
+        record_call(self.model, request, response, latency, cached=False, cost_usd=self.last_call_cost_usd)
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,

@@ -250,3 +250,20 @@ def test_a_cap_outlives_an_event_loop():
     asyncio.run(one_call())
     asyncio.run(one_call())
     assert cap.spent_usd == pytest.approx(0.2) and cap.in_flight == 0
+
+
+async def test_each_call_says_what_it_cost(tmp_path):
+    from promptgym.lm.traces import record_traces, stop_recording_traces
+
+    lm = ScriptedLanguageModel(respond=echo_upper, price=PRICE)
+    messages = [{"role": "user", "content": json.dumps({"question": "a b"})}]
+    record_traces(tmp_path)
+    try:
+        await lm(messages)
+    finally:
+        stop_recording_traces()
+    request = lm.requests[0]
+    expected = PRICE.usd(sum(words(m["content"]) for m in request.messages), words(json.dumps(echo_upper(request))))
+    assert lm.last_call_cost_usd == pytest.approx(expected)
+    line = json.loads(next(tmp_path.rglob("traces.jsonl")).read_text().splitlines()[0])
+    assert line["cost_usd"] == pytest.approx(expected)
