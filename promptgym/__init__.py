@@ -16,6 +16,7 @@ from promptgym.core.serialization import register_synalinks_serializable
 from promptgym.lm import (
     EmbeddingModel,
     LanguageModel,
+    Price,
     get_default_embedding_model,
     get_default_language_model,
     set_default_embedding_model,
@@ -122,7 +123,7 @@ from promptgym.config import (
 from promptgym.initializers import Initializer
 from promptgym.metrics import BatchMetric, GapK, Metric, PassAtK, PassHatK
 from promptgym.modules.generator import default_prompt_template
-from promptgym.optimizers import OMEGA
+from promptgym.optimizers import OMEGA, Budget
 from promptgym.modules.mcp_tools import MultiServerMCPClient
 from promptgym.programs import Program, ProgramAsJudge, Sequential
 from promptgym.rewards import BatchReward, CosineSimilarity, ExactMatch, LMAsJudge, Reward
@@ -154,7 +155,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
-    "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Module", "Not", "Or",
+    "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Price", "Budget", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Tool", "MultiServerMCPClient", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",
     "set_default_executor", "ChatMessage", "ChatMessages", "ChatRole", "ToolCall", "ToolCallFunction", "Embedding",

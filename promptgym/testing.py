@@ -24,6 +24,7 @@ from promptgym.lm.backend import LMRequest, LMResponse
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.errors import LMConnectionError
 from promptgym.lm.language_model import LanguageModel
+from promptgym.lm.prices import Price
 
 Responder = Callable[[LMRequest], Any]
 
@@ -73,6 +74,10 @@ class ScriptedBackend:
         return LMResponse(content=content, prompt_tokens=prompt_tokens, completion_tokens=len(content.split()))
 
 
+SCRIPTED_PRICE = Price(0.0, 0.0, source="scripted")
+"""A scripted model's default price: a test double bills nobody (give ``price=`` to test dollar figures)."""
+
+
 @register_builtin
 class ScriptedLanguageModel(LanguageModel):
     """A LanguageModel that answers from a script and records every request.
@@ -87,12 +92,14 @@ class ScriptedLanguageModel(LanguageModel):
             ``{"content": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`` to a
             request with ``tools`` comes back as OpenAI ``tool_calls``. Off (the default),
             it is an engine without native tool calls, as the embedded one.
+        price: dollars per million tokens (default $0); its usage counts a word as a token.
     """
 
     def __init__(self, responses: list[Any] | None = None, respond: Responder | None = None,
                  fail_on: Callable[[int], bool] | None = None, model: str = "scripted/test",
                  concurrency: int = 8, delay_s: float = 0.0, native_tools: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("cache", False)
+        kwargs.setdefault("price", SCRIPTED_PRICE)
         super().__init__(model=model, concurrency=concurrency, **kwargs)
         self.api_base = "scripted://"  # no server: set after the constructor, which checks server URLs
         self.responses = responses
@@ -105,6 +112,8 @@ class ScriptedLanguageModel(LanguageModel):
 
     def get_config(self) -> dict[str, Any]:
         config = {key: value for key, value in super().get_config().items() if key not in ("api_base",)}
+        if self.price_override == SCRIPTED_PRICE:
+            config.pop("price", None)
         serializable = all(isinstance(item, (dict, str)) for item in self.responses or [])
         return {**config, "responses": self.responses if serializable else None,
                 **({"native_tools": True} if self._scripted.native_tools else {})}

@@ -14,6 +14,7 @@ from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.stats import Evaluation, format_p
 from promptgym.training.history_csv import history_columns
+from promptgym.training.spend import format_usd
 from promptgym.utils import plot_history, plot_metrics_comparison_with_mean_and_std  # matplotlib loads when plotting
 
 logger = logging.getLogger("promptgym")
@@ -155,6 +156,7 @@ def summary_markdown(run: RunFolder, job: RunPlan, status: dict[str, Any], ranke
         "- Data: " + ", ".join(f"{k} {v}" for k, v in job.data.sizes().items()),
         f"- Epochs done: {status.get('epochs_done', 0)} of {config.training.epochs}",
         f"- LM calls: {status.get('lm_calls', 0)} (cache hits included), {status.get('lm_failures', 0)} failed",
+        spend_line(status),
         f"- Failed examples: {failures_line(status)}",
         f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
         "## Scores", "",
@@ -194,6 +196,30 @@ def failures_line(status: dict[str, Any]) -> str:
         size = f" of {entry['size']}" if isinstance(entry, dict) and "size" in entry else ""
         parts.append(f"{phase} {counts[phase]}{size}")
     return ", ".join(parts) or "none"
+
+
+def spend_line(status: dict[str, Any]) -> str:
+    """``- Spend: $0.0123 (cache saved $0.0040; cap $1.0000)``, marked unknown when calls had no price."""
+    line = f"- Spend: {format_usd(float(status.get('cost_usd') or 0.0), int(status.get('unpriced_calls') or 0))}"
+    notes = []
+    if status.get("saved_usd"):
+        notes.append(f"cache saved {format_usd(float(status['saved_usd']))}")
+    if status.get("max_usd") is not None:
+        notes.append(f"cap {format_usd(float(status['max_usd']))}" +
+                     (", reached" if status.get("stopped_by") == "max_usd" else ""))
+    return line + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def write_budget_summary(run: RunFolder, status: dict[str, Any]) -> None:
+    """summary.md of a run that ``[budget] max_usd`` stopped: what it spent, and how to go on."""
+    lines = [f"# Run {run.id}: stopped by max_usd", "", spend_line(status),
+             f"- Epochs done: {status.get('epochs_done', 0)}",
+             f"- LM calls: {status.get('lm_calls', 0)} (cache hits included), {status.get('lm_failures', 0)} failed",
+             f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
+             "The run stopped before a model call would cross its cap; `best_program.json` is the best program "
+             "so far. To go on, raise `[budget] max_usd` in the run folder's `config.toml`, then "
+             f"`promptgym train --resume {run.id}`.", ""]
+    run.write_text("summary.md", "\n".join(lines))
 
 
 def write_failure_summary(run: RunFolder, status: dict[str, Any]) -> None:

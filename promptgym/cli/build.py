@@ -25,6 +25,7 @@ from promptgym.core.data_model import DataModel
 from promptgym.core.identifiers import normalize_identifier
 from promptgym.core.schema import data_model_from_schema
 from promptgym.datasets import DatasetError, from_traces, load_csv, load_jsonl
+from promptgym.lm.prices import set_prices
 from promptgym.lm.language_model import LanguageModel
 from promptgym.metrics import Metric
 from promptgym.modules import ChainOfThought, Generator, Input
@@ -76,7 +77,8 @@ def build_language_model(config: JobConfig) -> LanguageModel:
     try:
         return LanguageModel(model=section.name, api_base=section.api_base, api_key=api_key, api_key_env=section.api_key_env,
                              temperature=section.temperature, max_tokens=section.max_tokens,
-                             concurrency=section.concurrency, cache=section.cache)
+                             concurrency=section.concurrency, cache=section.cache,
+                             price=section.price.model_dump(exclude_none=True) if section.price else None)
     except Exception as error:  # noqa: BLE001 - surface as a config error naming the key
         raise ConfigError(f"model.name: {error}") from None
 
@@ -320,6 +322,7 @@ def build_optimizer(config: JobConfig) -> Optimizer:
 async def build_run_plan(config: JobConfig) -> RunPlan:
     """Everything ``fit()`` needs for a prompt-learning config (the flows that build one: ``PromptFlow``,
     ``export-sft-data``), or a ConfigError naming the key at fault."""
+    set_prices({model: spec.model_dump(exclude_none=True) for model, spec in config.prices.items()})
     data = await build_data(config)
     if config.data and config.data.task_url:
         program = TaskAppProgram(task_url=config.data.task_url, modules=[m.model_dump() for m in data.task_info.modules],

@@ -51,6 +51,21 @@ class JobSection(Section):
         return value
 
 
+class PriceSpec(Section):
+    """Dollars per million tokens of one model (see docs/cost.md)."""
+
+    input_per_mtok: float = Field(..., ge=0)
+    output_per_mtok: float = Field(..., ge=0)
+    cached_input_per_mtok: float | None = Field(None, ge=0)
+
+
+class BudgetSection(Section):
+    """Caps on a run's spend."""
+
+    max_usd: float | None = Field(None, gt=0, description="stop before a model call would take the run past this "
+                                                          "many dollars (baseline and final evaluations included)")
+
+
 class ModelSection(Section):
     """The language model of the program's Generators."""
 
@@ -61,6 +76,7 @@ class ModelSection(Section):
     max_tokens: int = Field(256, ge=1)
     concurrency: int | None = Field(None, ge=1)
     cache: bool = True
+    price: "PriceSpec | None" = Field(None, description="dollars per million tokens (default: the price table)")
 
     @field_validator("name")
     @classmethod
@@ -256,6 +272,9 @@ class JobConfig(Section):
     sft: SFTSettings | None = None
     rl: RLSettings | None = None
     logging: LoggingSection = Field(default_factory=LoggingSection)
+    budget: BudgetSection = Field(default_factory=BudgetSection)
+    prices: dict[str, PriceSpec] = Field(default_factory=dict, description="prices by model string, for models "
+                                                                         "the table lacks or that you pay otherwise")
     flow_sections: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude=True)
     """The settings sections of flows added to the table (``[count]`` of a ``count`` flow), as written; the
     built-in flows' sections are the typed fields above."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 from rich.console import Console
@@ -12,9 +13,12 @@ from rich.table import Table
 from promptgym.cli.build import RunPlan
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
+from promptgym.lm.usage import Usage, cost_samples, usage_scope
+from promptgym.modules.variable import variable_values
 from promptgym.optimizers.kit import trainable_prompts
 from promptgym.programs.program import Program
 from promptgym.training.headroom import check_headroom
+from promptgym.training.spend import estimate_cost, format_usd
 
 
 def generator_count(program: Program) -> int:
@@ -189,6 +193,49 @@ def validation_sample(job: RunPlan) -> tuple[Any, Any]:
     return data.x_train[cut:], data.y_train[cut:]
 
 
+def with_demonstrations(job: RunPlan) -> dict[str, Any] | None:
+    """The program's prompts holding as many labelled demonstrations as the optimizer shows at most (None: it
+    shows none), so the preview can price a candidate's calls too."""
+    most = int(getattr(getattr(job.optimizer, "demos", None), "nb_max_examples", 0) or 0)
+    x, y = job.data.x_train[:most], job.data.y_train[:most]
+    if not most or not len(x):
+        return None
+    values = {}
+    for prompt in trainable_prompts(job.program):
+        if prompt.answer_fields is None:
+            continue
+        current = job.program.get_variables()[prompt.variable]
+        examples = [{"inputs": inputs.get_json(), "outputs": {key: value for key, value in target.get_json().items()
+                                                             if key in prompt.answer_fields}}
+                    for inputs, target in zip(x, y)]
+        values[prompt.variable] = {**current, "examples": examples}
+    return values or None
+
+
+def cost_estimate_line(job: RunPlan, prices: list[float], usage: Usage, seconds: float) -> str:
+    """``est. cost: $0.42 (95% interval ...)`` from the headroom check's calls; what ``[budget] max_usd`` makes of it."""
+    if usage.unpriced_calls:
+        return (f"est. cost: unknown: {usage.unpriced_calls} of the {len(prices)} timed calls were of a model with no "
+                "price (give [prices] or [model] price in the config; docs/cost.md)")
+    estimate = estimate_cost(prices, estimate_lm_calls(job)["total"], seconds)
+    if estimate is None:
+        return "est. cost: no timed call to go on"
+    line = f"est. cost: {estimate.describe()}; every call priced like the program's own"
+    cap = job.config.budget.max_usd
+    if cap is not None:
+        if estimate.high_usd <= cap:
+            line += f"; within max_usd={format_usd(cap)}"
+        else:
+            line += (f"; max_usd={format_usd(cap)} will likely stop it early"
+                     f" (at about {min(100, 100 * cap / max(estimate.usd, 1e-12)):.0f}% of the estimate)")
+    return line
+
+
+def print_cost_estimate(job: RunPlan, prices: list[float], usage: Usage, seconds: float, masker: Masker,
+                        console: Console) -> None:
+    console.print(masker.mask(cost_estimate_line(job, prices, usage, seconds)), markup=False, soft_wrap=True)
+
+
 def print_headroom(job: RunPlan, masker: Masker, console: Console | None = None) -> list[Any]:
     """Score the starting program on one validation minibatch and print what is worth knowing; the warnings."""
     import asyncio
@@ -199,11 +246,19 @@ def print_headroom(job: RunPlan, masker: Masker, console: Console | None = None)
     if not size:
         return []
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
-    evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+    started = time.perf_counter()
+    with cost_samples() as prices, usage_scope() as usage:
+        evaluation, warnings = asyncio.run(check_headroom(job.program, x_val, y_val, size, job.optimizer))
+        demonstrated = with_demonstrations(job)
+        if demonstrated:  # the calls with demonstrations a candidate will carry: they are dearer
+            with variable_values(demonstrated):
+                asyncio.run(job.program.evaluate(x_val[:size], y_val[:size], batch_size=max(1, size), verbose=0))
+    seconds = time.perf_counter() - started
     reward = job.reward.name
     console.print(masker.mask(f"headroom check: the starting program scores {evaluation.describe(reward)} "
                               f"on {size} validation examples ({len(evaluation.failures)} failed); "
                               "training reruns them from the response cache"), markup=False, soft_wrap=True)
+    print_cost_estimate(job, prices, usage, seconds, masker, console)
     for warning in warnings:
         console.print(masker.mask(f"warning: {warning.message}"), style="yellow", markup=False, soft_wrap=True)
     return warnings

@@ -26,10 +26,12 @@ from promptgym.core.events import (
     SFTEval,
     SFTStarted,
     SFTStep,
+    SpendCapHit,
     StepEnd,
     TrainBegin,
     from_record,
 )
+from promptgym.training.spend import format_usd
 
 WHEN = {"before": "before training", "final": "after training", "after": "after training"}
 
@@ -57,7 +59,12 @@ def describe(record: dict[str, Any]) -> str | None:
         case EpochEnd(epoch=epoch, logs=logs, best_candidate=best):
             shown = " ".join(f"{key}={_fmt(logs[key])}" for key in ("reward", "val_reward", "lm_calls", "failures")
                              if logs.get(key) is not None)
-            return f"epoch {epoch + 1}: {shown} (best candidate {best})"
+            spend = f" cost={format_usd(logs['cost_usd'], int(logs.get('unpriced_calls') or 0))}" \
+                if isinstance(logs.get("cost_usd"), (int, float)) else ""
+            return f"epoch {epoch + 1}: {shown}{spend} (best candidate {best})"
+        case SpendCapHit() as event:
+            return (f"stopped by max_usd={format_usd(event.limit_usd)}: {format_usd(event.spent_usd)} spent; "
+                    f"the best program so far is kept (resume goes on at epoch {event.epoch + 1}, step {event.step + 1})")
         case SFTStarted() as event:
             resumed = f", resuming after step {event.resume_from_step}" if event.resume_from_step else ""
             return (f"fine-tuning {event.base_model}: {event.train_rows} training / {event.validation_rows} validation "

@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from pathlib import Path
 from typing import Any
 
-from promptgym.cli.artifacts import failure_counts, write_artifacts, write_failure_summary
+from promptgym.cli.artifacts import failure_counts, write_artifacts, write_budget_summary, write_failure_summary
 from promptgym.cli.build import RunPlan, build_run_plan
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
@@ -22,6 +23,7 @@ from promptgym.cli.runs import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.session import RunSession
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
+from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage
 from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
@@ -135,9 +137,18 @@ class PromptAccounting:
     """The LM calls, LM failures and failed examples a prompt-learning run adds to its final status: this
     session's, plus earlier sessions' (read from the event log, so a killed session's calls still count)."""
 
+    SPEND = ("cost_usd", "saved_usd", "unpriced_calls")
+
     def __init__(self, run: RunFolder, training: FailureTally) -> None:
         self.run, self.training, self.usage_start = run, training, LEDGER.total()
         run.stamp = lambda: {SESSION_CALLS: LEDGER.total().calls - self.usage_start.calls}
+        earlier = run.status() if (run.path / "run.json").exists() else {}
+        self.spend_before = {key: earlier.get(key) or 0 for key in self.SPEND}
+        """What earlier sessions of the run spent (their last status)."""
+
+    def spent_usd(self) -> float:
+        """Dollars the run has spent so far, all sessions."""
+        return float(self.spend_before["cost_usd"]) + LEDGER.total().minus(self.usage_start).cost_usd
 
     def __call__(self, changes: dict[str, Any]) -> dict[str, Any]:
         earlier = self.run.session_totals()[:-1]
@@ -146,11 +157,32 @@ class PromptAccounting:
         counts = {"lm_calls": int(sum(s["lm_calls"] for s in earlier)) + session.calls,
                   "lm_failures": previous.get("lm_failures", 0) + session.failures,
                   "training_failures": previous.get("training_failures", 0) + self.training.failed}
-        return {**counts, "failures": failure_counts({**previous, **changes, **counts})}
+        spend = {key: self.spend_before[key] + getattr(session, key) for key in self.SPEND}
+        return {**counts, **spend, "failures": failure_counts({**previous, **changes, **counts})}
 
 
 async def train_program(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
-                executor: Executor | None) -> dict[str, Any]:
+                        executor: Executor | None, spent_usd: float = 0.0) -> dict[str, Any] | None:
+    """:func:`train_and_evaluate` under ``[budget] max_usd`` (counting what earlier sessions spent): None when
+    the cap stopped it (the status says so; ``--resume`` goes on from the last checkpoint)."""
+    max_usd = job.config.budget.max_usd
+    cap = SpendCap(max_usd, spent_usd=spent_usd) if max_usd is not None else None
+    try:
+        with cap.active() if cap is not None else contextlib.nullcontext():
+            final = await train_and_evaluate(job, session, training, resume, executor)
+    except SpendCapReached as reached:  # outside fit() (the baseline or final evaluation)
+        if reached.reason == "unpriced":
+            raise ValueError(str(reached)) from None
+        logger.warning("run %s: %s", session.run.id, reached)
+        final = None
+    if getattr(job.program, "stop_reason", None) == "max_usd" or final is None:
+        session.run.update_status(stopped_by="max_usd", max_usd=max_usd)
+        return None
+    return final
+
+
+async def train_and_evaluate(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
+                             executor: Executor | None) -> dict[str, Any] | None:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
     run, recorder, config = session.run, session.recorder, job.config
     place_weight_runs(job.optimizer, run.path)
@@ -168,7 +200,10 @@ async def train_program(job: RunPlan, session: RunSession, training: FailureTall
     if config.training.early_stopping:
         spec = config.training.early_stopping
         callbacks.append(EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta))
+    job.program.stop_reason = None
     await job.program.fit(**fit_arguments(job, epoch, callbacks, initial_step=step, executor=executor))
+    if job.program.stop_reason == "max_usd":  # the cap is reached: evaluating the best would cross it
+        return None
     return await evaluate(job, recorder, "best", executor)
 
 
@@ -196,10 +231,16 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
         with session.ending(on_interrupt=save_interrupted, on_failure=lambda status: write_failure_summary(run, status)), \
                 session.signals(asyncio.current_task()):
             job = job or await build_run_plan(config)
-            final = await train_program(job, session, training, resume, executor)
+            final = await train_program(job, session, training, resume, executor, accounting.spent_usd())
     finally:
         if executor is not None:
             await executor.close()
+    if final is None:  # stopped by max_usd: resumable from the last checkpoint, like an interrupted run
+        job.program.save(str(run.path / "best_program.json"))
+        status = session.finish(status="stopped_by_budget", announce=False)
+        write_budget_summary(run, status)
+        session.announce(status)
+        return status
     status = session.finish(status="writing_artifacts", final=final, announce=False)
     job.program.save(str(run.path / "best_program.json"))
     write_artifacts(run, job, status)

@@ -120,6 +120,18 @@ class TrainEnd(Event):
 
 
 @dataclass(frozen=True)
+class SpendCapHit(Event):
+    """``max_usd`` stopped the run before a call that would cross it; ``epoch``/``step``: where it resumes."""
+
+    kind: ClassVar[str] = "spend_cap_reached"
+    limit_usd: float
+    spent_usd: float
+    epoch: int
+    step: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class ExampleFailed(Event):
     """A rollout failed (an LM error, an unparseable answer, a bad reward); it scores 0."""
 

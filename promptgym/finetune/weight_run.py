@@ -80,6 +80,7 @@ from promptgym.finetune.loop import (
 from promptgym.finetune.replicas import SingleProcess
 from promptgym.finetune.settings import WeightTrainingSettings
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
+from promptgym.lm.usage import record_compute
 
 StatusSink = Any
 """A callable taking keyword changes to the run's status (``JsonStatus``, the CLI's ``RunFolder.update_status``)."""
@@ -295,7 +296,11 @@ class WeightRun:
         """Train (a synchronous flow) up to the end checkpoint; returns where it ended."""
         self.begin(resume)
         self.on_event(self.started_event(resume))
-        self.train_steps()
+        started = time.perf_counter()
+        try:
+            self.train_steps()
+        finally:
+            record_compute(time.perf_counter() - started)
         self.checkpoint("end")
         return self.progress
 
@@ -307,7 +312,11 @@ class WeightRun:
     async def run_async(self, resume: bool = False) -> WeightRunResult:
         """:meth:`run` for a flow whose loop awaits (``train_steps_async``)."""
         self.begin(resume)
-        await self.train_steps_async()
+        started = time.perf_counter()
+        try:
+            await self.train_steps_async()
+        finally:
+            record_compute(time.perf_counter() - started)
         self.checkpoint("end")
         return self.finish()
 

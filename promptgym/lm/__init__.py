@@ -16,10 +16,13 @@ from promptgym.lm.errors import (
     UnknownModelError,
 )
 from promptgym.lm.language_model import LanguageModel
+from promptgym.lm.prices import Price, UnknownPriceWarning, set_prices
+from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage, lm_phase
 
 __all__ = [
     "LEDGER", "ChecksumMismatchError", "EmbeddingModel", "EngineMissingError", "LMConnectionError", "LMError",
-    "LMOutputError", "LanguageModel", "UnknownModelError", "Usage", "get_default_embedding_model",
+    "LMOutputError", "LanguageModel", "Price", "SpendCap", "SpendCapReached", "UnknownModelError",
+    "UnknownPriceWarning", "set_prices", "Usage", "get_default_embedding_model",
     "get_default_language_model", "lm_phase", "set_default_embedding_model", "set_default_language_model",
 ]

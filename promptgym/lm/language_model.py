@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from promptgym.lm.local_backend import shared_local_backend
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model, resolve_local_model
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_backend import OpenAICompatibleBackend
+from promptgym.lm.prices import Price, resolve_price, warn_unknown_price
+from promptgym.lm.spend import SpendCapReached, active_caps
 from promptgym.lm.streaming import StreamingIterator
 from promptgym.lm.traces import record_call
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
@@ -76,6 +79,10 @@ class LanguageModel(UsageCounters):
         output_retries: re-asks when an answer doesn't match the schema.
         fallback: another LanguageModel that answers when this one fails.
         cache_dir: keep the response cache in this folder (instead of the user cache dir).
+        price: dollars per million tokens, a :class:`~promptgym.lm.prices.Price` or
+            ``{"input_per_mtok": ..., "output_per_mtok": ...}``; default: the pinned
+            ``genai-prices`` table ($0 for ``local/`` models, which report compute seconds).
+            A model with no price anywhere is reported as unpriced (see docs/cost.md).
         **sampling: defaults sent with every call (``top_p``, ``top_k``,
             ``reasoning_effort``, ...), forwarded to servers that take them.
 
@@ -108,6 +115,7 @@ class LanguageModel(UsageCounters):
         description: str | None = None,
         hooks: Any = None,
         api_key_env: str | None = None,
+        price: "Price | dict[str, Any] | None" = None,
         **sampling: Any,
     ) -> None:
         retries = retry if retry is not None else retries
@@ -148,6 +156,13 @@ class LanguageModel(UsageCounters):
         self.last_call_finish_reason: str | None = None
         self.last_call_cost = 0.0
         """What the server billed for the last call (0 when it doesn't say, or the cache answered)."""
+        self.last_call_cost_usd: float | None = 0.0
+        """What the last call cost in dollars, from the price (0 for a cache hit; None when the price is unknown)."""
+        self.price_override = Price.of(price, where=f"{self.model}: price") if price is not None else None
+        self._price: Price | None = None
+        self._price_resolved = False
+        self._tokens_per_char = 1.0  # a prompt's tokens per character, the most seen (a cap's estimate; 1.0: bytes)
+        self._learned = False
         self.usage = UsageLedger()
         self._backend: Backend | None = None
         self._slots = loop_semaphore(lambda: self.concurrency or self.backend.concurrency)
@@ -185,6 +200,67 @@ class LanguageModel(UsageCounters):
         if self._backend is None:
             self._backend = self._make_backend()
         return self._backend
+
+    @property
+    def price(self) -> Price | None:
+        """Dollars per million tokens (None: unknown, see docs/cost.md); looked up once, at first use."""
+        if not self._price_resolved:
+            self._price = resolve_price(self.model_string.provider, self.model_string.name, self.api_base,
+                                        self.price_override)
+            self._price_resolved = True
+        return self._price
+
+    def _priced(self, prompt_tokens: int, completion_tokens: int, billed: float = 0.0) -> Usage:
+        """The dollar fields of a call's usage: what the server billed, else the price; unknown counted as such."""
+        price = self.price
+        if billed:
+            return Usage(cost_usd=billed)
+        if price is None:
+            warn_unknown_price(self.model)
+            return Usage(unpriced_calls=1)
+        return Usage(cost_usd=price.usd(prompt_tokens, completion_tokens))
+
+    def estimate_usd(self, request: LMRequest) -> float:
+        """An upper estimate of a call's price, before it is made: its prompt, and ``max_tokens`` of answer."""
+        price = self.price
+        if price is None or price.free:
+            return 0.0
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        chars += len(json.dumps(request.schema)) if request.schema else 0
+        chars += len(json.dumps(request.tools)) if request.tools else 0
+        prompt = chars * self._tokens_per_char * 1.1 + 16 * len(request.messages) + 16
+        return price.usd(int(prompt) + 1, request.max_tokens)
+
+    async def _reserve(self, request: LMRequest) -> float:
+        """Hold the call's estimate on every open cap; returns it (0 with no cap)."""
+        caps = active_caps()
+        if not caps:
+            return 0.0
+        if self.price is None:
+            warn_unknown_price(self.model)
+            raise SpendCapReached(f"max_usd is set but {self.model} has no price: give it one "
+                                  "(price={'input_per_mtok': ..., 'output_per_mtok': ...}, or [prices] in the "
+                                  "train config) so its spend can be capped", reason="unpriced")
+        estimate = self.estimate_usd(request)
+        for index, cap in enumerate(caps):
+            try:
+                await cap.reserve(estimate, self.model)
+            except SpendCapReached:
+                for held in caps[:index]:
+                    held.settle(estimate, 0.0)
+                raise
+        return estimate
+
+    def _settle(self, estimate: float, actual_usd: float) -> None:
+        for cap in active_caps():
+            cap.settle(estimate, actual_usd)
+
+    def _learn_prompt_size(self, request: LMRequest, prompt_tokens: int) -> None:
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        if chars and prompt_tokens:  # less the template allowance estimate_usd adds on its own
+            ratio = max(0, prompt_tokens - 16 * len(request.messages) - 16) / chars
+            self._tokens_per_char = max(0.0 if not self._learned else self._tokens_per_char, ratio)
+            self._learned = True
 
     async def check(self) -> None:
         """Raise an :class:`LMError` naming the model and URL when its server can't be used.
@@ -338,6 +414,8 @@ class LanguageModel(UsageCounters):
             span.set_attributes({"gen_ai.usage.input_tokens": response.prompt_tokens,
                                  "gen_ai.usage.output_tokens": response.completion_tokens,
                                  "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+                                 **({"promptgym.cost_usd": self.last_call_cost_usd}
+                                    if self.last_call_cost_usd is not None else {}),
                                  "promptgym.latency_ms": (time.perf_counter() - started) * 1000})
             return response
 
@@ -346,6 +424,7 @@ class LanguageModel(UsageCounters):
         key = ""
         self.last_call_finish_reason = None
         self.last_call_cost = 0.0
+        self.last_call_cost_usd = 0.0
         cache = self._response_cache() if use_cache else None
         if cache is not None:
             payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
@@ -359,11 +438,15 @@ class LanguageModel(UsageCounters):
             if hit is not None:
                 response = LMResponse(**hit)
                 self.last_call_finish_reason = response.finish_reason
-                # Tokens are counted as if the call were made, so a rerun reports the same usage.
+                # Tokens are counted as if the call were made, so a rerun reports the same usage; dollars are
+                # $0, and what the call would have cost is counted as saved.
+                would = self._priced(response.prompt_tokens, response.completion_tokens)
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
-                                   completion_tokens=response.completion_tokens))
-                record_call(self.model, request, response, 0.0, cached=True)
+                                   completion_tokens=response.completion_tokens, saved_usd=would.cost_usd,
+                                   unpriced_calls=would.unpriced_calls))
+                record_call(self.model, request, response, 0.0, cached=True, cost_usd=0.0)
                 return response
+        estimate = await self._reserve(request)
         started = time.perf_counter()
         try:
             if getattr(self.backend, "slots", None) is not None:  # it holds a slot per try, none while backing off
@@ -371,17 +454,25 @@ class LanguageModel(UsageCounters):
             else:
                 async with await self._slots.get():
                     response = await self.backend.complete(request)
-        except Exception:
+        except BaseException:
+            self._settle(estimate, 0.0)
             self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
             raise
         latency = time.perf_counter() - started
         self.last_call_finish_reason = response.finish_reason
         self.last_call_cost = float(response.cost or 0.0)
+        priced = self._priced(response.prompt_tokens, response.completion_tokens, float(response.cost or 0.0))
+        if active_caps():
+            self._learn_prompt_size(request, response.prompt_tokens)
+            self._settle(estimate, priced.cost_usd)
+        local = self.model_string.provider == "local"
         self._record(
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                  latency_s=latency, cost=response.cost)
+                  latency_s=latency, cost=response.cost, cost_usd=priced.cost_usd,
+                  unpriced_calls=priced.unpriced_calls, compute_s=latency if local else 0.0)
         )
-        record_call(self.model, request, response, latency, cached=False)
+        self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
+        record_call(self.model, request, response, latency, cached=False, cost_usd=self.last_call_cost_usd)
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
@@ -419,6 +510,7 @@ class LanguageModel(UsageCounters):
             **({"api_key_env": self.api_key_env} if self.api_key_env else {}),
             **({"fallback": serialize_object(self.fallback)} if self.fallback is not None else {}),
             **({"cache_dir": self.cache_dir} if self.cache_dir is not None else {}),
+            **({"price": self.price_override.as_dict()} if self.price_override is not None else {}),
             **self.sampling,
         }
 

@@ -58,8 +58,9 @@ def _folder_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "_"
 
 
-def record_call(model: str, request: Any, response: Any, latency_s: float, cached: bool) -> None:
-    """Append one call to its module's trace file (does nothing unless recording)."""
+def record_call(model: str, request: Any, response: Any, latency_s: float, cached: bool,
+                cost_usd: float | None = 0.0) -> None:
+    """Append one call to its module's trace file (does nothing unless recording); ``cost_usd`` None: unpriced."""
     base = _state["dir"]
     if base is None:
         return
@@ -70,6 +71,7 @@ def record_call(model: str, request: Any, response: Any, latency_s: float, cache
         "max_tokens": request.max_tokens, "content": response.content, "reasoning": response.reasoning,
         "finish_reason": response.finish_reason, "prompt_tokens": response.prompt_tokens,
         "completion_tokens": response.completion_tokens, "latency_s": round(latency_s, 6), "cached": cached,
+        "cost_usd": cost_usd,
     }
     folder = Path(base) / _folder_name(root or "_") / _folder_name(module or "_")
     line = json.dumps(record, ensure_ascii=False, default=str) + "\n"

@@ -16,10 +16,12 @@ import contextvars
 from dataclasses import asdict, dataclass, field, fields
 from typing import Iterator
 
-PHASES = ("inference", "reward", "optimizer")
+PHASES = ("inference", "reward", "judge", "optimizer", "compute")
+"""Where spend goes: the program's own calls, scoring, LM judges, optimizer proposals, weight training."""
 
 _current_phase: contextvars.ContextVar[str] = contextvars.ContextVar("promptgym_lm_phase", default="inference")
 _scopes: contextvars.ContextVar[tuple["Usage", ...]] = contextvars.ContextVar("promptgym_usage_scopes", default=())
+_samples: contextvars.ContextVar[tuple[list[float], ...]] = contextvars.ContextVar("promptgym_cost_samples", default=())
 
 
 @dataclass
@@ -34,6 +36,10 @@ class Usage:
     streaming_calls: int = 0  # streamed answers read to the end
     ttft_s: float = 0.0  # their summed seconds to the first chunk
     ttlt_s: float = 0.0  # and to the last
+    cost_usd: float = 0.0  # dollars, from the model's price (or what the server billed); calls that reached it
+    saved_usd: float = 0.0  # what cache hits would have cost
+    unpriced_calls: int = 0  # calls of models with no known price: their dollars are unknown, not $0
+    compute_s: float = 0.0  # seconds of embedded (or weight-training) compute, which costs no dollars
 
     def add(self, other: "Usage") -> None:
         for name in _USAGE_FIELDS:  # field by field, not asdict(): every model call adds two or three of these
@@ -162,3 +168,29 @@ def record_in_scopes(usage: Usage) -> None:
     """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record)."""
     for scope in _scopes.get():
         scope.add(usage)
+    if usage.calls and not usage.failures:
+        for samples in _samples.get():
+            samples.append(usage.cost_usd + usage.saved_usd)
+
+
+@contextlib.contextmanager
+def cost_samples() -> Iterator[list[float]]:
+    """Each answered call's price inside the block, cache hits at what they would have cost (a preview's sample)::
+
+        with cost_samples() as prices:
+            await program(inputs)
+        sum(prices) / len(prices)   # dollars per call
+    """
+    samples: list[float] = []
+    token = _samples.set((*_samples.get(), samples))
+    try:
+        yield samples
+    finally:
+        _samples.reset(token)
+
+
+def record_compute(seconds: float) -> None:
+    """Count ``seconds`` of weight training (SFT, RL) as ``compute``: they cost no dollars, and show as ``compute_s``."""
+    usage = Usage(compute_s=float(seconds))
+    LEDGER.record(usage, phase="compute")
+    record_in_scopes(usage)

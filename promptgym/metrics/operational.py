@@ -84,9 +84,13 @@ class OperationalMetric(Metric):
             for holder_name in ("reward", "optimizer"):
                 holder = getattr(self.program, holder_name, None)
                 models += [m for m in held_models(holder, self.model_attribute) if m not in models] if holder else []
+        phases = ("reward", "judge") if self.source == "reward" else (self.source,)  # a judge is a reward
         for model in models:
-            usage.add(model.usage.total() if self.source == "program" else
-                      model.usage.by_phase.get(self.source, Usage()))
+            if self.source == "program":
+                usage.add(model.usage.total())
+                continue
+            for phase in phases:
+                usage.add(model.usage.by_phase.get(phase, Usage()))
         return usage, getattr(self.program, "call_count", 0), getattr(self.program, "call_seconds", 0.0)
 
     def bind_program(self, program: Any) -> None:

@@ -8,6 +8,7 @@ import importlib
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
+from promptgym.optimizers.kit import Budget
 from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
 from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
@@ -52,7 +53,7 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["EvolutionaryOptimizer", "FineTune", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "Sequence", "get", "deserialize", "serialize"]
+__all__ = ["Budget", "EvolutionaryOptimizer", "FineTune", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "Sequence", "get", "deserialize", "serialize"]
 
 
 def serialize(optimizer: Any) -> dict[str, Any]:

@@ -49,6 +49,9 @@ class OptimizerContext:
 class Budget:
     """A spending limit in program runs (``"rollouts"``) or model calls (``"lm_calls"``); None: no limit.
 
+    ``usd``: a cap in dollars on every model call of a ``fit()`` (``fit(budget=Budget(usd=4))``, the same
+    as ``fit(max_usd=4)``); the run stops cleanly before a call would cross it (see docs/cost.md).
+
     An LM-call budget prices a rollout at the calls rollouts have cost so far
     (``default_calls_per_rollout`` before the first one), so a caller can ask
     whether a run it has not made yet is affordable::
@@ -57,8 +60,11 @@ class Budget:
         budget.affordable(4), budget.charge(rollouts=4), budget.remaining   # (True, None, 6)
     """
 
-    def __init__(self, limit: int | None = None, unit: str = "rollouts", default_calls_per_rollout: float = 1.0
-                 ) -> None:
+    def __init__(self, limit: int | None = None, unit: str = "rollouts", default_calls_per_rollout: float = 1.0,
+                 usd: float | None = None) -> None:
+        if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or usd <= 0):
+            raise ValueError(f"Budget(usd=...) must be a number of dollars > 0, got {usd!r}")
+        self.usd = float(usd) if usd is not None else None
         if unit not in UNITS:
             raise ValueError(f"a budget counts one of {', '.join(UNITS)}, got {unit!r}")
         if limit is not None and limit < 1:

@@ -12,6 +12,7 @@ import numpy as np
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
 from promptgym.lm.embedding_model import EmbeddingModel
+from promptgym.lm.usage import lm_phase
 from promptgym.lm.language_model import LanguageModel
 from promptgym.rewards.base import JsonView, Reward, RewardResult, coerce_result
 from promptgym.rewards.judge_program import LMAsJudgeProgram
@@ -102,7 +103,8 @@ class LMAsJudge(Reward):
         self.score_type = self.program.score_type
 
     async def compute(self, y_true: JsonView | None, y_pred: JsonView) -> RewardResult:
-        verdict = await self.program.judge(y_true, y_pred)
+        with lm_phase("judge"):  # a judge's calls are spend of their own, apart from other rewards'
+            verdict = await self.program.judge(y_true, y_pred)
         reward = verdict.get("reward") if verdict is not None else None
         if reward is None:
             logger.warning("LMAsJudge %s: the judge gave no grade (%s); scoring 0", self.name,

@@ -1,4 +1,4 @@
-"""``/metrics``: Prometheus text for the server (requests, latency, LM calls, tokens, failures).
+"""``/metrics``: Prometheus text for the server (requests, latency, LM calls, tokens, dollars, failures).
 
 Each app has its own registry (prometheus_client), so two servers or tests in one process
 never mix their counts::
@@ -33,6 +33,12 @@ class ServingMetrics:
                                 "(cache hits included).", labels, registry=self.registry)
         self.tokens = Counter("promptgym_tokens_total", "Tokens of those calls, by kind (prompt, completion).",
                               (*labels, "kind"), registry=self.registry)
+        self.cost = Counter("promptgym_cost_usd_total", "Dollars those calls cost, from each model's price "
+                            "(cache hits cost nothing; see docs/cost.md).", labels, registry=self.registry)
+        self.saved = Counter("promptgym_saved_usd_total", "Dollars the response cache saved (what its hits would "
+                             "have cost).", labels, registry=self.registry)
+        self.unpriced = Counter("promptgym_unpriced_calls_total", "Calls of models with no known price: their "
+                                "dollars are not in promptgym_cost_usd_total.", labels, registry=self.registry)
         self.failures = Counter("promptgym_failures_total", "Requests that failed, by reason "
                                 "(invalid_input, model_error, no_output, internal, busy, unauthorized).",
                                 ("program", "reason"), registry=self.registry)
@@ -48,6 +54,9 @@ class ServingMetrics:
             self.lm_calls.labels(program, route).inc(usage.calls)
             self.tokens.labels(program, route, "prompt").inc(usage.prompt_tokens)
             self.tokens.labels(program, route, "completion").inc(usage.completion_tokens)
+            self.cost.labels(program, route).inc(max(0.0, usage.cost_usd))
+            self.saved.labels(program, route).inc(max(0.0, usage.saved_usd))
+            self.unpriced.labels(program, route).inc(usage.unpriced_calls)
 
     def failed(self, program: str, reason: str) -> None:
         self.failures.labels(program, reason).inc()

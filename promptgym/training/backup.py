@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from promptgym.core.atomic import atomic_write_json, read_json
 from promptgym.training.callback import Callback
 from promptgym.training.checkpoints import Checkpointable, restore_checkpoint, write_checkpoint
 
@@ -61,8 +62,26 @@ class BackupAndRestore(Callback):
             self._backup()
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        if getattr(self.program, "stop_reason", None) == "max_usd":
+            self._record_spend()  # a capped run is not finished: keep its backup, with all it spent
+            return
         if self.delete_checkpoint and self.backup_path.exists():
             self.backup_path.unlink()
+
+    def _record_spend(self) -> None:
+        """Put the run's whole spend in the backup, so a resumed run's cap counts the calls made since it."""
+        spend = getattr(getattr(self.program, "training_setup", None), "spend", None)
+        if spend is None:
+            return
+        if not self.backup_path.exists():
+            self._backup()
+            return
+        saved = read_json(self.backup_path)
+        saved.setdefault("trainer_state", {})
+        if saved["trainer_state"] is None:
+            saved["trainer_state"] = {}
+        saved["trainer_state"]["spend"] = spend
+        atomic_write_json(self.backup_path, saved)
 
     def _backup(self) -> None:
         self.backup_dir.mkdir(parents=True, exist_ok=True)

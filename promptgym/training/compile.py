@@ -26,6 +26,8 @@ class TrainingSetup:
     """``{"epoch", "step"}``: the next step a resumed ``fit()`` runs."""
     restored: dict[str, Any] | None = None
     """A trainer state read from a file, for the next resumed ``fit()``."""
+    spend: dict[str, Any] | None = None
+    """What the run spent so far, by phase (``RunSpend.state()``), as of ``position``."""
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -38,7 +40,8 @@ class TrainingSetup:
         """Where ``fit()`` is and what its rollouts cost so far (memoised results, failures, random state)."""
         if self.rollouts is None:
             return self.restored
-        return {"position": self.position, "rollouts": self.rollouts.get_state()}
+        state = {"position": self.position, "rollouts": self.rollouts.get_state()}
+        return {**state, "spend": self.spend} if self.spend is not None else state
 
 
 def output_fields(program: Any) -> list[str] | None:

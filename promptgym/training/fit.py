@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
@@ -12,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from promptgym.core.events import EpochEnd, StageEnded, StageStarted, TrainBegin, TrainEnd
+from promptgym.core.events import EpochEnd, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
+from promptgym.lm.spend import SpendCap, SpendCapReached, active_caps
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import OptimizerContext
@@ -26,6 +28,7 @@ from promptgym.training.history import History
 from promptgym.stats import Evaluation, confidence_interval
 from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
 from promptgym.training.progress import ProgressBar
+from promptgym.training.spend import RunSpend
 
 logger = logging.getLogger("promptgym")
 
@@ -62,6 +65,8 @@ class FitSettings:
     initial_epoch: int = 0
     initial_step: int = 0
     executor: Executor | None = None
+    max_usd: float | None = None
+    budget: Any = None
 
     @classmethod
     def from_arguments(cls, arguments: dict[str, Any]) -> "FitSettings":
@@ -73,6 +78,17 @@ class FitSettings:
             value = getattr(self, name)
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.max_usd is not None and (isinstance(self.max_usd, bool) or not isinstance(self.max_usd, (int, float))
+                                         or self.max_usd <= 0):
+            raise ValueError(f"max_usd must be a number of dollars > 0, got {self.max_usd!r}")
+        if self.budget is not None and not hasattr(self.budget, "usd"):
+            raise ValueError(f"budget must be a Budget (Budget(usd=...)), got {type(self.budget).__name__}")
+
+    def cap_usd(self, optimizer: Any) -> float | None:
+        """The tightest dollar cap among ``max_usd``, ``budget=Budget(usd=...)`` and the optimizer's budget."""
+        caps = [self.max_usd, getattr(self.budget, "usd", None), getattr(getattr(optimizer, "budget", None), "usd", None)]
+        given = [float(cap) for cap in caps if cap is not None]
+        return min(given) if given else None
 
     @property
     def shows_progress(self) -> bool:
@@ -118,6 +134,9 @@ class FitRun:
                                        rng=self.rng, minibatch_size=settings.minibatch_size)
         self.steps = math.ceil(self.train_size / settings.batch_size)
         self.usage_start: dict[str, Any] = {}
+        self.spend = RunSpend()
+        self.cap: SpendCap | None = None
+        self.current_stage: Any = None
 
     def resume_from_backup(self) -> None:
         """BackupAndRestore: an interrupted run goes on from its backup."""
@@ -140,7 +159,13 @@ class FitRun:
         resumed = bool(self.initial_epoch or self.initial_step or first_stage)
         if resumed and compiled.restored:  # resumed: the rollouts it paid for
             self.rollouts.set_state(compiled.restored.get("rollouts") or {})
+        restored_spend = (compiled.restored or {}).get("spend") if resumed else None
+        self.spend = RunSpend.start(restored_spend)
         compiled.rollouts, compiled.restored = self.rollouts, None
+        compiled.spend = self.spend.state()
+        cap_usd = self.settings.cap_usd(optimizer)
+        self.cap = SpendCap(cap_usd, spent_usd=self.spend.spent_usd) if cap_usd is not None else None
+        self.program.stop_reason = None
         compiled.position = {"epoch": self.initial_epoch, "step": self.initial_step}
         if not self.val_size:  # stacklevel: warn, FitRun.train, fit_program, Trainer.fit, the caller
             warnings.warn(NO_VALIDATION_ADVICE, UncheckedTrainingWarning, stacklevel=4)
@@ -151,15 +176,46 @@ class FitRun:
         await self.callbacks.emit(TrainBegin(epochs=epochs, steps=self.steps, train_size=self.train_size,
                                              val_size=self.val_size))
         self.usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in epoch 1
-        for index in range(first_stage, len(stages)):
-            await self.run_stage(stages, index, resumed)
-            self.initial_epoch = self.initial_step = 0
-            if self.program.stop_training:
-                break
+        try:
+            with self.cap.active() if self.cap is not None else contextlib.nullcontext():
+                for index in range(first_stage, len(stages)):
+                    await self.run_stage(stages, index, resumed)
+                    self.initial_epoch = self.initial_step = 0
+                    if self.program.stop_training:
+                        break
+        except SpendCapReached as reached:
+            await self.stop_at_cap(reached)
+        caps = [self.cap] if self.cap is not None else list(active_caps())
+        self.history.spend = {**self.spend.logs(), "limit_usd": caps[-1].limit_usd if caps else None,
+                              "capped": self.program.stop_reason == "max_usd",
+                              "peak_committed_usd": caps[-1].peak_committed_usd if caps else None,
+                              "peak_in_flight": caps[-1].peak_in_flight if caps else None}
         await self.callbacks.emit(TrainEnd(history=self.history.as_rows()))
         history = self.history.history
         await self.callbacks.call("on_train_end", history and {k: v[-1] for k, v in history.items()})
         return self.history
+
+    async def stop_at_cap(self, reached: SpendCapReached) -> None:
+        """The cap stopped a call: keep the best program so far and say where a resumed run goes on.
+
+        The step it stopped in is not counted done (``compiled.position`` is the last finished one), so a
+        resumed run redoes it; its answers that did come back are reused from the response cache.
+        """
+        if reached.reason == "unpriced":
+            raise ValueError(str(reached)) from None
+        self.program.stop_training = True
+        self.program.stop_reason = "max_usd"
+        if self.current_stage is not None and getattr(self.current_stage, "best", None) is not None:
+            program_assign(self.program, self.current_stage.best.variables)
+        self.compiled.spend = self.spend.state()
+        position = self.compiled.position or {"epoch": 0, "step": 0}
+        cap = self.cap or active_caps()[-1]  # fit's own, or the one around it (the CLI's, for the whole run)
+        spent = cap.spent_usd
+        logger.warning("fit(): stopped by max_usd=$%.4f after spending $%.4f, at epoch %d step %d (%s)",
+                       cap.limit_usd, spent, position["epoch"], position["step"], reached)
+        await self.callbacks.emit(SpendCapHit(limit_usd=cap.limit_usd, spent_usd=spent,
+                                              epoch=int(position["epoch"]), step=int(position["step"]),
+                                              message=str(reached)))
 
     async def run_stage(self, stages: list[Any], index: int, resumed: bool) -> None:
         """One optimizer (a Sequence's stage ``index``) from its ``on_train_begin`` to its kept best."""
@@ -170,6 +226,7 @@ class FitRun:
             await self.callbacks.emit(StageStarted(stage=label, index=index, stages=len(stages),
                                                    optimizer=type(stage).__name__))
         stage_start = (LEDGER.snapshot(), time.monotonic())
+        self.current_stage = stage
         stage.stage_name = label
         ctx = OptimizerContext(self.rollouts, self.callbacks.emit, self.rng, epoch=self.initial_epoch,
                                epochs=self.settings.epochs, step=self.initial_step, steps=self.steps)
@@ -226,7 +283,10 @@ class FitRun:
         train_results += results
         program_assign(self.program, stage.best.variables)
         self.compiled.position = {"epoch": epoch, "step": step + 1}
+        self.compiled.spend = self.spend.state()
         logs = {**scored_logs(train_results, self.compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
+        spend = self.spend.logs()
+        logs.update(cost_usd=spend["cost_usd"], unpriced_calls=spend["unpriced_calls"])
         await self.callbacks.call("on_train_batch_end", step, logs)
 
     async def epoch_logs(self, train_results: list[ExampleResult], validating: bool, label: str | None,
@@ -241,7 +301,11 @@ class FitRun:
             epoch_logs.update(validation)
             intervals = validation.intervals()
             self.history.pending_intervals = intervals
-        epoch_logs.update(usage_logs(LEDGER.since(self.usage_start)))
+        since = LEDGER.since(self.usage_start)
+        epoch_logs.update(usage_logs(since))
+        epoch_logs.update(self.spend.logs())
+        epoch_logs["epoch_cost_usd"] = sum(usage.cost_usd for usage in since.values())
+        self.compiled.spend = self.spend.state()
         self.usage_start = LEDGER.snapshot()
         epoch_logs["failures"] = len(set(self.rollouts.failure_log[failures_start:]))
         return epoch_logs, intervals

@@ -29,6 +29,10 @@ class History(Callback):
         self.epoch: list[int] = []
         self.pending_intervals: dict[str, Interval] = {}
         """The trainer's intervals for the epoch about to end (taken by ``on_epoch_end``)."""
+        self.spend: dict[str, Any] = {}
+        """The whole run's spend when it ended (``cost_usd``, by phase, ``saved_usd``, ``unpriced_calls``,
+        ``compute_s``), ``limit_usd`` and ``capped`` (stopped by ``max_usd``): a capped run's last partial
+        epoch has no History row, but its dollars are here."""
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epoch.append(epoch)

@@ -7,16 +7,31 @@ import time
 from typing import Any, TextIO
 
 from promptgym.training.callback import Callback
+from promptgym.training.spend import format_usd
 
 _BAR_WIDTH = 24
 
 
+HIDDEN_BY_DEFAULT = ("cost_usd_", "saved_usd", "compute_s", "epoch_cost_usd")
+"""Spend details the bar leaves to History and summary.md (the total, ``cost_usd``, is shown)."""
+
+
 def format_logs(logs: dict[str, Any] | None, keys: tuple[str, ...] | None = None) -> str:
+    """``key: value`` pairs; dollars as ``$0.0123``, marked ``+ unknown`` when some calls had no price.
+
+    >>> format_logs({"reward": 0.5, "cost_usd": 0.01, "unpriced_calls": 0})
+    'reward: 0.5000 - cost: $0.0100'
+    """
     parts = []
-    for key, value in (logs or {}).items():
+    logs = logs or {}
+    for key, value in logs.items():
         if keys is not None and key not in keys:
             continue
-        if isinstance(value, float):
+        if keys is None and (key.startswith(HIDDEN_BY_DEFAULT) or key == "unpriced_calls"):
+            continue
+        if key == "cost_usd" and isinstance(value, (int, float)):
+            parts.append(f"cost: {format_usd(float(value), int(logs.get('unpriced_calls') or 0))}")
+        elif isinstance(value, float):
             parts.append(f"{key}: {value:.4f}")
         elif isinstance(value, int) and not isinstance(value, bool):
             parts.append(f"{key}: {value}")
@@ -95,6 +110,10 @@ class ProgressBar(Callback):
             self._update(int(event["step"]), {"loss": event["loss"]}, final=event["step"] >= event["total_steps"])
         elif kind == "model_registered":
             self.stream.write(f"  tuned model: {event['model_id']}\n")
+        elif kind == "spend_cap_reached":
+            self.stream.write(f"\n  stopped by max_usd={format_usd(event['limit_usd'])}: {format_usd(event['spent_usd'])} "
+                              f"spent; the best program so far is kept (resume goes on at epoch {event['epoch'] + 1}, "
+                              f"step {event['step'] + 1})\n")
         else:
             return
         self.stream.flush()

@@ -59,8 +59,12 @@ class Trainer:
                   epochs: int = 1, batch_size: int = 1, minibatch_size: int = 4, validation_batch_size: int = 32,
                   validation_freq: int = 1, callbacks: list[Any] | None = None, shuffle: bool = False,
                   seed: int | None = None, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
-                  initial_step: int = 0, executor: Executor | None = None) -> History:
+                  initial_step: int = 0, executor: Executor | None = None, max_usd: float | None = None,
+                  budget: Any = None) -> History:
         """Train; see the README for every argument. Returns a :class:`History`.
+
+        ``max_usd`` (or ``budget=Budget(usd=...)``): a cap in dollars on every model call the run makes;
+        it stops cleanly before a call would cross it, with the best program so far (docs/cost.md).
 
         ``initial_epoch`` / ``initial_step``: where a resumed run starts (a
         program loaded from a checkpoint goes on with the rollouts it had

@@ -37,6 +37,8 @@ def train(
                                          "torch sees one), cpu, cuda or cuda:N (overrides [sft]/[rl] device)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the resolved job, then stop."),
+    preview: bool = typer.Option(False, "--preview", help="Show the job, run the headroom check (a few real calls, "
+                                 "timed and priced) and the run's cost estimate with its interval, then stop."),
     poll: bool = typer.Option(True, "--poll/--no-poll", help="Stream progress, or start detached and print the run id."),
     stream_format: str = typer.Option("cli", "--stream-format", help="cli (event lines) or chart (live reward chart)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue run RUN_ID from its last checkpoint."),
@@ -67,12 +69,12 @@ def train(
     masker.add_from_environment(secret_env_names(job_config))
     refuse_taken_model_name(job_config, None)
     start_run(job_config, config, env_file, masker, folder, yes=yes, dry_run=dry_run, poll=poll,
-              stream_format=stream_format, execution=execution, run_id=run_id)
+              stream_format=stream_format, execution=execution, run_id=run_id, preview=preview)
 
 
 def start_run(job_config: JobConfig, config_files: list[str] | None, env_file: Optional[str], masker: Masker,
               runs_dir: Path, yes: bool, dry_run: bool, poll: bool, stream_format: str, execution: ExecutionSpec,
-              run_id: str | None = None) -> None:
+              run_id: str | None = None, preview: bool = False) -> None:
     """A new run: prepare and preview (the flow's), confirm, create the run folder, run here or detached."""
     flow = flow_for(job_config.job.type)
     problem = flow.check_execution(execution)
@@ -85,6 +87,9 @@ def start_run(job_config: JobConfig, config_files: list[str] | None, env_file: O
             console.print(flow.dry_run_note())
             return
         flow.confirm_checks(prepared, masker)
+        if preview:
+            console.print("preview: nothing started")
+            return
         if not yes and not typer.confirm("Start this run?", default=True):
             raise typer.Exit(0)
         try:
