@@ -303,8 +303,8 @@ class LanguageModel(UsageCounters):
         self._record(Usage(failures=1))
         raise LMOutputError(f"{self.model}: no valid answer after {self.output_retries + 1} attempts ({problem})")
 
-    def stream(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
-               temperature: float | None = None, max_tokens: int | None = None, **sampling: Any) -> StreamingIterator:
+    def stream(self, messages: list[dict[str, Any]], temperature: float | None = None, max_tokens: int | None = None,
+               *, schema: dict[str, Any] | None = None, **sampling: Any) -> StreamingIterator:
         """The answer as a :class:`StreamingIterator`, chunk by chunk as the model writes it.
 
         ``schema`` constrains the text as in ``respond`` (the caller parses and validates

@@ -19,6 +19,7 @@ from promptgym.serving import ServeSettings, create_app
 from promptgym.testing import ScriptedLanguageModel
 from promptgym.traces import TraceStore
 from tests.lm.fake_openai_server import FakeOpenAIServer
+from tests.lm.test_streaming import fake_engine
 from tests.serving.programs import qa_program
 
 LONG = " ".join(["word"] * 400)
@@ -168,3 +169,16 @@ async def test_through_an_openai_compatible_server_a_client_leaving_drops_the_up
             events = events_of(httpx.post(f"{url}/v1/chat/completions", json=short, timeout=30).text)
         assert "".join(contents(events)) == "all of it" and events[-2]["usage"]["prompt_tokens"] == 11
         assert upstream.streams_finished == 1
+
+
+async def test_an_embedded_model_served_directly_stops_before_its_next_token_when_the_client_leaves() -> None:
+    backend, llama = fake_engine([f"w{i} " for i in range(100_000)])
+    model = LanguageModel(model="local/smollm2-135m-instruct", cache=False)
+    model._backend = backend
+    app = create_app([], models=[model])
+    with served(app) as url:
+        body = {"model": "local/smollm2-135m-instruct", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+        read_first_piece_and_leave(url, body)
+        wait_for(lambda: llama.closed and not backend._lock.locked(), "llama.cpp's generator closed, its context free")
+        wait_for(lambda: app.state.admission.admitted == 0, "the slot given back")
+    assert llama.produced < 100_000
