@@ -249,9 +249,10 @@ class OpenAICompatibleBackend:
         server starts answering; the stream holds one of the slots until it is read or closed.
         """
         modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured_mode):] if request.schema else ("plain",)
+        slots = await self.slots.get()
         for mode in modes:
             payload = {**self._payload(request, mode), "stream": True, "stream_options": {"include_usage": True}}
-            raw, refusal = await self._open_stream(payload)
+            raw, refusal = await self._open_stream(payload, slots)
             if refusal is not None:
                 if request.schema is not None and mode != "prompt" and refuses_response_format(refusal):
                     self._downgrade(mode, refusal)
@@ -261,16 +262,15 @@ class OpenAICompatibleBackend:
             try:
                 async for chunk in self._read_stream(raw):
                     yield chunk
-            finally:
+            finally:  # no await here: a cancelled reader may be cancelled again at any await of its clean-up
                 raw.close()  # unread: drops the connection, so the server stops generating
-                (await self.slots.get()).release()
+                slots.release()
             return
         raise LMError(f"{self.api_base}: no structured-output mode was accepted")
 
-    async def _open_stream(self, payload: dict[str, Any]) -> tuple[Any, HttpReply | None]:
-        """The open streaming response (holding a slot), or the error reply of a server that refused."""
+    async def _open_stream(self, payload: dict[str, Any], slots: asyncio.Semaphore) -> tuple[Any, HttpReply | None]:
+        """The open streaming response (holding one of ``slots``), or the error reply of a server that refused."""
         url = f"{self.api_base}/chat/completions"
-        slots = await self.slots.get()
 
         async def attempt() -> tuple[Any, HttpReply | None]:
             await slots.acquire()

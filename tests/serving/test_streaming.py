@@ -182,3 +182,42 @@ async def test_an_embedded_model_served_directly_stops_before_its_next_token_whe
         wait_for(lambda: llama.closed and not backend._lock.locked(), "llama.cpp's generator closed, its context free")
         wait_for(lambda: app.state.admission.admitted == 0, "the slot given back")
     assert llama.produced < 100_000
+
+
+class FailingMidAnswer:
+    """A backend whose stream fails after its first piece."""
+
+    concurrency = 1
+
+    async def complete(self, request: Any) -> Any:
+        raise AssertionError("not called")
+
+    async def stream(self, request: Any) -> Any:
+        from promptgym.lm.backend import LMChunk
+        from promptgym.lm.errors import LMConnectionError
+
+        yield LMChunk(content="half ")
+        raise LMConnectionError("the server went away")
+
+
+async def test_a_model_failing_mid_answer_ends_the_stream_with_an_error_event() -> None:
+    from fastapi.testclient import TestClient
+
+    model = ScriptedLanguageModel(responses=["unused"], model="scripted/flaky")
+    model._backend = FailingMidAnswer()
+    client = TestClient(create_app([], models=[model]))
+    response = client.post("/v1/chat/completions", json={"model": "scripted/flaky", "stream": True,
+                                                          "messages": [{"role": "user", "content": "go"}]})
+    events = events_of(response.text)
+    assert response.status_code == 200 and contents(events) == ["half "]
+    assert "went away" in events[-1]["error"]["message"] and events[-1]["error"]["code"] == "model_error"
+    assert client.app.state.admission.admitted == 0
+
+
+async def test_a_stream_past_the_queue_is_refused_with_429(qa) -> None:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app([qa], settings=ServeSettings(concurrency=1, queue=0)))
+    client.app.state.admission.admitted = 1  # one request already running
+    response = client.post("/v1/chat/completions", json=ask("q"))
+    assert response.status_code == 429 and response.headers["retry-after"] == "1"
