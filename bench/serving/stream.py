@@ -17,7 +17,8 @@ and the fake server counts the upstream streams that serve closed for the client
 ``ttft``: the same prompts (distinct, so serve's response cache never answers) to the
 embedded model through serve, read with the official ``openai`` client, and to llama.cpp
 directly in this process (``create_chat_completion(stream=True)``: the engine's own first
-token), alternating which goes first. Writes bench/results/serving_stream_{fake,ttft}.json.
+token), alternating which goes first. Then three requests to a program on the same model
+(constrained JSON) check that its last field streams in pieces and joins to its output. Writes bench/results/serving_stream_{fake,ttft}.json.
 """
 
 from __future__ import annotations
@@ -252,6 +253,32 @@ def serve_ttft(client: Any, messages: list[dict[str, str]], max_tokens: int) -> 
     return first if first is not None else float("nan"), pieces
 
 
+class Answer(pg.DataModel):
+    answer: str = pg.Field(description="The answer, in one sentence")
+
+
+async def save_local_program(path: Path) -> None:
+    inputs = pg.Input(data_model=Question)
+    outputs = await pg.Generator(data_model=Answer, language_model=pg.LanguageModel(model=LOCAL_MODEL, max_tokens=48),
+                                 instructions="Answer the question in one short sentence.")(inputs)
+    pg.Program(inputs=inputs, outputs=outputs, name="qa").save(str(path))
+
+
+def program_stream_check(client: Any, index: int) -> dict[str, Any]:
+    """A program's streamed answer on the embedded engine (constrained JSON): its pieces, and the same
+    request without streaming (then a cache hit of the streamed answer) for its whole output."""
+    messages = [{"role": "user", "content": json.dumps({"question": f"Why is the number {index + 3} odd or even?"})}]
+    started = time.perf_counter()
+    first, texts = None, []
+    for chunk in client.chat.completions.create(model="qa", messages=messages, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter() - started if first is None else first
+            texts.append(chunk.choices[0].delta.content)
+    whole = json.loads(client.chat.completions.create(model="qa", messages=messages).choices[0].message.content)
+    return {"pieces": len(texts), "ttft_ms": round((first or float("nan")) * 1000, 1), "streamed": "".join(texts),
+            "answer": whole.get("answer"), "same": "".join(texts) == whole.get("answer")}
+
+
 def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     import openai  # deferred: only this mode needs the client
 
@@ -260,8 +287,11 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
 
     files = resolve_local_model(LOCAL_MODEL.removeprefix("local/"))
     llama = shared_local_backend(files.model_path)._engine()
-    serve, url = start_process([PY, "-m", "promptgym.cli.main", "serve", "--model", LOCAL_MODEL, "--port", "0"],
-                               r"serving on (http://\S+)")
+    folder = tempfile.TemporaryDirectory()
+    program = Path(folder.name) / "qa.json"
+    asyncio.run(save_local_program(program))
+    serve, url = start_process([PY, "-m", "promptgym.cli.main", "serve", str(program), "--model", LOCAL_MODEL,
+                                "--port", "0"], r"serving on (http://\S+)")
     engine, served, pieces = [], [], []
     try:
         wait_until_up(url)
@@ -275,8 +305,10 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
                     (engine if measure is engine_ttft else served).append(seconds)
                     if measure is serve_ttft:
                         pieces.append(count)
+        programs = [program_stream_check(client, index) for index in range(3)]
     finally:
         stop(serve)
+        folder.cleanup()
     engine_p50, serve_p50 = statistics.median(engine), statistics.median(served)
     return {
         "bench": "serving_stream_ttft", "model": LOCAL_MODEL, "n": n, "max_tokens": max_tokens, "warmup": warmup,
@@ -288,6 +320,7 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
         "serve_content_chunks_min": min(pieces), "serve_content_chunks_p50": statistics.median(pieces),
         "engine_ttft_ms": [round(value * 1000, 1) for value in engine],
         "serve_ttft_ms": [round(value * 1000, 1) for value in served],
+        "program_streams": programs,
         "cpus": os.cpu_count(),
     }
 
