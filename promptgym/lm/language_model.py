@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -310,10 +311,28 @@ class LanguageModel(UsageCounters):
         ``schema`` constrains the text as in ``respond`` (the caller parses and validates
         it). A backend that cannot stream, or a cached answer, comes as one chunk. The call
         holds one of the model's slots until it is read to the end or closed; closing it
-        early stops the generation.
+        early stops the generation. When this model fails before its first chunk, ``fallback``
+        streams instead.
         """
         request = self._request(messages, schema, temperature, max_tokens, sampling)
-        return StreamingIterator(self._stream_chunks(request))
+        return StreamingIterator(self._stream_or_fallback(request, messages, temperature, max_tokens, schema, sampling))
+
+    async def _stream_or_fallback(self, request: LMRequest, messages: list[dict[str, Any]], temperature: float | None,
+                                  max_tokens: int | None, schema: dict[str, Any] | None,
+                                  sampling: dict[str, Any]) -> AsyncIterator[LMChunk]:
+        started = False
+        try:
+            async with contextlib.aclosing(self._stream_chunks(request)) as chunks:
+                async for chunk in chunks:
+                    started = True
+                    yield chunk
+            return
+        except LMError:
+            if self.fallback is None or started:  # text already sent can't be taken back
+                raise
+        async with self.fallback.stream(messages, temperature, max_tokens, schema=schema, **sampling) as other:
+            async for chunk in other._chunks:
+                yield chunk
 
     async def _stream_chunks(self, request: LMRequest) -> AsyncIterator[LMChunk]:
         backend_stream = getattr(self.backend, "stream", None)

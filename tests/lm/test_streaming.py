@@ -48,6 +48,15 @@ async def test_a_cached_answer_streams_as_one_chunk():
     assert len(lm.requests) == 1 and again.completion_tokens == 3
 
 
+async def test_a_model_failing_before_its_first_chunk_streams_from_its_fallback():
+    from promptgym.lm.errors import LMConnectionError
+
+    backup = ScriptedLanguageModel(responses=["from the fallback"])
+    lm = ScriptedLanguageModel(responses=[LMConnectionError("down")], fallback=backup)
+    assert "".join([c["content"] async for c in lm.stream(MESSAGES)]) == "from the fallback"
+    assert backup.streams.finished == 1
+
+
 # -- the embedded engine, with llama.cpp replaced by a token generator -------------------------
 
 
