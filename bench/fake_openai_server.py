@@ -18,6 +18,11 @@ at once (one thread per connection), like a model server with unlimited batch ca
 ``fail_every`` (``--fail-every N``) makes every N-th chat request answer ``500`` at once (a flaky
 server: N=3 fails a third of the requests, retries included).
 
+A request with ``stream: true`` is answered with server-sent events, one per word, ``chunk_latency_s``
+(``--chunk-ms``) apart, usage last when ``stream_options.include_usage`` asks; ``stream_words``
+(``--stream-words N``) makes a plain-text answer ``w0 w1 ... w<N-1>``. ``/stats`` counts
+``streams`` and ``streams_broken`` (the client left before the end).
+
 Run: ``python bench/fake_openai_server.py --port 8931``; or in-process::
 
     with start_fake_server() as server:
@@ -208,6 +213,8 @@ class FakeOpenAIHandler(FastHandler):
     log_file: Any = None
     latency_s: float = 0.0
     fail_every: int = 0
+    chunk_latency_s: float = 0.0
+    stream_words: int = 0
 
     def do_GET(self) -> None:
         path = self.path.rstrip("/")
@@ -238,7 +245,10 @@ class FakeOpenAIHandler(FastHandler):
                 return
             if self.latency_s:
                 time.sleep(self.latency_s)
-            self.send_json(200, _completion(request))
+            if request.get("stream"):
+                self.send_stream(request)
+            else:
+                self.send_json(200, _completion(request))
         elif path.endswith("/embeddings"):
             self.stats.add("embeddings")
             self.send_json(200, _embeddings(request))
@@ -249,18 +259,47 @@ class FakeOpenAIHandler(FastHandler):
             self.send_json(404, {"error": {"message": f"no route {self.path}"}})
 
 
-def make_server(port: int = 0, log_path: str | None = None, latency_s: float = 0.0, fail_every: int = 0) -> FastServer:
+    def send_stream(self, request: dict[str, Any]) -> None:
+        """The completion as SSE events, one word each; the connection closes at the end (no length to frame it)."""
+        self.stats.add("streams")
+        whole = _completion(request)
+        if self.stream_words and not request.get("response_format"):
+            whole["choices"][0]["message"]["content"] = " ".join(f"w{i}" for i in range(self.stream_words))
+        base = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": whole["model"]}
+        pieces = re.findall(r"\s+|\S+\s*", whole["choices"][0]["message"]["content"])
+        events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+        events += [{"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in pieces]
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (request.get("stream_options") or {}).get("include_usage"):
+            events.append({"choices": [], "usage": whole["usage"]})
+        self.close_connection = True
+        try:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+            for event in events:
+                if self.chunk_latency_s:
+                    time.sleep(self.chunk_latency_s)
+                self.wfile.write(f"data: {json.dumps({**base, **event})}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.stats.add("streams_broken")
+
+
+def make_server(port: int = 0, log_path: str | None = None, latency_s: float = 0.0, fail_every: int = 0,
+                chunk_latency_s: float = 0.0, stream_words: int = 0) -> FastServer:
     """Build (not start) a fake server on 127.0.0.1; ``log_path`` records each request body."""
-    attrs: dict[str, Any] = {"stats": Stats(), "latency_s": latency_s, "fail_every": fail_every}
+    attrs: dict[str, Any] = {"stats": Stats(), "latency_s": latency_s, "fail_every": fail_every,
+                             "chunk_latency_s": chunk_latency_s, "stream_words": stream_words}
     if log_path:
         attrs["log_file"] = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
     return FastServer(("127.0.0.1", port), type("Handler", (FakeOpenAIHandler,), attrs))
 
 
 def start_fake_server(port: int = 0, log_path: str | None = None, latency_s: float = 0.0,
-                      fail_every: int = 0) -> ServerThread:
+                      fail_every: int = 0, chunk_latency_s: float = 0.0, stream_words: int = 0) -> ServerThread:
     """Start a fake server in a daemon thread; ``.url``, ``.port``, ``.stop()``."""
-    return ServerThread(make_server(port, log_path, latency_s, fail_every)).start()
+    return ServerThread(make_server(port, log_path, latency_s, fail_every, chunk_latency_s, stream_words)).start()
 
 
 def main() -> None:
@@ -269,8 +308,11 @@ def main() -> None:
     parser.add_argument("--log-requests", metavar="PATH", help="append each request body as a JSON line")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="hold each chat completion this long")
     parser.add_argument("--fail-every", type=int, default=0, help="answer 500 to every N-th chat request")
+    parser.add_argument("--chunk-ms", type=float, default=0.0, help="pause between the events of a streamed answer")
+    parser.add_argument("--stream-words", type=int, default=0, help="a streamed plain-text answer of this many words")
     args = parser.parse_args()
-    server = make_server(args.port, args.log_requests, args.latency_ms / 1000, args.fail_every)
+    server = make_server(args.port, args.log_requests, args.latency_ms / 1000, args.fail_every, args.chunk_ms / 1000,
+                         args.stream_words)
     print(f"fake OpenAI server on http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
     try:
         server.serve_forever()

@@ -6,7 +6,10 @@
     lm.requests                      # every request, in order
 
 ``respond=`` takes a function of the request instead (for answers that
-depend on the input); ``fail_on=`` makes chosen calls fail.
+depend on the input); ``fail_on=`` makes chosen calls fail. A streamed call
+(``lm.stream(...)``) hands the answer over word by word, ``stream_delay_s``
+apart; ``lm.streams`` counts the streams started, read to the end, and
+stopped by a reader that left.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import threading
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
 
 import numpy as np
 
 from promptgym.core.serialization import register_builtin
-from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.errors import LMConnectionError
 from promptgym.lm.language_model import LanguageModel
@@ -34,10 +39,35 @@ def last_user_json(request: LMRequest) -> dict[str, Any]:
     return json.loads(request.messages[-1]["content"])
 
 
+@dataclass
+class StreamCounts:
+    """What a scripted model's streams did: started, read to the end, stopped early; pieces handed over."""
+
+    started: int = 0
+    finished: int = 0
+    stopped: int = 0
+    pieces: int = 0
+
+    @property
+    def open(self) -> int:
+        return self.started - self.finished - self.stopped
+
+
+def stream_pieces(text: str) -> list[str]:
+    """``text`` cut after each word's trailing spaces (the pieces join back to it).
+
+    >>> stream_pieces('{"a": "b c"}')
+    ['{"a": ', '"b ', 'c"}']
+    """
+    return re.findall(r"\s+|\S+\s*", text)
+
+
 class ScriptedBackend:
     def __init__(self, responses: list[Any] | None, respond: Responder | None, fail_on: Callable[[int], bool] | None,
-                 concurrency: int, delay_s: float, native_tools: bool = False) -> None:
+                 concurrency: int, delay_s: float, native_tools: bool = False, stream_delay_s: float = 0.0) -> None:
         self.native_tools = native_tools
+        self.stream_delay_s = stream_delay_s
+        self.streams = StreamCounts()
         self.responses = list(responses or [])
         self.respond = respond
         self.fail_on = fail_on
@@ -73,6 +103,25 @@ class ScriptedBackend:
         content = answer if isinstance(answer, str) else json.dumps(answer)
         return LMResponse(content=content, prompt_tokens=prompt_tokens, completion_tokens=len(content.split()))
 
+    async def stream(self, request: LMRequest) -> AsyncIterator[LMChunk]:
+        response = await self.complete(request)
+        self.streams.started += 1
+        done = False
+        try:
+            for piece in stream_pieces(response.content):
+                if self.stream_delay_s:
+                    await asyncio.sleep(self.stream_delay_s)
+                self.streams.pieces += 1
+                yield LMChunk(content=piece)
+            yield LMChunk(finish_reason="stop", prompt_tokens=response.prompt_tokens,
+                          completion_tokens=response.completion_tokens)
+            done = True
+        finally:
+            if done:
+                self.streams.finished += 1
+            else:
+                self.streams.stopped += 1
+
 
 SCRIPTED_PRICE = Price(0.0, 0.0, source="scripted")
 """A scripted model's default price: a test double bills nobody (give ``price=`` to test dollar figures)."""
@@ -88,6 +137,7 @@ class ScriptedLanguageModel(LanguageModel):
         respond: ``f(request) -> answer``, used instead of ``responses``.
         fail_on: ``f(call_index) -> bool``; True makes that call fail.
         delay_s: simulated latency per call.
+        stream_delay_s: simulated time between the pieces of a streamed answer.
         native_tools: answer like a server that calls tools natively: a response
             ``{"content": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`` to a
             request with ``tools`` comes back as OpenAI ``tool_calls``. Off (the default),
@@ -97,18 +147,24 @@ class ScriptedLanguageModel(LanguageModel):
 
     def __init__(self, responses: list[Any] | None = None, respond: Responder | None = None,
                  fail_on: Callable[[int], bool] | None = None, model: str = "scripted/test",
-                 concurrency: int = 8, delay_s: float = 0.0, native_tools: bool = False, **kwargs: Any) -> None:
+                 concurrency: int = 8, delay_s: float = 0.0, native_tools: bool = False, stream_delay_s: float = 0.0,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("cache", False)
         kwargs.setdefault("price", SCRIPTED_PRICE)
         super().__init__(model=model, concurrency=concurrency, **kwargs)
         self.api_base = "scripted://"  # no server: set after the constructor, which checks server URLs
         self.responses = responses
-        self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s, native_tools)
+        self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s, native_tools,
+                                         stream_delay_s)
         self._backend = self._scripted
 
     @property
     def requests(self) -> list[LMRequest]:
         return self._scripted.requests
+
+    @property
+    def streams(self) -> StreamCounts:
+        return self._scripted.streams
 
     def get_config(self) -> dict[str, Any]:
         config = {key: value for key, value in super().get_config().items() if key not in ("api_base",)}

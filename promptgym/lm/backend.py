@@ -30,14 +30,21 @@ class LMResponse:
 
 @dataclass
 class LMChunk:
-    """A piece of a streamed answer."""
+    """A piece of a streamed answer; the last one says why it stopped and, when known, the tokens."""
 
     content: str = ""
     reasoning: str = ""
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class Backend(Protocol):
-    """A model engine. ``concurrency`` bounds simultaneous requests."""
+    """A model engine. ``concurrency`` bounds simultaneous requests.
+
+    A backend that streams also has ``stream(request)``: an async iterator of
+    :class:`LMChunk` whose ``aclose()`` stops the generation at once.
+    """
 
     concurrency: int
 

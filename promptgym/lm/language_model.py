@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
 from promptgym.core.json_data_model import JsonDataModel
@@ -380,26 +381,95 @@ class LanguageModel(UsageCounters):
         raise LMOutputError(f"{self.model}: no valid answer after {self.output_retries + 1} attempts ({problem})")
 
     def stream(self, messages: list[dict[str, Any]], temperature: float | None = None, max_tokens: int | None = None,
-               **sampling: Any) -> Any:
-        """The answer as a :class:`StreamingIterator` (one chunk when the backend cannot stream)."""
-        request = self._request(messages, None, temperature, max_tokens, sampling)
+               *, schema: dict[str, Any] | None = None, **sampling: Any) -> StreamingIterator:
+        """The answer as a :class:`StreamingIterator`, chunk by chunk as the model writes it.
 
-        async def chunks() -> Any:
-            backend_stream = getattr(self.backend, "stream", None)
-            if backend_stream is None:
-                response = await self._complete(request)
-                yield LMChunk(response.content, response.reasoning or "")
-                return
-            started = time.perf_counter()
-            first = None
-            async for chunk in backend_stream(request):
-                first = time.perf_counter() - started if first is None else first
+        ``schema`` constrains the text as in ``respond`` (the caller parses and validates
+        it). A backend that cannot stream, or a cached answer, comes as one chunk. The call
+        holds one of the model's slots until it is read to the end or closed; closing it
+        early stops the generation. When this model fails before its first chunk, ``fallback``
+        streams instead.
+        """
+        request = self._request(messages, schema, temperature, max_tokens, sampling)
+        return StreamingIterator(self._stream_or_fallback(request, messages, temperature, max_tokens, schema, sampling))
+
+    async def _stream_or_fallback(self, request: LMRequest, messages: list[dict[str, Any]], temperature: float | None,
+                                  max_tokens: int | None, schema: dict[str, Any] | None,
+                                  sampling: dict[str, Any]) -> AsyncIterator[LMChunk]:
+        started = False
+        try:
+            async with contextlib.aclosing(self._stream_chunks(request)) as chunks:
+                async for chunk in chunks:
+                    started = True
+                    yield chunk
+            return
+        except LMError:
+            if self.fallback is None or started:  # text already sent can't be taken back
+                raise
+        async with self.fallback.stream(messages, temperature, max_tokens, schema=schema, **sampling) as other:
+            async for chunk in other._chunks:
                 yield chunk
-            last = time.perf_counter() - started
-            self._record(Usage(calls=1, latency_s=last, streaming_calls=1, ttft_s=last if first is None else first,
-                               ttlt_s=last))
 
-        return StreamingIterator(chunks())
+    async def _stream_chunks(self, request: LMRequest) -> AsyncIterator[LMChunk]:
+        backend_stream = getattr(self.backend, "stream", None)
+        cache = self._response_cache() if self.cache and request.temperature == 0 else None
+        key = self._cache_key(request) if cache is not None else ""
+        if backend_stream is None or (cache is not None and cache.get(key) is not None):
+            response = await self._complete(request)  # answers (and counts) a cache hit too
+            yield LMChunk(response.content, response.reasoning or "", response.finish_reason,
+                          response.prompt_tokens, response.completion_tokens)
+            return
+        started = time.perf_counter()
+        first: float | None = None
+        content: list[str] = []
+        reasoning: list[str] = []
+        end = LMChunk()
+        finished = False
+        own_slot = None if getattr(self.backend, "slots", None) is not None else await self._slots.get()
+        if own_slot is not None:
+            await own_slot.acquire()
+        try:
+            chunks = backend_stream(request)
+            try:
+                async for chunk in chunks:
+                    if first is None and (chunk.content or chunk.reasoning):
+                        first = time.perf_counter() - started
+                    if chunk.finish_reason is not None or chunk.prompt_tokens or chunk.completion_tokens:
+                        end = chunk
+                    content.append(chunk.content)
+                    reasoning.append(chunk.reasoning)
+                    yield chunk
+            finally:
+                await chunks.aclose()  # a reader that left stops the backend's generation here
+            finished = True
+        except Exception:
+            self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
+            raise
+        finally:
+            if own_slot is not None:
+                own_slot.release()
+            if not finished and first is not None:  # left mid-answer: the call happened, its tokens unknown
+                self._record(Usage(calls=1, latency_s=time.perf_counter() - started))
+        last = time.perf_counter() - started
+        response = LMResponse("".join(content), end.prompt_tokens, end.completion_tokens,
+                              "".join(reasoning) or None, end.finish_reason)
+        self.last_call_finish_reason = response.finish_reason
+        self._record(Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+                           latency_s=last, streaming_calls=1, ttft_s=last if first is None else first, ttlt_s=last))
+        record_call(self.model, request, response, last, cached=False)
+        if cache is not None:
+            cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
+                            "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
+                            "finish_reason": response.finish_reason})
+
+    def _cache_key(self, request: LMRequest) -> str:
+        payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
+                   "schema": request.schema, "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
+        if request.extra:
+            payload["extra"] = request.extra
+        if request.tools:
+            payload["tools"] = request.tools
+        return request_key(payload)
 
     async def _complete(self, request: LMRequest) -> LMResponse:
         tracer = current_tracer()
@@ -427,13 +497,7 @@ class LanguageModel(UsageCounters):
         self.last_call_cost_usd = 0.0
         cache = self._response_cache() if use_cache else None
         if cache is not None:
-            payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
-                       "schema": request.schema, "max_tokens": request.max_tokens, "seed": request.seed, "temperature": 0}
-            if request.extra:
-                payload["extra"] = request.extra
-            if request.tools:
-                payload["tools"] = request.tools
-            key = request_key(payload)
+            key = self._cache_key(request)
             hit = cache.get(key)
             if hit is not None:
                 response = LMResponse(**hit)

@@ -8,6 +8,10 @@ schema in the prompt. The mode that worked is remembered per server
 (``api_base``), and a switch is logged once. Any other error (a prompt too
 long, a bad parameter) leaves the mode alone. The caller validates the answer
 against the schema and retries if needed.
+
+``stream`` asks for server-sent events (``stream: true``, usage in the last
+event) and hands each delta over as it arrives; closing it closes the
+connection, which is how a server is told to stop generating.
 """
 
 from __future__ import annotations
@@ -16,14 +20,14 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
 from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
-from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
 from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
 from promptgym.lm.http_client import ConnectionPool, HttpError
 
@@ -237,6 +241,103 @@ class OpenAICompatibleBackend:
             self.raise_for_status(response)
             return self._parse_completion(response)
         raise LMError(f"{self.api_base}: no structured-output mode was accepted")
+
+    async def stream(self, request: LMRequest) -> AsyncIterator[LMChunk]:
+        """The answer as the server writes it; the last chunk has the finish reason and the usage.
+
+        Connection errors and retryable statuses are retried (as in ``complete``) until the
+        server starts answering; the stream holds one of the slots until it is read or closed.
+        """
+        modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured_mode):] if request.schema else ("plain",)
+        slots = await self.slots.get()
+        for mode in modes:
+            payload = {**self._payload(request, mode), "stream": True, "stream_options": {"include_usage": True}}
+            raw, refusal = await self._open_stream(payload, slots)
+            if refusal is not None:
+                if request.schema is not None and mode != "prompt" and refuses_response_format(refusal):
+                    self._downgrade(mode, refusal)
+                    continue
+                self.raise_for_status(refusal)
+            assert raw is not None
+            try:
+                async for chunk in self._read_stream(raw):
+                    yield chunk
+            finally:  # no await here: a cancelled reader may be cancelled again at any await of its clean-up
+                raw.close()  # unread: drops the connection, so the server stops generating
+                slots.release()
+            return
+        raise LMError(f"{self.api_base}: no structured-output mode was accepted")
+
+    async def _open_stream(self, payload: dict[str, Any], slots: asyncio.Semaphore) -> tuple[Any, HttpReply | None]:
+        """The open streaming response (holding one of ``slots``), or the error reply of a server that refused."""
+        url = f"{self.api_base}/chat/completions"
+
+        async def attempt() -> tuple[Any, HttpReply | None]:
+            await slots.acquire()
+            try:
+                session = await self._sessions.get()
+                raw = await session.post(url, json=payload)
+            except asyncio.TimeoutError:
+                slots.release()
+                raise Retry(f"timed out after {self.timeout:g} s") from None
+            except aiohttp.ClientError as error:
+                slots.release()
+                raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
+            except BaseException:
+                slots.release()
+                raise
+            if raw.status < 400:
+                return raw, None
+            reply = HttpReply(raw.status, await raw.text(errors="replace"), url)
+            raw.release()
+            slots.release()
+            if reply.status_code in _RETRYABLE_STATUS and not refuses_response_format(reply):
+                raise Retry(f"HTTP {reply.status_code}: {reply.text[:200]}", rate_limited=reply.status_code == 429,
+                            wait_s=retry_after_s(raw.headers))
+            return None, reply
+
+        try:
+            return await retrying(attempt, self.retry_policy)
+        except RetriesExhausted as exhausted:
+            raise LMConnectionError(f"{url} unreachable after {exhausted.attempts} attempts "
+                                    f"({exhausted.last.reason})") from None
+
+    async def _read_stream(self, raw: Any) -> AsyncIterator[LMChunk]:
+        """LMChunks from server-sent events (or one chunk, from a server that answered without streaming)."""
+        url = str(raw.url)
+        if "text/event-stream" not in raw.headers.get("Content-Type", ""):
+            whole = self._parse_completion(HttpReply(raw.status, await raw.text(errors="replace"), url))
+            yield LMChunk(whole.content, whole.reasoning or "")
+            yield LMChunk(finish_reason=whole.finish_reason, prompt_tokens=whole.prompt_tokens,
+                          completion_tokens=whole.completion_tokens)
+            return
+        finish_reason, usage = None, {}
+        try:
+            async for line in raw.content:
+                text = line.decode("utf-8", errors="replace").strip()
+                if not text.startswith("data:"):
+                    continue  # blank separators, ": keep-alive" comments, event names
+                data = text[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    event = json.loads(data)
+                except json.JSONDecodeError:
+                    raise LMError(f"{url} streamed an event that is not JSON: {data[:200]!r}") from None
+                if isinstance(event.get("error"), (dict, str)):
+                    raise LMError(f"{url} failed mid-answer: {json.dumps(event['error'])[:300]}")
+                usage = event.get("usage") or usage
+                for choice in event.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    finish_reason = choice.get("finish_reason") or finish_reason
+                    content = delta.get("content") or ""
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                    if content or reasoning:
+                        yield LMChunk(content, reasoning)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            raise LMConnectionError(f"{url}: the stream broke off ({type(error).__name__}: {error})") from None
+        yield LMChunk(finish_reason=finish_reason, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                      completion_tokens=int(usage.get("completion_tokens") or 0))
 
     def _parse_completion(self, response: HttpReply) -> LMResponse:
         body = response.json()

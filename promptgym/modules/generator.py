@@ -37,6 +37,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.errors import LMOutputError
 from promptgym.lm.language_model import LanguageModel
+from promptgym.modules.field_stream import active_tap, streamed_answer, streamed_chat
 from promptgym.modules.model_choice import active_language_model
 from promptgym.modules.module import Module
 from promptgym.modules.prompt_layout import (
@@ -303,25 +304,38 @@ class Generator(Module):
         schema = inputs.get_schema() if callable(getattr(inputs, "get_schema", None)) else None
         messages = self.messages(input_json, await self.demonstrations(input_json), input_schema=schema)
         language_model = active_language_model(self)
+        options = {"temperature": self.temperature, "max_tokens": self.max_tokens, **self._sampling()}
+        tap = None if training else active_tap(self)  # program.stream(x) reads this call's last field as written
         if self.data_model is None:
-            if self.streaming and not training and not self.return_inputs:
-                return language_model.stream(messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                                                  **self._sampling())
-            answer = await language_model.respond(messages, temperature=self.temperature,
-                                                  max_tokens=self.max_tokens, **self._sampling())
-            output: Any = ChatMessage(role="assistant", content=answer.content, reasoning_content=answer.reasoning)
+            if self.streaming and not training and not self.return_inputs and tap is None:
+                return language_model.stream(messages, **options)
+            if tap is not None:
+                content, reasoning = await streamed_chat(tap, language_model, messages, **options)
+            else:
+                answer = await language_model.respond(messages, **options)
+                content, reasoning = answer.content, answer.reasoning
+            output: Any = ChatMessage(role="assistant", content=content, reasoning_content=reasoning)
         else:
-            answer = await language_model.respond(messages, schema=self._schema,
-                                                  validation_schema=self.data_model.get_schema(),
-                                                  temperature=self.temperature, max_tokens=self.max_tokens,
-                                                  **self._sampling())
-            output = self._validated(self._with_reasoning(answer.value, answer.reasoning))
+            if tap is not None:
+                value, reasoning = await streamed_answer(tap, language_model, messages, self._schema,
+                                                         self.data_model.get_schema(), **options)
+            else:
+                answer = await language_model.respond(messages, schema=self._schema,
+                                                      validation_schema=self.data_model.get_schema(), **options)
+                value, reasoning = answer.value, answer.reasoning
+            output = self._validated(self._with_reasoning(value, reasoning))
         record_step(self.name, input_json, output.model_dump(mode="json"), schema)
         if self.return_inputs:
             if not callable(getattr(inputs, "get_schema", None)):
                 inputs = JsonDataModel(json=input_json, schema=schema_of_value(input_json, title="Inputs"))
             return compute("concat", [inputs, output], name=self.name)
         return output
+
+    def streamed_field(self) -> str:
+        """The field ``program.stream(x)`` shows of this module's answer: the last one it writes."""
+        if self._schema is None:
+            return "content"
+        return list(self._schema.get("properties") or {"": None})[-1]
 
     def _with_reasoning(self, value: dict[str, Any], reasoning: str | None) -> dict[str, Any]:
         """A ``thinking`` field is the model's own reasoning when the server returns it."""

@@ -36,6 +36,7 @@ from promptgym.programs.functional_config import graph_config, graph_from_config
 from promptgym.programs.graph import FunctionalGraph
 from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
 from promptgym.programs.state import ProgramState
+from promptgym.programs.streaming import ProgramStream, stream_program
 from promptgym.programs.summary import program_summary
 from promptgym.training.trainer import Trainer
 
@@ -173,6 +174,19 @@ class Program(ProgramState, Trainer, Module):
         if len(self._graph.inputs) == 1 and not isinstance(self._graph.input_structure, (list, tuple, dict)):
             inputs = self.validate_input(inputs)
         return await self._graph.run(inputs, training)
+
+    def stream(self, inputs: Any) -> ProgramStream:
+        """The text of the last output field as the model writes it (an async iterator of pieces).
+
+        >>> # async with program.stream({"question": "Why is the sky blue?"}) as stream:
+        >>> #     async for text in stream: print(text, end="")
+        >>> # stream.output  -> the whole output, as ``await program(x)`` returns it
+
+        The Generator that writes the output streams its model call; a program whose
+        output comes from another module yields the field once, at the end. Closing the
+        stream early cancels the run and stops the generation.
+        """
+        return stream_program(self, inputs)
 
     # -- saving ---------------------------------------------------------------------------
 

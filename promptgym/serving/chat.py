@@ -2,7 +2,8 @@
 
 A program is called with ``model = <program name>``: the last user message's content is the
 input JSON, the assistant's content is the output JSON. ``model = local/<name>`` chats with an
-embedded (or fine-tuned) model directly.
+embedded (or fine-tuned) model directly. With ``stream: true`` the answer comes as the model
+writes it (:mod:`promptgym.serving.streaming`): a program's last output field, a model's text.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ChatCompletionRequest(BaseModel):
     model: str = Field(min_length=1)
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool = False
+    stream_options: dict[str, Any] | None = None
     temperature: float | None = Field(None, ge=0)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -105,14 +107,3 @@ def completion(request_id: str, model: str, content: str, usage: Usage, finish_r
         "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                   "total_tokens": usage.prompt_tokens + usage.completion_tokens},
     }
-
-
-def stream_events(answer: dict[str, Any]) -> list[str]:
-    """A finished answer as server-sent events: the content in one chunk, the end, ``[DONE]``."""
-    base = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"], "model": answer["model"]}
-    choice = answer["choices"][0]
-    first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": choice["message"]["content"]},
-                                  "finish_reason": None}]}
-    last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
-            "usage": answer["usage"]}
-    return [f"data: {json.dumps(first)}\n\n", f"data: {json.dumps(last)}\n\n", "data: [DONE]\n\n"]

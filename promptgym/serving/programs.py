@@ -26,6 +26,7 @@ from promptgym.lm.usage import Usage, usage_scope
 from promptgym.modules.generator import as_json
 from promptgym.modules.tracing import TraceStep, tracing
 from promptgym.programs.program import Program
+from promptgym.programs.streaming import ProgramStream, stream_program
 from promptgym.programs.walk import iter_modules
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -109,6 +110,26 @@ class ServedProgram:
         if output is None:
             raise NoOutputError(f"program {self.name!r} produced no output for this input")
         return ServedCall(as_json(output), usage, trace.steps, time.perf_counter() - started)
+
+
+    def stream(self, inputs: Any) -> tuple[ProgramStream, ServedCall]:
+        """The text of the last output field as written, and the call it fills in (output, usage, steps) by its end."""
+        call = ServedCall(None, Usage())
+        started = time.perf_counter()
+
+        async def run() -> Any:
+            with usage_scope() as usage, tracing() as trace:
+                call.usage, call.steps = usage, trace.steps  # filled as the run goes: a stream cut short keeps them
+                try:
+                    output = await self.program(inputs)
+                finally:
+                    call.seconds = time.perf_counter() - started
+            if output is None:
+                raise NoOutputError(f"program {self.name!r} produced no output for this input")
+            call.output = as_json(output)
+            return output
+
+        return stream_program(self.program, inputs, run), call
 
 
 def _schema(program: Any, attribute: str, model: type[DataModel] | None) -> dict[str, Any]:

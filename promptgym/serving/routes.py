@@ -11,21 +11,23 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from fastapi import Body, FastAPI, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from promptgym.lm.errors import LMError
 from promptgym.lm.usage import Usage, usage_scope
 from promptgym.serving.admission import Busy
 from promptgym.serving.chat import (
-    ChatCompletionRequest, completion, plain_messages, program_input, requested_schema, stream_events,
+    ChatCompletionRequest, completion, plain_messages, program_input, requested_schema,
 )
 from promptgym.serving.errors import error_response
 from promptgym.serving.programs import InputError, NoOutputError, ServedCall, ServedProgram
 from promptgym.traces.feedback import FeedbackError
 from promptgym.serving.state import ServerState
+from promptgym.serving.streaming import DISCONNECTED, AnswerStream, Delta, SlotStreamingResponse, StreamEnd
+from promptgym.traces.store import new_trace_id
 
 logger = logging.getLogger("promptgym.serve")
 
@@ -55,6 +57,8 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
                 inputs = served.validate(payload, where)
             except InputError as error:
                 return _input_error(request, error)
+            if body.stream:
+                return await stream_program_answer(state, served, inputs, body, request)
             outcome = await run_served(state, served, inputs, request)
             if isinstance(outcome, Response):
                 return outcome
@@ -62,6 +66,8 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
             finish_reason = "stop"
         elif body.model in state.models:
             request.state.program = body.model
+            if body.stream:
+                return await stream_model_answer(state, body, request)
             outcome = await chat_with_model(state, body, request)
             if isinstance(outcome, Response):
                 return outcome
@@ -72,10 +78,7 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
             return error_response(404, f"model {body.model!r} is not served here; served: "
                                   f"{', '.join(served_names) or 'none'}", param="model", code="model_not_found")
         answer_id = getattr(request.state, "trace_id", None) or request.state.request_id
-        answer = completion(answer_id, body.model, content, request.state.usage, finish_reason)
-        if body.stream:
-            return StreamingResponse(iter(stream_events(answer)), media_type="text/event-stream")
-        return JSONResponse(answer)
+        return JSONResponse(completion(answer_id, body.model, content, request.state.usage, finish_reason))
 
     app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"], tags=["openai"],
                       summary="OpenAI-compatible chat completions")
@@ -164,12 +167,16 @@ async def run_served(state: ServerState, served: ServedProgram, inputs: Any, req
     return outcome.output
 
 
-def record(state: ServerState, request: Request, program: str, inputs: Any, call: ServedCall) -> None:
-    """Store the call when the server records (``--record``); its id goes back in the trace header."""
+def record(state: ServerState, request: Request, program: str, inputs: Any, call: ServedCall,
+           trace_id: str | None = None) -> None:
+    """Store the call when the server records (``--record``); its id goes back in the trace header.
+
+    A streamed answer is recorded at its end, under the ``trace_id`` its header already carried.
+    """
     if state.recorder is None:
         return
     try:  # queued: the recorder's writer commits it behind the answer
-        request.state.trace_id = state.recorder.record(program, inputs, call)
+        request.state.trace_id = state.recorder.record(program, inputs, call, trace_id=trace_id)
     except Exception as error:  # noqa: BLE001 - a trace that can't be kept must not fail the answer
         state.metrics.failed(program, "trace_lost")
         logger.warning("trace of %s not stored: %s: %s", program, type(error).__name__, error)
@@ -205,17 +212,127 @@ async def in_slot(state: ServerState, request: Request, what: str, work: Callabl
     try:
         async with state.admission.slot():
             return await work()
-    except Busy as error:
+    except Exception as error:  # noqa: BLE001 - mapped to an answer; one failing request must not stop the server
+        return error_answer(request, what, error)
+
+
+def error_answer(request: Request, what: str, error: Exception) -> Response:
+    """The HTTP answer a failure maps to (429 busy, 422 input, 502 model, 500 other)."""
+    if isinstance(error, Busy):
         request.state.failure = "busy"
         return error_response(429, str(error), code="server_busy", headers={"Retry-After": "1"})
+    if isinstance(error, InputError):
+        return _input_error(request, error)
+    if isinstance(error, NoOutputError):
+        return _failed(request, 502, "no_output", str(error))
+    if isinstance(error, LMError):
+        return _failed(request, 502, "model_error", f"the language model failed: {error}")
+    return _failed(request, 500, "internal", f"{what} failed: {type(error).__name__}: {error}")
+
+
+async def stream_program_answer(state: ServerState, served: ServedProgram, inputs: Any, body: ChatCompletionRequest,
+                                request: Request) -> Response:
+    """The program's last output field streamed as it is written; the whole output in its trace."""
+    request.state.usage = Usage()
+    program_stream, call = served.stream(inputs)
+
+    async def pieces() -> Any:
+        try:
+            async for text in program_stream:
+                yield {"content": text}
+        finally:
+            await program_stream.aclose()  # cancels the run: its model stops generating
+
+    def finished(error: str | None, trace_id: str | None) -> None:
+        request.state.usage = call.usage
+        if error is not None:
+            call.output, call.error = None, error
+        record(state, request, served.name, inputs, call, trace_id)
+
+    return await open_stream(state, request, body, f"program {served.name!r}", pieces(),
+                             lambda: StreamEnd("stop", call.usage), finished)
+
+
+async def stream_model_answer(state: ServerState, body: ChatCompletionRequest, request: Request) -> Response:
+    """A model's answer streamed as it writes it (reasoning as ``reasoning_content``)."""
+    model = state.models[body.model]
+    request.state.usage = Usage()
+    try:
+        messages = plain_messages(body)
+        schema = requested_schema(body)
     except InputError as error:
         return _input_error(request, error)
-    except NoOutputError as error:
-        return _failed(request, 502, "no_output", str(error))
-    except LMError as error:
-        return _failed(request, 502, "model_error", f"the language model failed: {error}")
-    except Exception as error:  # noqa: BLE001 - one failing request must not show a traceback or stop the server
-        return _failed(request, 500, "internal", f"{what} failed: {type(error).__name__}: {error}")
+    started = time.perf_counter()
+    answer = model.stream(messages, schema=schema, temperature=body.temperature, top_p=body.top_p,
+                          max_tokens=body.max_completion_tokens or body.max_tokens)
+
+    async def pieces() -> Any:
+        try:
+            async for chunk in answer:
+                delta = {key: value for key, value in chunk.items() if value}
+                if delta:
+                    yield delta
+        finally:
+            await answer.aclose()  # stops the generation (a client that left, an error)
+
+    def usage() -> Usage:
+        return Usage(calls=1, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
+
+    def finished(error: str | None, trace_id: str | None) -> None:
+        request.state.usage = usage()
+        if state.recorder is not None:
+            state.recorder.describe_model(body.model)
+            record(state, request, body.model, {"messages": messages},
+                   ServedCall({"content": answer.content} if error is None else None, usage(),
+                              seconds=time.perf_counter() - started, error=error), trace_id)
+
+    return await open_stream(state, request, body, f"model {body.model!r}", pieces(),
+                             lambda: StreamEnd(answer.finish_reason or "stop", usage()), finished)
+
+
+async def open_stream(state: ServerState, request: Request, body: ChatCompletionRequest, what: str,
+                      pieces: AsyncIterator[Delta], finish: Callable[[], StreamEnd],
+                      finished: Callable[[str | None, str | None], None]) -> Response:
+    """The streamed answer in a slot held until it ends; an HTTP error if it fails before its first piece.
+
+    ``finished(error, trace_id)`` records the call once, however it ended.
+    """
+    try:
+        release = await state.admission.hold()
+    except Busy as error:
+        await pieces.aclose()  # type: ignore[attr-defined]
+        return error_answer(request, what, error)
+    trace_id = new_trace_id() if state.recorder is not None else None
+    if trace_id is not None:
+        request.state.trace_id = trace_id  # in the header, sent before the answer is
+    answer_id = trace_id or request.state.request_id
+    base = {"id": f"chatcmpl-{answer_id}", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": body.model}
+    response: list[Response] = []  # the error answer, when it fails before the first piece
+
+    def done(error: str | None) -> None:
+        if response:  # answered with an HTTP error: recorded like a failed call (the model's failures only)
+            if response[0].status_code >= 500:
+                finished(request.state.error, trace_id)
+            return
+        if error is not None:  # the status line is sent already: counted here, not by the middleware
+            reason = "client_disconnected" if error == DISCONNECTED else "model_error"
+            request.state.failure, request.state.error = reason, error
+            state.metrics.failed(request.state.program, reason)
+        finished(error, trace_id)
+
+    include_usage = bool((getattr(body, "stream_options", None) or {}).get("include_usage"))
+    stream = AnswerStream(base, pieces, release, finish, done, include_usage=include_usage)
+    try:
+        await stream.start()
+    except Exception as error:  # noqa: BLE001 - mapped to an HTTP answer
+        response.append(error_answer(request, what, error))
+        await stream.close()
+        return response[0]
+    except BaseException:
+        await stream.close()
+        raise
+    return SlotStreamingResponse(stream)
 
 
 def _failed(request: Request, status: int, reason: str, message: str) -> Response:

@@ -24,8 +24,9 @@ X_COLUMNS = ("step", "iteration", "epoch")
 prompt learning)."""
 NOT_CURVES = ("lm_calls", "prompt_tokens", "completion_tokens", "failures", "lr", "grad_norm", "tokens_per_s",
               "seconds", "elapsed_s", "total_steps", "rollout_s", "update_s", "groups", "zero_signal_groups",
-              "failed_rollouts")
-"""Columns that count cost or time, not quality: left out of the chart (``lm_calls_inference`` too)."""
+              "failed_rollouts", "cost_usd", "epoch_cost_usd", "saved_usd", "compute_s", "unpriced_calls")
+"""Columns that count cost or time, not quality: left out of the chart (``lm_calls_inference``, ``cost_usd_reward``
+too)."""
 
 
 def _number(text: Any) -> float:

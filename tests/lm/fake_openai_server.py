@@ -3,13 +3,18 @@
 It can refuse ``json_schema`` response formats (like llama.cpp's server),
 answer with garbage first, fail with 503 a given number of times, or answer
 whatever ``fault(body, number)`` returns: ``(status, raw body)`` for the
-``number``-th request (from 0), or None for the normal answer.
+``number``-th request (from 0), or None for the normal answer. A request with
+``stream: true`` is answered with server-sent events, one per word of the
+answer, ``stream_delay_s`` apart; ``streams_broken`` counts the streams whose
+client left before the end.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -18,8 +23,11 @@ Fault = Callable[[dict[str, Any], int], "tuple[int, str] | None"]
 
 class FakeOpenAIServer:
     def __init__(self, answer: Callable[[dict[str, Any]], str], refuse_json_schema: bool = False,
-                 failures_before_success: int = 0, fault: Fault | None = None) -> None:
+                 failures_before_success: int = 0, fault: Fault | None = None, stream_delay_s: float = 0.0) -> None:
         self.answer = answer
+        self.stream_delay_s = stream_delay_s
+        self.streams_finished = 0
+        self.streams_broken = 0
         self.refuse_json_schema = refuse_json_schema
         self.failures_left = failures_before_success
         self.fault = fault
@@ -54,8 +62,34 @@ class FakeOpenAIServer:
                 if server.refuse_json_schema and fmt.get("type") == "json_schema":
                     return self._send(422, {"error": "json_schema not supported"})
                 content = server.answer(body)
+                if body.get("stream"):
+                    return self._stream(content, bool((body.get("stream_options") or {}).get("include_usage")))
                 self._send(200, {"choices": [{"message": {"role": "assistant", "content": content}}],
                                  "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
+
+            def _stream(self, content: str, include_usage: bool) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": "test"}
+                events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+                events += [{"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                           for piece in re.findall(r"\s+|\S+\s*", content)]
+                events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                if include_usage:
+                    events.append({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
+                try:
+                    for event in events:
+                        if server.stream_delay_s:
+                            time.sleep(server.stream_delay_s)
+                        self.wfile.write(f"data: {json.dumps({**base, **event})}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    server.streams_broken += 1
+                    return
+                server.streams_finished += 1
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 self._send_raw(status, json.dumps(payload))

@@ -22,6 +22,10 @@ from promptgym.cli.runs import RunFolder, default_runs_dir
 from promptgym.lm.language_model import LanguageModel
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+READ_TIMEOUT_S = 10.0
+"""Seconds a client has to send each whole request (then 408): a slowloris client holds nothing for long."""
+MAX_CONNECTIONS = 512
+"""Open connections past which uvicorn answers 503 at once."""
 LISTEN_BACKLOG = 2048  # uvicorn's default backlog
 
 
@@ -42,10 +46,10 @@ def serve_command(
     max_body_bytes: int = typer.Option(1_000_000, "--max-body-bytes", min=1, help="Larger bodies get 413."),
     shutdown_timeout: float = typer.Option(30.0, "--shutdown-timeout", min=0,
                                            help="On SIGTERM, seconds to let requests in flight finish."),
-    read_timeout: float = typer.Option(10.0, "--read-timeout", min=0.001,
+    read_timeout: float = typer.Option(READ_TIMEOUT_S, "--read-timeout", min=0.001,
                                        help="Seconds a client has to send a whole request (headers and body); "
                                             "slower ones get 408 and are disconnected."),
-    max_connections: int = typer.Option(512, "--max-connections", min=1,
+    max_connections: int = typer.Option(MAX_CONNECTIONS, "--max-connections", min=1,
                                         help="Open connections at once; more get 503."),
     log_inputs: bool = typer.Option(False, "--log-inputs", help="Put each request's body in its log line."),
     record: Optional[Path] = typer.Option(None, "--record", metavar="DIR",

@@ -13,7 +13,7 @@ from typing import Any, Optional
 import typer
 
 from promptgym.cli.commands.runs import effective_status
-from promptgym.cli.commands.serve import LOCAL_HOSTS, run_uvicorn
+from promptgym.cli.commands.serve import LOCAL_HOSTS, MAX_CONNECTIONS, READ_TIMEOUT_S, run_uvicorn, uvicorn_config
 from promptgym.cli.common import fail
 from promptgym.cli.runs import RunFolder, default_runs_dir, list_runs
 
@@ -120,7 +120,7 @@ def ui_command(
                  f"  traces: {store.path if store else '(none; start with --traces DIR)'}",
                  "  key: " + (f"required (${api_key_env})" if api_key else "none (anyone on this machine can open it)")]
     try:
-        run_uvicorn(app, host, port, shutdown_timeout=5.0, described=described)
+        run_uvicorn(uvicorn_config(app, 5.0, READ_TIMEOUT_S, MAX_CONNECTIONS), host, port, described=described)
     finally:
         if store is not None:
             store.close()
