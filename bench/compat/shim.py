@@ -47,6 +47,27 @@ def resolve_public(path: str) -> Any:
     return obj
 
 
+INTERNAL_ALIASES: dict[str, str] = {
+    "synalinks.src.trainers.trainer.Trainer": "promptgym.training.trainer.Trainer",
+}
+"""synalinks' internal names that have a promptgym counterpart of the same concept (not public in
+synalinks, but its tests import them): ``synalinks.src.M.N`` -> ``promptgym.P.N``."""
+
+
+def _resolve_promptgym(dotted: str) -> Any:
+    """The object at ``promptgym.a.b.C`` (a module path, then attributes)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
 class MissingName:
     """A public synalinks name promptgym lacks, imported by a test file.
 
@@ -54,7 +75,10 @@ class MissingName:
     (call, attribute, subclassing) raises, failing only the tests that use it.
     """
 
-    def __init__(self, path: str, error: str) -> None:
+    def __init__(self, path: Any, error: str | None = None) -> None:
+        if error is None:
+            # `Missing.__init__(instance)` from a subclass's __init__ (`class P(Missing, Generator)`): a use
+            self._fail()
         object.__setattr__(self, "_error", error)
 
     def _fail(self, *args: Any, **kwargs: Any) -> Any:
@@ -96,6 +120,9 @@ class InternalModuleProxy(types.ModuleType):
                 return resolve_public(candidate)
             except AttributeError as error:
                 errors.append(str(error))
+        alias = INTERNAL_ALIASES.get(full)
+        if alias is not None:
+            return _resolve_promptgym(alias)
         if self._api.is_source_module(full):
             return importlib.import_module(full)
         if candidates:

@@ -42,8 +42,13 @@ class TrainingSetup:
 
 
 def output_fields(program: Any) -> list[str] | None:
+    """The output fields the masks are checked against (None when the program can't say yet)."""
     model = program.output_data_model
-    return list(model.model_fields) if model is not None else None
+    if callable(model) and not isinstance(model, type):
+        # A module mixed with Trainer (`class P(Trainer, Generator)`): its method, not a program's property
+        model = getattr(program, "data_model", None)
+    fields = getattr(model, "model_fields", None)
+    return list(fields) if fields is not None else None
 
 
 def compile_setup(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None
