@@ -49,6 +49,17 @@ def resolve_public(path: str) -> Any:
 
 INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.trainers.trainer.Trainer": "promptgym.training.trainer.Trainer",
+    # the phase of a model call (synalinks' op_scope is promptgym's lm_phase) and its wall clock
+    "synalinks.src.backend.common.op_scope.op_scope": "promptgym.lm.usage.lm_phase",
+    "synalinks.src.backend.common.op_scope.current_op_scope": "promptgym.lm.usage.current_op_scope",
+    "synalinks.src.backend.common.op_scope.read_phase_wall_clock_s": "promptgym.lm.usage.read_phase_wall_clock_s",
+    "synalinks.src.backend.common.op_scope._add_phase_wall_clock_s": "promptgym.lm.usage.add_phase_wall_clock_s",
+    "synalinks.src.backend.common.op_scope._OP_SCOPE": "promptgym.lm.usage._current_phase",
+    "synalinks.src.backend.common.op_scope.time": "time",
+    "synalinks.src.metrics.lm_metrics._collect_language_models":
+        "promptgym.metrics.operational.collect_language_models",
+    "synalinks.src.metrics.em_metrics._collect_embedding_models":
+        "promptgym.metrics.operational.collect_embedding_models",
 }
 """synalinks' internal names that have a promptgym counterpart of the same concept (not public in
 synalinks, but its tests import them): ``synalinks.src.M.N`` -> ``promptgym.P.N``."""

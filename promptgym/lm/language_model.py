@@ -264,6 +264,7 @@ class LanguageModel(UsageCounters):
         except LMError:
             if self.fallback is None:
                 raise
+            self._record(Usage(fallback_activations=1))
             return await self.fallback.respond(messages, schema=schema, validation_schema=validation_schema,
                                                temperature=temperature, max_tokens=max_tokens, tools=tools, **sampling)
 
@@ -396,6 +397,7 @@ class LanguageModel(UsageCounters):
         return ResponseCache(Path(self.cache_dir) / "responses.sqlite")
 
     def _record(self, usage: Usage) -> None:
+        usage.total_tokens = usage.total_tokens or usage.prompt_tokens + usage.completion_tokens
         self.usage.record(usage)
         LEDGER.record(usage)
         record_in_scopes(usage)
