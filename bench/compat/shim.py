@@ -56,6 +56,10 @@ INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.backend.common.op_scope._add_phase_wall_clock_s": "promptgym.lm.usage.add_phase_wall_clock_s",
     "synalinks.src.backend.common.op_scope._OP_SCOPE": "promptgym.lm.usage._current_phase",
     "synalinks.src.backend.common.op_scope.time": "time",
+    "synalinks.src.rewards.lm_as_judge.LMAsJudgeProgram": "promptgym.rewards.judge_program.LMAsJudgeProgram",
+    "synalinks.src.rewards.reward.reduce_values": "promptgym.rewards.reduction.reduce_values",
+    "synalinks.src.rewards.reward.reduce_rewards": "promptgym.rewards.reduction.reduce_rewards",
+    "synalinks.src.rewards.reward.apply_masks": "promptgym.rewards.reduction.apply_masks",
     "synalinks.src.metrics.lm_metrics._collect_language_models":
         "promptgym.metrics.operational.collect_language_models",
     "synalinks.src.metrics.em_metrics._collect_embedding_models":
