@@ -47,6 +47,11 @@ def resolve_public(path: str) -> Any:
     return obj
 
 
+INTERNAL_MODULES: dict[str, str] = {
+    "synalinks.src.callbacks.monitor": "promptgym.training.monitor",
+}
+"""synalinks' internal modules whose promptgym counterpart is one module (tests patch their globals)."""
+
 INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.trainers.trainer.Trainer": "promptgym.training.trainer.Trainer",
     # the phase of a model call (synalinks' op_scope is promptgym's lm_phase) and its wall clock
@@ -165,6 +170,8 @@ class SynalinksFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         name = spec.name
         if name in self.harness_modules:
             return self.harness_modules[name]
+        if name in INTERNAL_MODULES:
+            return importlib.import_module(INTERNAL_MODULES[name])
         if name == "synalinks.src" or name.startswith("synalinks.src."):
             return InternalModuleProxy(name, self.api)
         target = "promptgym" + name[len("synalinks"):]
