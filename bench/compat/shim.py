@@ -54,6 +54,10 @@ INTERNAL_MODULES: dict[str, str] = {
 
 INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.trainers.trainer.Trainer": "promptgym.training.trainer.Trainer",
+    "synalinks.src.programs.Functional": "promptgym.programs.Functional",
+    "synalinks.src.optimizers.optimizer.Optimizer": "promptgym.optimizers.Optimizer",
+    "synalinks.src.programs.functional.Functional": "promptgym.programs.Functional",
+    "synalinks.src.backend.standardize_schema": "promptgym.core.json_ops.standardize_schema",
     # the phase of a model call (synalinks' op_scope is promptgym's lm_phase) and its wall clock
     "synalinks.src.backend.common.op_scope.op_scope": "promptgym.lm.usage.lm_phase",
     "synalinks.src.backend.common.op_scope.current_op_scope": "promptgym.lm.usage.current_op_scope",
