@@ -147,6 +147,8 @@ class LanguageModel(UsageCounters):
         self.sampling = {key: value for key, value in sampling.items() if value is not None}
         self.last_call_finish_reason: str | None = None
         self.last_call_cost = 0.0
+        self.last_call_prompt_tokens = self.last_call_completion_tokens = self.last_call_tokens = 0
+        self.last_call_elapsed_s = 0.0  # the last call that reached the model (synalinks' last_call_* mirrors)
         """What the server billed for the last call (0 when it doesn't say, or the cache answered)."""
         self.usage = UsageLedger()
         self._backend: Backend | None = None
@@ -378,9 +380,13 @@ class LanguageModel(UsageCounters):
         latency = time.perf_counter() - started
         self.last_call_finish_reason = response.finish_reason
         self.last_call_cost = float(response.cost or 0.0)
+        self.last_call_prompt_tokens, self.last_call_completion_tokens = response.prompt_tokens, response.completion_tokens
+        self.last_call_tokens = response.prompt_tokens + response.completion_tokens
+        self.last_call_elapsed_s = latency
         self._record(
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                  latency_s=latency, cost=response.cost)
+                  latency_s=latency, cost=response.cost, cached_tokens=response.cached_tokens,
+                  cache_creation_tokens=response.cache_creation_tokens, reasoning_tokens=response.reasoning_tokens)
         )
         record_call(self.model, request, response, latency, cached=False)
         if cache is not None:

@@ -58,3 +58,28 @@ def test_nested_phases_credit_their_own_time_only():
     assert 0 < reward and 0 < optimizer
     pg.clear_session()
     assert read_phase_wall_clock_s("optimizer") == 0.0
+
+
+class _CachingServer:
+    """A backend that reports provider-side cache and reasoning tokens, as OpenAI and Anthropic do."""
+
+    concurrency = 1
+
+    async def complete(self, request):
+        from promptgym.lm.backend import LMResponse, usage_details
+
+        usage = {"prompt_tokens_details": {"cached_tokens": 90}, "cache_creation_input_tokens": 10,
+                 "completion_tokens_details": {"reasoning_tokens": 30}}
+        return LMResponse(content="ok", prompt_tokens=100, completion_tokens=40, cost=0.5, **usage_details(usage))
+
+
+async def test_provider_cache_and_reasoning_tokens_reach_the_metrics():
+    lm = echo_lm(caching=False)
+    lm._backend = _CachingServer()
+    program = await functional_program(lm)
+    metrics = [pg.metrics.CachedTokens(), pg.metrics.CacheHitRate(), pg.metrics.ReasoningTokenShare(), pg.metrics.Cost()]
+    for metric in metrics:
+        metric.bind_program(program)
+    assert await lm([{"role": "user", "content": "hi"}]) == "ok"
+    assert [metric.result() for metric in metrics] == [90, 0.9, 0.75, 0.5]
+    assert lm.cumulated_cache_creation_tokens == 10 and lm.last_call_tokens == 140
