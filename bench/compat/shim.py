@@ -55,6 +55,10 @@ INTERNAL_MODULES: dict[str, str] = {
 INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.trainers.trainer.Trainer": "promptgym.training.trainer.Trainer",
     "synalinks.src.programs.Functional": "promptgym.programs.Functional",
+    "synalinks.src.metrics.f_score_metrics.ListFBetaScore": "promptgym.metrics.ListFBetaScore",
+    "synalinks.src.metrics.f_score_metrics.ListF1Score": "promptgym.metrics.ListF1Score",
+    "synalinks.src.utils.file_utils.join": "os.path.join",
+    "synalinks.src.utils.file_utils.exists": "os.path.exists",
     "synalinks.src.optimizers.optimizer.Optimizer": "promptgym.optimizers.Optimizer",
     "synalinks.src.programs.functional.Functional": "promptgym.programs.Functional",
     "synalinks.src.backend.standardize_schema": "promptgym.core.json_ops.standardize_schema",
