@@ -49,6 +49,7 @@ def resolve_public(path: str) -> Any:
 
 INTERNAL_MODULES: dict[str, str] = {
     "synalinks.src.callbacks.monitor": "promptgym.training.monitor",
+    "synalinks.src.trainers.compile_utils": "promptgym.training.compile_utils",
 }
 """synalinks' internal modules whose promptgym counterpart is one module (tests patch their globals)."""
 
