@@ -132,6 +132,26 @@ class Module:
                 found.setdefault(id(child), child)
         return list(found.values())
 
+    def _flatten_modules(self, include_self: bool = True, recursive: bool = True) -> list["Module"]:
+        """This module (``include_self``) and the modules under it, each once, depth first (synalinks' name)."""
+        found: list[Module] = [self] if include_self else []
+        seen = {id(self)}
+
+        def children(module: Any) -> list[Module]:
+            nested = getattr(module, "modules", None)  # a program's modules
+            return [*(nested if isinstance(nested, list) else []), *getattr(module, "submodules", [])]
+
+        stack = children(self)[::-1]
+        while stack:
+            module = stack.pop()
+            if id(module) in seen or not isinstance(module, Module):
+                continue
+            seen.add(id(module))
+            found.append(module)
+            if recursive:
+                stack.extend(children(module)[::-1])
+        return found
+
     def add_variable(self, name: Any = None, value: dict[str, Any] | None = None, description: str = "", *,
                      initializer: Any = None, data_model: Any = None, trainable: bool = True,
                      check: Callable[[dict[str, Any]], str | None] | None = None) -> Variable:

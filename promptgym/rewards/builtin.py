@@ -153,6 +153,11 @@ class MeanRewardWrapper(Reward):
         """synalinks' attribute name for :attr:`fn_kwargs`."""
         return self.fn_kwargs
 
+    @property
+    def _fn(self) -> Callable[..., Any]:
+        """synalinks' attribute name for :attr:`fn`."""
+        return self.fn
+
     def default_name_for(self, fn: Callable[..., Any]) -> str:
         return "reward"
 

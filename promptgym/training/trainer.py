@@ -20,6 +20,7 @@ import numpy as np
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.compile import TrainingSetup, compile_setup, restore_setup
+from promptgym.training.compile_utils import CompileMetrics
 from promptgym.training.evaluate import evaluate_program
 from promptgym.training.fit import FitSettings, fit_program
 from promptgym.training.history import History
@@ -82,6 +83,18 @@ class Trainer:
     @metrics.setter
     def metrics(self, value: Any) -> None:
         self.__dict__["_own_metrics"] = value
+
+    @property
+    def compiled(self) -> bool:
+        """Whether ``compile()`` was called."""
+        return self.training_setup is not None
+
+    @property
+    def _compile_metrics(self) -> Any:
+        """The compiled metrics as synalinks' ``CompileMetrics`` (None before ``compile()``)."""
+        if self.training_setup is None:
+            return None
+        return CompileMetrics(metrics=list(self.training_setup.metrics))
 
     def compile(self, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
         """Attach a reward, an optimizer and metrics (instances, names or config dicts).

@@ -31,3 +31,19 @@ async def test_metrics_by_output_and_batch_metrics_see_the_batch():
     per_output = CompileMetrics(metrics={"a": [pg.metrics.Mean(name="m")]}, output_names=["a", "b"])
     per_output.build(y_true=[None, None], y_pred=[None, None])
     assert list(per_output.result()) == ["a_m"]
+
+
+async def test_a_metric_given_to_two_programs_is_cloned_for_each():
+    from tests.support import echo_lm, functional_program
+
+    shared, cost = pg.metrics.Mean(name="m"), pg.metrics.Cost()
+    first, second = await functional_program(echo_lm(), "one"), await functional_program(echo_lm(), "two")
+    for program in (first, second):
+        program.compile(reward=pg.rewards.ExactMatch(), metrics=[shared, cost])
+    mine, theirs = first.metrics, second.metrics
+    assert shared not in mine and mine[0] is not theirs[0] and mine[0].name == "m"
+    assert mine[1].program is first and theirs[1].program is second and cost.program is None
+    await mine[0].update_state(Answer(answer="a"), Answer(answer="a"))
+    assert mine[0].result() == 1.0 and theirs[0].result() == 0.0
+    assert first.compiled and list(first._compile_metrics._user_metrics) == mine
+    assert [module.name for module in first._flatten_modules()][0] == "one"
