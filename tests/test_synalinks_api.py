@@ -238,3 +238,8 @@ def test_module_serialize_round_trip_and_symbolic_clone():
     assert twin.name == "clone_q" and twin.get_schema() == x.get_schema()
     similarity = pg.metrics.CosineSimilarity(axis=2, embedding_model=pg.testing.HashEmbeddingModel())
     assert similarity._fn_kwargs["axis"] == 2
+
+
+def test_input_module_takes_synalinks_input_data_model():
+    module = pg.InputModule(input_data_model=pg.SymbolicDataModel(data_model=Question))
+    assert module.get_schema() == pg.SymbolicDataModel(data_model=Question).get_schema()
