@@ -10,7 +10,7 @@ import importlib
 import logging
 from typing import Any
 
-from promptgym import metrics, optimizers, rewards, saving
+from promptgym import metrics, optimizers, rewards, saving, tree
 from promptgym.core.data_model import DataModel, Field
 from promptgym.core.serialization import register_synalinks_serializable
 from promptgym.lm import (
@@ -165,7 +165,7 @@ __all__ = [
     "is_embeddings", "is_instructions", "is_prediction", "is_stamped", "is_trainable", "from_chat_completion_message",
     "from_chat_completion_messages", "to_chat_completion_message", "to_chat_completion_messages",
     "to_chat_completion_request",
-    "get_default_language_model", "register_synalinks_serializable", "saving", "set_default_embedding_model",
+    "get_default_language_model", "register_synalinks_serializable", "saving", "tree", "set_default_embedding_model",
     "set_default_language_model", "metrics", "optimizers", "rewards", *_LAZY_SUBMODULES,
     "ChatCompletionChoice", "ChatCompletionCompletionTokensDetails", "ChatCompletionFunctionCall",
     "ChatCompletionJsonSchema", "ChatCompletionMessage", "ChatCompletionPromptTokensDetails", "ChatCompletionRequest",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from promptgym.lm.usage import reset_phase_wall_clock
 from promptgym.modules.naming import reset_names
 
 logger = logging.getLogger("promptgym")
@@ -18,10 +19,11 @@ logger = logging.getLogger("promptgym")
 def clear_session(free_memory: bool = True) -> None:
     """Forget automatic names (the next Generator is ``generator`` again), as at the start of a script.
 
-    Models, caches and defaults are kept (``free_memory`` is accepted for
-    synalinks' signature; promptgym holds nothing per session to free).
+    The per-phase wall clocks (throughput metrics) start again from zero. Models, caches and defaults
+    are kept (``free_memory`` is accepted for synalinks' signature; promptgym holds nothing per session to free).
     """
     reset_names()
+    reset_phase_wall_clock()
 
 
 def enable_logging(log_level: str | int = "info", **_: Any) -> None:

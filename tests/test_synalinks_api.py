@@ -227,3 +227,19 @@ async def test_compile_without_a_reward_evaluates_metrics_and_predicts():
     y = np.array([Answer(answer="PARIS IS BIG"), Answer(answer="x")], dtype=object)
     assert await program.evaluate(x=x, y=y, verbose=0) == {"f1_score": 0.5}
     assert [p.get_json() for p in await program.predict(x, verbose=0)] == [{"answer": "PARIS IS BIG"}, {"answer": "B"}]
+
+
+def test_module_serialize_round_trip_and_symbolic_clone():
+    generator = pg.Generator(data_model=Answer, language_model=echo_lm())
+    again = pg.modules.deserialize(pg.modules.serialize(generator))
+    assert type(again) is pg.Generator and again.language_model.model == generator.language_model.model
+    x = pg.Input(data_model=Question, name="q")
+    twin = x.clone()
+    assert twin.name == "clone_q" and twin.get_schema() == x.get_schema()
+    similarity = pg.metrics.CosineSimilarity(axis=2, embedding_model=pg.testing.HashEmbeddingModel())
+    assert similarity._fn_kwargs["axis"] == 2
+
+
+def test_input_module_takes_synalinks_input_data_model():
+    module = pg.InputModule(input_data_model=pg.SymbolicDataModel(data_model=Question))
+    assert module.get_schema() == pg.SymbolicDataModel(data_model=Question).get_schema()

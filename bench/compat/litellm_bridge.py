@@ -198,6 +198,15 @@ class LiteLLMBackend:
             content = ""
         usage = _get(response, "usage") or {}
         extra = {"tool_calls": _plain(_get(message, "tool_calls")) or None} if "tool_calls" in LMResponse.__dataclass_fields__ else {}
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if "cost" in LMResponse.__dataclass_fields__ and isinstance(hidden, dict):
+            extra["cost"] = float(hidden.get("response_cost") or 0.0)  # litellm's computed cost of the call
+        if "cached_tokens" in LMResponse.__dataclass_fields__:
+            prompt_details = _plain(_get(usage, "prompt_tokens_details")) or {}
+            completion_details = _plain(_get(usage, "completion_tokens_details")) or {}
+            extra.update(cached_tokens=int(_get(prompt_details, "cached_tokens", 0) or 0),
+                         cache_creation_tokens=int(_get(prompt_details, "cache_creation_tokens", 0) or 0),
+                         reasoning_tokens=int(_get(completion_details, "reasoning_tokens", 0) or 0))
         return LMResponse(content=content if isinstance(content, str) else json.dumps(content),
                           prompt_tokens=int(_get(usage, "prompt_tokens", 0) or 0),
                           completion_tokens=int(_get(usage, "completion_tokens", 0) or 0),

@@ -47,6 +47,56 @@ def resolve_public(path: str) -> Any:
     return obj
 
 
+INTERNAL_MODULES: dict[str, str] = {
+    "synalinks.src.callbacks.monitor": "promptgym.training.monitor",
+    "synalinks.src.trainers.compile_utils": "promptgym.training.compile_utils",
+}
+"""synalinks' internal modules whose promptgym counterpart is one module (tests patch their globals)."""
+
+INTERNAL_ALIASES: dict[str, str] = {
+    "synalinks.src.trainers.trainer.Trainer": "promptgym.training.trainer.Trainer",
+    "synalinks.src.programs.Functional": "promptgym.programs.Functional",
+    "synalinks.src.metrics.f_score_metrics.ListFBetaScore": "promptgym.metrics.ListFBetaScore",
+    "synalinks.src.metrics.f_score_metrics.ListF1Score": "promptgym.metrics.ListF1Score",
+    "synalinks.src.utils.file_utils.join": "os.path.join",
+    "synalinks.src.utils.file_utils.exists": "os.path.exists",
+    "synalinks.src.optimizers.optimizer.Optimizer": "promptgym.optimizers.Optimizer",
+    "synalinks.src.programs.functional.Functional": "promptgym.programs.Functional",
+    "synalinks.src.backend.standardize_schema": "promptgym.core.json_ops.standardize_schema",
+    # the phase of a model call (synalinks' op_scope is promptgym's lm_phase) and its wall clock
+    "synalinks.src.backend.common.op_scope.op_scope": "promptgym.lm.usage.lm_phase",
+    "synalinks.src.backend.common.op_scope.current_op_scope": "promptgym.lm.usage.current_op_scope",
+    "synalinks.src.backend.common.op_scope.read_phase_wall_clock_s": "promptgym.lm.usage.read_phase_wall_clock_s",
+    "synalinks.src.backend.common.op_scope._add_phase_wall_clock_s": "promptgym.lm.usage.add_phase_wall_clock_s",
+    "synalinks.src.backend.common.op_scope._OP_SCOPE": "promptgym.lm.usage._current_phase",
+    "synalinks.src.backend.common.op_scope.time": "time",
+    "synalinks.src.rewards.lm_as_judge.LMAsJudgeProgram": "promptgym.rewards.judge_program.LMAsJudgeProgram",
+    "synalinks.src.rewards.reward.reduce_values": "promptgym.rewards.reduction.reduce_values",
+    "synalinks.src.rewards.reward.reduce_rewards": "promptgym.rewards.reduction.reduce_rewards",
+    "synalinks.src.rewards.reward.apply_masks": "promptgym.rewards.reduction.apply_masks",
+    "synalinks.src.metrics.lm_metrics._collect_language_models":
+        "promptgym.metrics.operational.collect_language_models",
+    "synalinks.src.metrics.em_metrics._collect_embedding_models":
+        "promptgym.metrics.operational.collect_embedding_models",
+}
+"""synalinks' internal names that have a promptgym counterpart of the same concept (not public in
+synalinks, but its tests import them): ``synalinks.src.M.N`` -> ``promptgym.P.N``."""
+
+
+def _resolve_promptgym(dotted: str) -> Any:
+    """The object at ``promptgym.a.b.C`` (a module path, then attributes)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
 class MissingName:
     """A public synalinks name promptgym lacks, imported by a test file.
 
@@ -54,7 +104,10 @@ class MissingName:
     (call, attribute, subclassing) raises, failing only the tests that use it.
     """
 
-    def __init__(self, path: str, error: str) -> None:
+    def __init__(self, path: Any, error: str | None = None) -> None:
+        if error is None:
+            # `Missing.__init__(instance)` from a subclass's __init__ (`class P(Missing, Generator)`): a use
+            self._fail()
         object.__setattr__(self, "_error", error)
 
     def _fail(self, *args: Any, **kwargs: Any) -> Any:
@@ -96,6 +149,9 @@ class InternalModuleProxy(types.ModuleType):
                 return resolve_public(candidate)
             except AttributeError as error:
                 errors.append(str(error))
+        alias = INTERNAL_ALIASES.get(full)
+        if alias is not None:
+            return _resolve_promptgym(alias)
         if self._api.is_source_module(full):
             return importlib.import_module(full)
         if candidates:
@@ -123,6 +179,8 @@ class SynalinksFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         name = spec.name
         if name in self.harness_modules:
             return self.harness_modules[name]
+        if name in INTERNAL_MODULES:
+            return importlib.import_module(INTERNAL_MODULES[name])
         if name == "synalinks.src" or name.startswith("synalinks.src."):
             return InternalModuleProxy(name, self.api)
         target = "promptgym" + name[len("synalinks"):]

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator
 
 
 def is_nested(value: Any) -> bool:
-    return isinstance(value, (list, tuple, dict))
+    """A list, tuple or dict; a dict that is a data model's JSON view (``get_json()``) is a leaf."""
+    return isinstance(value, (list, tuple, dict)) and not callable(getattr(value, "get_json", None))
 
 
 def _children(value: Any) -> list[Any]:
@@ -49,6 +50,8 @@ def pack_as(structure: Any, leaves: list[Any]) -> Any:
     iterator = iter(leaves)
 
     def build(node: Any) -> Any:
+        if not is_nested(node):
+            return next(iterator)
         if isinstance(node, dict):
             built = {key: build(node[key]) for key in sorted(node)}
             return {key: built[key] for key in node}

@@ -26,6 +26,23 @@ class LMResponse:
     finish_reason: str | None = None   # "stop", "length", "content_filter"... when the server says
     cost: float = 0.0                  # what the server billed for the call, when it says
     tool_calls: list[dict[str, Any]] | None = None  # native tool calls, OpenAI form (arguments as a JSON string)
+    cached_tokens: int = 0             # prompt tokens the provider's prompt cache served, when it says
+    cache_creation_tokens: int = 0     # prompt tokens written to the provider's cache (Anthropic), when it says
+    reasoning_tokens: int = 0          # completion tokens spent reasoning, when it says
+
+
+def usage_details(usage: dict[str, Any]) -> dict[str, int]:
+    """``cached_tokens``, ``cache_creation_tokens`` and ``reasoning_tokens`` of an OpenAI-style ``usage`` object.
+
+    >>> usage_details({"prompt_tokens_details": {"cached_tokens": 9}, "completion_tokens_details": None})
+    {'cached_tokens': 9, 'cache_creation_tokens': 0, 'reasoning_tokens': 0}
+    """
+    prompt = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
+    return {"cached_tokens": int(prompt.get("cached_tokens") or usage.get("cache_read_input_tokens") or 0),
+            "cache_creation_tokens": int(prompt.get("cache_creation_tokens")
+                                         or usage.get("cache_creation_input_tokens") or 0),
+            "reasoning_tokens": int(completion.get("reasoning_tokens") or 0)}
 
 
 @dataclass

@@ -113,18 +113,20 @@ class EmbeddingModel(UsageCounters):
         except LMError:
             if self.fallback is None:
                 raise
+            self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
             vectors = [self.fallback._vectors[text] for text in missing]
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
                 self._file_cache.put(self._key(text), {"vector": [float(value) for value in vector]})
-        self._record(Usage(calls=1))
+        self._record(Usage(calls=1, vectors=len(missing)))
 
     def _key(self, text: str) -> str:
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
 
     def _record(self, usage: Usage) -> None:
+        usage.total_tokens = usage.total_tokens or usage.prompt_tokens
         self.usage.record(usage)
         LEDGER.record(usage)
 

@@ -156,6 +156,8 @@ class LanguageModel(UsageCounters):
         self.sampling = {key: value for key, value in sampling.items() if value is not None}
         self.last_call_finish_reason: str | None = None
         self.last_call_cost = 0.0
+        self.last_call_prompt_tokens = self.last_call_completion_tokens = self.last_call_tokens = 0
+        self.last_call_elapsed_s = 0.0  # the last call that reached the model (synalinks' last_call_* mirrors)
         """What the server billed for the last call (0 when it doesn't say, or the cache answered)."""
         self.last_call_cost_usd: float | None = 0.0
         """What the last call cost in dollars, from the price (0 for a cache hit; None when the price is unknown)."""
@@ -341,6 +343,7 @@ class LanguageModel(UsageCounters):
         except LMError:
             if self.fallback is None:
                 raise
+            self._record(Usage(fallback_activations=1))
             return await self.fallback.respond(messages, schema=schema, validation_schema=validation_schema,
                                                temperature=temperature, max_tokens=max_tokens, tools=tools, **sampling)
 
@@ -530,10 +533,15 @@ class LanguageModel(UsageCounters):
             self._learn_prompt_size(request, response.prompt_tokens)
             self._settle(estimate, priced.cost_usd)
         local = self.model_string.provider == "local"
+        self.last_call_prompt_tokens, self.last_call_completion_tokens = response.prompt_tokens, response.completion_tokens
+        self.last_call_tokens = response.prompt_tokens + response.completion_tokens
+        self.last_call_elapsed_s = latency
         self._record(
             Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                   latency_s=latency, cost=response.cost, cost_usd=priced.cost_usd,
-                  unpriced_calls=priced.unpriced_calls, compute_s=latency if local else 0.0)
+                  unpriced_calls=priced.unpriced_calls, compute_s=latency if local else 0.0,
+                  cached_tokens=response.cached_tokens, cache_creation_tokens=response.cache_creation_tokens,
+                  reasoning_tokens=response.reasoning_tokens)
         )
         self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
         record_call(self.model, request, response, latency, cached=False, cost_usd=self.last_call_cost_usd)
@@ -551,6 +559,7 @@ class LanguageModel(UsageCounters):
         return ResponseCache(Path(self.cache_dir) / "responses.sqlite")
 
     def _record(self, usage: Usage) -> None:
+        usage.total_tokens = usage.total_tokens or usage.prompt_tokens + usage.completion_tokens
         self.usage.record(usage)
         LEDGER.record(usage)
         record_in_scopes(usage)

@@ -27,7 +27,7 @@ import aiohttp
 
 from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
 from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
-from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
+from promptgym.lm.backend import LMChunk, LMRequest, LMResponse, usage_details
 from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
 from promptgym.lm.http_client import ConnectionPool, HttpError
 
@@ -357,6 +357,7 @@ class OpenAICompatibleBackend:
             finish_reason=choices[0].get("finish_reason"),
             cost=float(usage.get("cost") or 0.0),
             tool_calls=message.get("tool_calls") or None,
+            **usage_details(usage),
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

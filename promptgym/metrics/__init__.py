@@ -29,7 +29,17 @@ from promptgym.metrics.classification import (
 )
 from promptgym.metrics.fields import words as tokens
 from promptgym.metrics.operational import *  # noqa: F403 - TotalTokens, ProgramCalls, ... (listed below)
-from promptgym.metrics.operational import OPERATIONAL_METRICS, OperationalMetric
+from promptgym.metrics.operational import (
+    OPERATIONAL_METRICS,
+    EmbeddingModelOperationalMetric,
+    EmbeddingModelOptimizersOperationalMetric,
+    EmbeddingModelRewardsOperationalMetric,
+    LMOperationalMetric,
+    LMOptimizersOperationalMetric,
+    LMRewardsOperationalMetric,
+    OperationalMetric,
+    ProgramOperationalMetric,
+)
 from promptgym.metrics.sampled import BatchMetric, GapK, PassAtK, PassHatK
 from promptgym.metrics.similarity import CosineSimilarity
 from promptgym.metrics.token import Accuracy, F1Score, FBetaScore, Precision, Recall
@@ -53,7 +63,9 @@ def get(identifier: Any) -> Metric:
 
 
 __all__ = ["METRICS", "BatchMetric", "ListF1Score", "ListFBetaScore", "MeanMetricWrapper", "Metric",
-           "OperationalMetric", "get", "tokens", *(cls.__name__ for cls in _ALL), "deserialize", "serialize"]
+           "OperationalMetric", "LMOperationalMetric", "LMRewardsOperationalMetric", "LMOptimizersOperationalMetric",
+           "EmbeddingModelOperationalMetric", "EmbeddingModelRewardsOperationalMetric",
+           "EmbeddingModelOptimizersOperationalMetric", "ProgramOperationalMetric", "get", "tokens", *(cls.__name__ for cls in _ALL), "deserialize", "serialize"]
 
 
 def serialize(metric: Any) -> dict[str, Any]:

@@ -19,6 +19,11 @@ class CosineSimilarity(Metric):
 
     default_name = "cosine_similarity"
 
+    @property
+    def _fn_kwargs(self) -> dict[str, Any]:
+        """synalinks' name for the arguments its wrapped function gets."""
+        return {"axis": self.axis, "embedding_model": self.embedding_model}
+
     def __init__(self, embedding_model: Any = None, axis: int = -1, name: str | None = None, **masks: Any) -> None:
         self.axis = axis
         self._reward = CosineSimilarityReward(embedding_model=embedding_model)

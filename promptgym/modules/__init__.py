@@ -1,5 +1,8 @@
 """Modules: the steps of a program."""
 
+from typing import Any
+
+from promptgym.core.serialization import custom_object_scope, deserialize_object, serialize_object
 from promptgym.modules.action import Action
 from promptgym.modules.branch import Branch
 from promptgym.modules.chain_of_thought import ChainOfThought
@@ -22,4 +25,20 @@ from promptgym.modules.variable import Variable
 
 __all__ = ["Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "EmbedKnowledge", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Concatenate", "Factorize", "FunctionCallingAgent", "Generator", "Identity", "InMask", "Input",
            "InputModule", "Lambda", "MergeOperation", "Module", "Not", "Or", "OutMask", "Prefix", "Suffix",
-           "SymbolicDataModel", "Tool", "UnaryOperation", "Variable", "Xor"]
+           "SymbolicDataModel", "Tool", "UnaryOperation", "Variable", "Xor", "deserialize", "serialize"]
+
+
+def serialize(module: Module) -> dict[str, Any]:
+    """``{"class_name": ..., "config": ...}`` of a module (its models and data models included).
+
+    >>> import promptgym
+    >>> serialize(promptgym.Identity())["class_name"]
+    'Identity'
+    """
+    return serialize_object(module)
+
+
+def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
+    """Rebuild a module from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
+    with custom_object_scope(custom_objects or {}):
+        return deserialize_object(config, expected="module")

@@ -16,8 +16,11 @@ class InputModule(Module):
     """Holds the symbolic data model a program starts from; passes its value through."""
 
     def __init__(self, data_model: type[DataModel] | None = None, schema: dict[str, Any] | None = None,
-                 name: str | None = None, description: str | None = None, trainable: bool = True) -> None:
+                 name: str | None = None, description: str | None = None, trainable: bool = True,
+                 input_data_model: SymbolicDataModel | None = None) -> None:
         super().__init__(name=name, description=description, trainable=trainable)
+        if input_data_model is not None and data_model is None and schema is None:  # synalinks' keyword
+            schema = input_data_model.get_schema()
         node = CallNode(self, None)
         self.output = SymbolicDataModel(data_model=data_model, schema=schema, name=self.name, node=node)
         node.outputs = self.output
@@ -26,6 +29,10 @@ class InputModule(Module):
     @property
     def data_model(self) -> type[DataModel]:
         return self.output.data_model
+
+    def get_schema(self) -> dict[str, Any]:
+        """The JSON schema of what this input takes."""
+        return self.output.get_schema()
 
     async def call(self, inputs: Any, training: bool = False) -> Any:
         return inputs

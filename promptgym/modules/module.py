@@ -33,7 +33,7 @@ from promptgym.core.call_scope import enter_module_call, exit_module_call
 from promptgym.core.data_model import DataModel
 from promptgym.core.spans import current_tracer
 from promptgym.core.tree import flatten, map_structure
-from promptgym.lm.usage import usage_scope
+from promptgym.lm.usage import PHASES, current_phase, usage_scope
 from promptgym.modules.naming import reset_names, snake_case, unique_name  # noqa: F401 - importable from here too
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel, any_symbolic
 from promptgym.modules.variable import Variable, initial_value
@@ -108,6 +108,7 @@ class Module:
         self.built = False
         self.call_count = 0          # calls on values, and the seconds they took (operational metrics read them)
         self.call_seconds = 0.0
+        self._phase_calls: dict[str, list[float]] = {}  # the same by phase: [calls, seconds]
 
     def __setattr__(self, name: str, value: Any) -> None:
         tracked = self.__dict__.get("_tracked")
@@ -130,6 +131,26 @@ class Module:
             for child in children:
                 found.setdefault(id(child), child)
         return list(found.values())
+
+    def _flatten_modules(self, include_self: bool = True, recursive: bool = True) -> list["Module"]:
+        """This module (``include_self``) and the modules under it, each once, depth first (synalinks' name)."""
+        found: list[Module] = [self] if include_self else []
+        seen = {id(self)}
+
+        def children(module: Any) -> list[Module]:
+            nested = getattr(module, "modules", None)  # a program's modules
+            return [*(nested if isinstance(nested, list) else []), *getattr(module, "submodules", [])]
+
+        stack = children(self)[::-1]
+        while stack:
+            module = stack.pop()
+            if id(module) in seen or not isinstance(module, Module):
+                continue
+            seen.add(id(module))
+            found.append(module)
+            if recursive:
+                stack.extend(children(module)[::-1])
+        return found
 
     def add_variable(self, name: Any = None, value: dict[str, Any] | None = None, description: str = "", *,
                      initializer: Any = None, data_model: Any = None, trainable: bool = True,
@@ -261,8 +282,12 @@ class Module:
                 return await self._run_call(inputs, training)
             return await self._traced_call(tracer, inputs, training)
         finally:
+            elapsed = time.perf_counter() - started
             self.call_count += 1
-            self.call_seconds += time.perf_counter() - started
+            self.call_seconds += elapsed
+            counts = self._phase_calls.setdefault(current_phase(), [0, 0.0])
+            counts[0] += 1
+            counts[1] += elapsed
 
     async def _traced_call(self, tracer: Any, inputs: Any, training: bool) -> Any:
         """The call inside a span carrying its LM calls, tokens and latency (``promptgym.tracing.enable_otel``)."""
@@ -326,3 +351,23 @@ def _initial_value(initializer: Any, data_model: Any) -> dict[str, Any]:
     if initializer is None and data_model is None:
         return {}
     return initial_value(initializer, data_model)
+
+
+class _PhaseInvocations:
+    """``module.<phase>_cumulated_invocations`` / ``..._invocation_elapsed_s`` (synalinks' program counters)."""
+
+    def __init__(self, phase: str, slot: int) -> None:
+        self.phase, self.slot = phase, slot
+
+    def __get__(self, owner: Any, cls: type | None = None) -> Any:
+        if owner is None:
+            return self
+        return owner.__dict__.get("_phase_calls", {}).get(self.phase, [0, 0.0])[self.slot]
+
+    def __set__(self, owner: Any, value: float) -> None:
+        owner.__dict__.setdefault("_phase_calls", {}).setdefault(self.phase, [0, 0.0])[self.slot] = value
+
+
+for _phase in PHASES:
+    setattr(Module, f"{_phase}_cumulated_invocations", _PhaseInvocations(_phase, 0))
+    setattr(Module, f"{_phase}_cumulated_invocation_elapsed_s", _PhaseInvocations(_phase, 1))

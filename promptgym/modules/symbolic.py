@@ -113,6 +113,12 @@ class SymbolicDataModel(DataModelOperators, JsonOperations):
     def __repr__(self) -> str:
         return f"<SymbolicDataModel schema={self._schema}, name={self.name}>"
 
+    def clone(self, name: str | None = None) -> "SymbolicDataModel":
+        """The same placeholder (schema and DataModel class) under another name (``clone_<name>`` by default)."""
+        clone = SymbolicDataModel(schema=self._schema, name=name or f"clone_{self.name}")
+        clone._data_model_class = self._data_model_class
+        return clone
+
 
 def is_symbolic_data_model(value: Any) -> bool:
     return isinstance(value, SymbolicDataModel)

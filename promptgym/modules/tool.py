@@ -229,8 +229,28 @@ class Tool(Module):
     get_input_schema = get_tool_schema
 
     def get_output_schema(self) -> dict[str, Any]:
-        """The schema of what a call returns: an object (the function's dict, ``{"result"}`` or ``{"error"}``)."""
-        return {"type": "object", "title": f"{self.name}_output", "additionalProperties": True}
+        """The schema of what a call returns: always an object (the function's dict, ``{"result"}`` or ``{"error"}``).
+
+        A ``dict[str, T]`` return hint gives its values' schema, a TypedDict its fields (and ``error``);
+        otherwise any object.
+        """
+        schema: dict[str, Any] = {"type": "object", "title": f"{self.name}_output", "additionalProperties": True}
+        hint = getattr(self, "_return_hint", None)  # (an MCP tool has its server's schema, no hint)
+        where = f"the return type of tool {self.name!r}"
+        try:
+            if typing.get_origin(hint) is dict and len(typing.get_args(hint)) == 2:
+                schema["additionalProperties"] = json_schema_of_type(typing.get_args(hint)[1], where)
+            elif typing.is_typeddict(hint):
+                hints = typing.get_type_hints(hint)
+                # no "required": a failed call answers {"error": ...} instead of the fields
+                schema["properties"] = {**{name: json_schema_of_type(field, where) for name, field in hints.items()},
+                                        "error": {"type": "string"}}
+                schema["additionalProperties"] = False
+        except ToolDefinitionError:
+            pass  # a return type without a JSON form: any object (the tool's call still checks what comes back)
+        return schema
+
+    _build_output_schema = get_output_schema  # synalinks' name
 
     def openai_tool(self) -> dict[str, Any]:
         """This tool in the OpenAI ``tools`` list form."""

@@ -16,6 +16,7 @@ from promptgym.optimizers.gepa import GEPA
 from promptgym.optimizers.knn_few_shot import KNNFewShot
 from promptgym.optimizers.mipro import MIPRO, MIPROv2
 from promptgym.optimizers.omega import OMEGA
+from promptgym.optimizers import random_few_shot  # noqa: F401  (synalinks spells `optimizers.random_few_shot.RandomFewShot`)
 from promptgym.optimizers.sequence import Sequence
 
 OPTIMIZERS: dict[str, Any] = {

@@ -282,3 +282,21 @@ class Program(ProgramState, Trainer, Module):
 def _trainable_summary(module: Any) -> bool:
     """Whether an optimizer can change this module (``plot_program(show_trainable=True)`` shows it)."""
     return bool(getattr(module, "trainable", False)) and bool(getattr(module, "trainable_variables", []))
+
+
+class Functional(Program):
+    """A program wired from symbolic ``inputs`` to ``outputs`` (synalinks' and Keras' name for that style).
+
+    ``Program(inputs=..., outputs=...)`` builds the same thing; this class only insists on both.
+
+    >>> import promptgym
+    >>> class Query(promptgym.DataModel):
+    ...     query: str
+    >>> x = promptgym.Input(data_model=Query)
+    >>> isinstance(Functional(x, x, name="echo"), Program)
+    True
+    """
+
+    def __init__(self, inputs: Any, outputs: Any, name: str | None = None, description: str | None = None,
+                 trainable: bool = True) -> None:
+        super().__init__(inputs=inputs, outputs=outputs, name=name, description=description, trainable=trainable)

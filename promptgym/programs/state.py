@@ -47,41 +47,6 @@ class ProgramState:
     non_trainable_variables: list[Variable]
     training_setup: Any
 
-    def _compiled(self, part: str) -> Any:
-        if f"_own_{part}" in self.__dict__:  # a subclass set an attribute of that name itself
-            return self.__dict__[f"_own_{part}"]
-        if self.training_setup is None:
-            return [] if part == "metrics" else None
-        value = getattr(self.training_setup, part)
-        return list(value) if part == "metrics" else value
-
-    @property
-    def reward(self) -> Any:
-        """The compiled reward (None before ``compile()``)."""
-        return self._compiled("reward")
-
-    @reward.setter
-    def reward(self, value: Any) -> None:
-        self.__dict__["_own_reward"] = value
-
-    @property
-    def optimizer(self) -> Any:
-        """The compiled optimizer (None before ``compile()``)."""
-        return self._compiled("optimizer")
-
-    @optimizer.setter
-    def optimizer(self, value: Any) -> None:
-        self.__dict__["_own_optimizer"] = value
-
-    @property
-    def metrics(self) -> list[Any]:
-        """The compiled metrics ([] before ``compile()``)."""
-        return self._compiled("metrics")
-
-    @metrics.setter
-    def metrics(self, value: Any) -> None:
-        self.__dict__["_own_metrics"] = value
-
     def get_variable(self, name: str | None = None, index: int | None = None) -> Variable:
         """A variable by name (``"generator/state"``) or by position in ``variables``."""
         if (name is None) == (index is None):

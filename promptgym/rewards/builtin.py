@@ -16,6 +16,7 @@ from promptgym.lm.usage import lm_phase
 from promptgym.lm.language_model import LanguageModel
 from promptgym.rewards.base import JsonView, Reward, RewardResult, coerce_result
 from promptgym.rewards.judge_program import LMAsJudgeProgram
+from promptgym.rewards.reduction import REDUCTIONS, reduce_values
 
 logger = logging.getLogger("promptgym")
 
@@ -136,13 +137,28 @@ class MeanRewardWrapper(Reward):
 
     def __init__(self, fn: Callable[..., Any] | None = None, in_mask: list[str] | None = None,
                  out_mask: list[str] | None = None, name: str | None = None, in_mask_pattern: str | None = None,
-                 out_mask_pattern: str | None = None, **fn_kwargs: Any) -> None:
+                 out_mask_pattern: str | None = None, reduction: str = "mean", **fn_kwargs: Any) -> None:
         if fn is None or not callable(fn):
             raise ValueError(f"{type(self).__name__} needs fn=, an async function (y_true, y_pred) -> float")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {', '.join(REDUCTIONS)}, "
+                             f"got {reduction!r}")
         super().__init__(in_mask=in_mask, out_mask=out_mask, name=name or self.default_name_for(fn),
                          in_mask_pattern=in_mask_pattern, out_mask_pattern=out_mask_pattern)
         self.fn = fn
+        self.reduction = reduction
+        """How a batch's scores become one (synalinks' argument; a single sample's score is itself)."""
         self.fn_kwargs = fn_kwargs
+
+    @property
+    def _fn_kwargs(self) -> dict[str, Any]:
+        """synalinks' attribute name for :attr:`fn_kwargs`."""
+        return self.fn_kwargs
+
+    @property
+    def _fn(self) -> Callable[..., Any]:
+        """synalinks' attribute name for :attr:`fn`."""
+        return self.fn
 
     def default_name_for(self, fn: Callable[..., Any]) -> str:
         return "reward"
@@ -154,15 +170,26 @@ class MeanRewardWrapper(Reward):
         return coerce_result(value, getattr(self.fn, "__name__", self.function_kind))
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "fn": serialize_object(self.fn), **self.fn_kwargs}
+        # fn's own arguments under their own key, so one named `name` or `reduction` can't shadow ours
+        return {**super().get_config(), "reduction": self.reduction, "fn": serialize_object(self.fn),
+                "fn_kwargs": dict(self.fn_kwargs)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "MeanRewardWrapper":
-        return cls(**{**config, "fn": deserialize_object(config["fn"], expected=cls.function_kind)})
+        config = dict(config)
+        fn_kwargs = config.pop("fn_kwargs", None) or {}  # files saved before kept them at the top level
+        return cls(**{**config, **fn_kwargs, "fn": deserialize_object(config["fn"], expected=cls.function_kind)})
 
 
-RewardFunctionWrapper = MeanRewardWrapper
-"""synalinks' name for the same wrapper."""
+@register_builtin
+class RewardFunctionWrapper(MeanRewardWrapper):
+    """synalinks' name for :class:`MeanRewardWrapper` (the same wrapper, saved under this name).
+
+    >>> async def same(y_true, y_pred):
+    ...     return float(y_true == y_pred)
+    >>> RewardFunctionWrapper(fn=same, reduction="sum").get_config()["reduction"]
+    'sum'
+    """
 
 
 @register_builtin
@@ -232,23 +259,21 @@ class BatchRewardFunctionWrapper(BatchReward):
         value = self.fn(y_true, y_pred, **self.fn_kwargs)
         return await value if inspect.isawaitable(value) else value
 
+    @property
+    def _fn_kwargs(self) -> dict[str, Any]:
+        """synalinks' attribute name for :attr:`fn_kwargs`."""
+        return self.fn_kwargs
+
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "fn": serialize_object(self.fn), **self.fn_kwargs}
+        return {**super().get_config(), "fn": serialize_object(self.fn), "fn_kwargs": dict(self.fn_kwargs)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "BatchRewardFunctionWrapper":
-        return cls(**{**config, "fn": deserialize_object(config["fn"], expected="batch reward function")})
+        config = dict(config)
+        fn_kwargs = config.pop("fn_kwargs", None) or {}
+        return cls(**{**config, **fn_kwargs, "fn": deserialize_object(config["fn"], expected="batch reward function")})
 
 
-REDUCTIONS = ("mean", "sum", "min", "max", "none")
-
-
-def reduce_values(values: list[float], reduction: str) -> Any:
-    if reduction == "none":
-        return list(values)
-    if not values:
-        return 0.0
-    return float({"mean": np.mean, "sum": np.sum, "min": np.min, "max": np.max}[reduction](values))
 
 
 async def exact_match(y_true: Any, y_pred: Any, **options: Any) -> float:

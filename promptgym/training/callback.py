@@ -30,9 +30,14 @@ class Callback:
 
     def __init__(self) -> None:
         self.program: Any = None
+        self.params: dict[str, Any] | None = None
+        """What ``fit()`` was asked (``epochs``, ``steps``, ``batch_size``...), as in Keras and synalinks."""
 
     def set_program(self, program: Any) -> None:
         self.program = program
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        self.params = params
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> Any: ...
     def on_train_end(self, logs: dict[str, Any] | None = None) -> Any: ...
@@ -78,6 +83,11 @@ class CallbackList:
     def append(self, callback: Callback, program: Any) -> None:
         callback.set_program(program)
         self.callbacks.append(callback)
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        for callback in self.callbacks:
+            if hasattr(callback, "set_params"):
+                callback.set_params(params)
 
     async def call(self, hook: str, *args: Any) -> None:
         for callback in self.callbacks:

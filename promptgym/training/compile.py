@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ from promptgym import optimizers as optimizers_module
 from promptgym import rewards as rewards_module
 from promptgym.core.deprecation import renamed_names
 from promptgym.core.serialization import deserialize_object, serialize_object
+from promptgym.modules.variable import Variable
 from promptgym.rollouts import RolloutService
 
 
@@ -45,8 +47,13 @@ class TrainingSetup:
 
 
 def output_fields(program: Any) -> list[str] | None:
+    """The output fields the masks are checked against (None when the program can't say yet)."""
     model = program.output_data_model
-    return list(model.model_fields) if model is not None else None
+    if callable(model) and not isinstance(model, type):
+        # A module mixed with Trainer (`class P(Trainer, Generator)`): its method, not a program's property
+        model = getattr(program, "data_model", None)
+    fields = getattr(model, "model_fields", None)
+    return list(fields) if fields is not None else None
 
 
 def compile_setup(program: Any, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None
@@ -55,7 +62,8 @@ def compile_setup(program: Any, reward: Any = None, optimizer: Any = None, metri
     # Without a reward the program can still predict and evaluate metrics; fit() asks for one.
     resolved_reward = rewards_module.get(reward) if reward is not None else rewards_module.NoReward()
     resolved_optimizer = optimizers_module.get(optimizer if optimizer is not None else "randomfewshot")
-    resolved_metrics = [metrics_module.get(metric) for metric in metrics or []]
+    # each program owns its metrics: one instance given to several compile() calls (a sweep) is cloned per program
+    resolved_metrics = [clone_metric(metrics_module.get(metric)) for metric in metrics or []]
     resolve_models = getattr(resolved_optimizer, "resolve_models", None)
     if resolve_models is not None:  # the default models, if set by now; else fit() says which call to make
         try:
@@ -72,6 +80,19 @@ def compile_setup(program: Any, reward: Any = None, optimizer: Any = None, metri
         raise ValueError(f"two scorers are named {duplicates[0]!r}; pass name=... to tell them apart")
     bind_operational(program, resolved_metrics)
     return TrainingSetup(resolved_reward, resolved_optimizer, resolved_metrics)
+
+
+def clone_metric(metric: Any) -> Any:
+    """A fresh copy of ``metric``: the same settings and wrapped function, its own state and binding."""
+    clone = copy.copy(metric)
+    state = getattr(metric, "_state", None)
+    if isinstance(state, Variable):
+        clone._state = Variable(state.name, metric.initial_state(), trainable=False)
+    if isinstance(getattr(metric, "fn_kwargs", None), dict):
+        clone.fn_kwargs = dict(metric.fn_kwargs)
+    if hasattr(metric, "program"):  # an operational metric: bound to its program below, not to the caller's
+        clone.program, clone._baseline = None, {}
+    return clone
 
 
 def bind_operational(program: Any, metrics: list[Any]) -> None:

@@ -133,6 +133,8 @@ class FitRun:
                                        executor=settings.executor, emit=self.callbacks.emit, max_errors=limit,
                                        rng=self.rng, minibatch_size=settings.minibatch_size)
         self.steps = math.ceil(self.train_size / settings.batch_size)
+        self.callbacks.set_params({"epochs": settings.epochs, "steps": self.steps, "batch_size": settings.batch_size,
+                                   "minibatch_size": settings.minibatch_size, "verbose": settings.verbose})
         self.usage_start: dict[str, Any] = {}
         self.spend = RunSpend()
         self.cap: SpendCap | None = None

@@ -77,7 +77,7 @@ class MLflowLogger(EventSinkCallback):
         self.experiment_name = experiment_name
         self.run_name = run_name
         self.tags = {key: str(value) for key, value in (tags or {}).items()}
-        self.params = flatten_params(params or {})
+        self.extra_params = flatten_params(params or {})
         self.log_program = log_program
         self.log_plots = log_plots
         self.artifacts_dir = Path(artifacts_dir) if artifacts_dir is not None else None
@@ -127,7 +127,7 @@ class MLflowLogger(EventSinkCallback):
         run = self.client.create_run(experiment_id, run_name=self.run_name or run_name,
                                      tags={"promptgym.program": str(getattr(self.program, "name", "")), **self.tags})
         self.run_id = run.info.run_id
-        self._log_params({**self._program_params(), **self.params})
+        self._log_params({**self._program_params(), **self.extra_params})
         return self.run_id
 
     def end(self, status: str = "FINISHED") -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.compile import TrainingSetup, compile_setup, restore_setup
+from promptgym.training.compile_utils import CompileMetrics
 from promptgym.training.evaluate import evaluate_program
 from promptgym.training.fit import FitSettings, fit_program
 from promptgym.training.history import History
@@ -47,6 +48,53 @@ class Trainer:
         warnings.warn("program.training_state is deprecated: use program.training_setup", DeprecationWarning,
                       stacklevel=2)
         self.training_setup = value
+
+    def _compiled(self, part: str) -> Any:
+        if f"_own_{part}" in self.__dict__:  # a subclass set an attribute of that name itself
+            return self.__dict__[f"_own_{part}"]
+        if self.training_setup is None:
+            return [] if part == "metrics" else None
+        value = getattr(self.training_setup, part)
+        return list(value) if part == "metrics" else value
+
+    @property
+    def reward(self) -> Any:
+        """The compiled reward (None before ``compile()``)."""
+        return self._compiled("reward")
+
+    @reward.setter
+    def reward(self, value: Any) -> None:
+        self.__dict__["_own_reward"] = value
+
+    @property
+    def optimizer(self) -> Any:
+        """The compiled optimizer (None before ``compile()``)."""
+        return self._compiled("optimizer")
+
+    @optimizer.setter
+    def optimizer(self, value: Any) -> None:
+        self.__dict__["_own_optimizer"] = value
+
+    @property
+    def metrics(self) -> list[Any]:
+        """The compiled metrics ([] before ``compile()``)."""
+        return self._compiled("metrics")
+
+    @metrics.setter
+    def metrics(self, value: Any) -> None:
+        self.__dict__["_own_metrics"] = value
+
+    @property
+    def compiled(self) -> bool:
+        """Whether ``compile()`` was called."""
+        return self.training_setup is not None
+
+    @property
+    def _compile_metrics(self) -> Any:
+        """The compiled metrics as synalinks' ``CompileMetrics`` (None before ``compile()``)."""
+        if self.training_setup is None:
+            return None
+        return CompileMetrics(metrics=list(self.training_setup.metrics))
 
     def compile(self, reward: Any = None, optimizer: Any = None, metrics: list[Any] | None = None) -> None:
         """Attach a reward, an optimizer and metrics (instances, names or config dicts).

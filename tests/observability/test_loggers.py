@@ -111,3 +111,20 @@ def test_mlflow_logger_as_a_run_listener_logs_the_run_folder_and_its_status(mlru
 
 def callbacks_artifacts() -> ArtifactsWritten:
     return ArtifactsWritten(files=["summary.md"])
+
+
+async def test_monitor_logs_synalinks_run_layout_to_a_local_store(mlruns) -> None:
+    program, _ = await compiled_program(name="monqa")
+    x, y = data()
+    uri = mlruns.resolve().as_uri()
+    monitor = callbacks.Monitor(tracking_uri=uri, experiment_name="mon", run_name="base", tags={"team": "b"},
+                                log_program_plot=False)
+    await program.fit(x=x, y=y, validation_split=0.2, epochs=2, batch_size=4, verbose=0, callbacks=[monitor])
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("mon").experiment_id])
+    [run] = runs
+    assert run.info.run_name == "base_train" and run.info.status == "FINISHED"
+    assert run.data.params["epochs"] == "2" and run.data.tags["program_name"] == "monqa"
+    assert run.data.tags["team"] == "b" and run.data.metrics["val_reward"] == 1.0 and "in_fit" not in run.data.metrics
+    assert {item.path for item in client.list_artifacts(run.info.run_id, "model")} == \
+        {"model/state_tree.json", "model/model_info.json"}
