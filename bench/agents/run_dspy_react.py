@@ -9,7 +9,7 @@ of llama_cpp.server (the same Qwen2.5-Coder-0.5B gguf), ``JSONAdapter``, tempera
 ReAct trajectories become demonstrations, as promptgym's RandomFewShot does). Prints one JSON line.
 
 ``--agent native``: DSPy's native tool calling instead of ReAct's text format (``dspy.ToolCalls`` out
-of a ``list[dspy.Tool]`` input, the JSONAdapter sending OpenAI ``tools``; the server must run with
+of a ``list[dspy.Tool]`` input, the ChatAdapter sending OpenAI ``tools``; the server must run with
 ``--chat_format chatml-function-calling``), then one call that answers from the tool's result: the
 same two calls per question as ReAct with ``max_iters=2``. ``--show N`` prints N trajectories to
 stderr, to read what the model wrote.
@@ -103,7 +103,10 @@ def main() -> None:
     args = parser.parse_args()
     lm = local_lm(f"{args.proxy_url}/v1", "qwen2.5-coder-0.5b-instruct", structured=True, max_tokens=160,
                   function_calling=args.agent == "native")
-    dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
+    # native: ChatAdapter, since the JSONAdapter also sends a json_schema of the remaining (no) output fields, which
+    # llama_cpp.server's grammar turns into "{ }": the model can't write a tool call at all
+    adapter = dspy.ChatAdapter(use_native_function_calling=True) if args.agent == "native" else dspy.JSONAdapter()
+    dspy.configure(lm=lm, adapter=adapter)
     test = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in items(args.test, args.seed)]
     train = [dspy.Example(question=q, answer=a).with_inputs("question") for q, a in items(args.train, args.seed + 1)]
     if args.agent == "native":
@@ -115,6 +118,7 @@ def main() -> None:
     hits, failures = evaluate(react, test)
     for entry in lm.history[calls:calls + args.show]:
         print(json.dumps({"messages": entry.get("messages"), "outputs": entry.get("outputs"),
+                          "tools": (entry.get("kwargs") or {}).get("tools"),
                           "response": str(entry.get("response"))[:1500]}, default=str)[:4000], file=sys.stderr)
     row["untrained"] = {"hits": hits, "accuracy": sum(hits) / len(hits), "failures": failures,
                         "lm_calls": len(lm.history) - calls, "seconds": round(time.perf_counter() - started, 1)}
