@@ -15,6 +15,9 @@ from typing import Any
 
 from promptgym.stats import Evaluation, PairedTest
 
+HELD_OUT_FILE = "held_out.json"
+"""Where a retrained run's folder keeps its comparison against the served version (``runs compare``)."""
+
 
 @dataclass
 class HeldOutComparison:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any, Optional
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
@@ -22,8 +23,9 @@ from fastapi.responses import Response
 
 from promptgym.serving.auth import key_matches, presented_key
 from promptgym.traces import Trace, TraceStore
-from promptgym.ui.charts import line_chart
 from promptgym.traces.feedback import FeedbackError, take_feedback
+from promptgym.training.held_out import HELD_OUT_FILE
+from promptgym.ui.charts import line_chart
 from promptgym.ui.run_views import comparisons, curves, program_states, run_summary, variable_diff
 from promptgym.ui.sources import RunsSource, UnknownRunError
 
@@ -55,14 +57,14 @@ def key_check(api_key: str | None):
     return check
 
 
-def _ptake_feedback(value: Any) -> str:
+def _preview(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
 
 
 def trace_summary(trace: Trace) -> dict[str, Any]:
     return {"id": trace.id, "created": trace.created, "program": trace.program, "version": trace.version,
-            "inputs": _ptake_feedback(trace.inputs), "outputs": _ptake_feedback(trace.outputs), "rating": trace.rating,
+            "inputs": _preview(trace.inputs), "outputs": _preview(trace.outputs), "rating": trace.rating,
             "corrected": trace.correction is not None, "comments": len(trace.comments),
             "latency_ms": trace.latency_ms, "error": trace.error, "model": trace.model}
 
@@ -92,6 +94,14 @@ def by_rating_value(store: TraceStore, filters: dict[str, Any], rating: str, lim
             break
         until = oldest
     return kept[:limit]
+
+
+def held_out(run_path: Path) -> dict[str, Any] | None:
+    """What ``promptgym runs compare SERVED RUN --traces DIR`` kept in the run's folder, or None."""
+    try:
+        return json.loads((run_path / HELD_OUT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str | None) -> APIRouter:
@@ -133,7 +143,7 @@ def api_router(runs: RunsSource | None, traces: TraceStore | None, api_key: str 
         return {"run": run_summary(status), "curves": {"x": xs, "x_label": x_label, "series": series,
                                                        "intervals": bands},
                 "comparisons": comparisons(events), "variables": variable_diff(states["before"], states["after"]),
-                "variables_source": states["source"]}
+                "variables_source": states["source"], "held_out": held_out(path)}
 
     @router.get("/runs/{run_id}/curves.svg")
     def run_curves(run_id: str) -> Response:

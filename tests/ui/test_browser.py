@@ -54,6 +54,9 @@ class Triage(pg.DataModel):
 KEY_ENV = "PROMPTGYM_UI_TEST_KEY"
 CURVE_COLOURS = [(37, 99, 235), (220, 38, 38)]  # promptgym.ui.charts' first two series
 WAIT_S = 20
+HELD_OUT = {"n": 40, "program": "qa", "served": "served.json", "retrained": "beta", "verdict": "better",
+            "before": {"reward": 0.1, "low": 0.04, "high": 0.23}, "after": {"reward": 0.8, "low": 0.65, "high": 0.9},
+            "difference": {"difference": 0.7, "low": 0.55, "high": 0.82, "p_value": 1e-8, "wins": 28, "losses": 0}}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +75,8 @@ def served(runs_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     status.update(id=live.name, name="live", status="running", pid=os.getpid(), process=None, final=None,
                   created=time.time())
     (live / "run.json").write_text(json.dumps(status))
+    beta = next(path for path in runs.iterdir() if "beta" in path.name)
+    (beta / "held_out.json").write_text(json.dumps(HELD_OUT))  # as `runs compare served.json BETA` keeps it
     with TraceStore(folder / "traces" / "traces.db") as store:
         ids = fill_store(store)
         store.describe_program("triage", "t1", input_schema={"type": "object"}, output_schema=Triage.model_json_schema())
@@ -189,6 +194,9 @@ def test_the_key_form_then_the_runs_a_run_s_curves_and_two_runs_side_by_side(
          .get_attribute("data-points") == "3")
     visible(driver, "#comparisons")
     assert "kept" in driver.find_element(By.ID, "comparisons").text
+    held_out = visible(driver, "#held-out-verdict").text  # served against this run, from `runs compare`
+    assert "+0.700 [0.550, 0.820]" in held_out and "28 better, 0 worse" in held_out and "better" in held_out
+    assert "0.800" in driver.find_element(By.ID, "held-out").text
     added = driver.find_elements(By.CSS_SELECTOR, "#variables .example.added")
     assert len(added) == 2 and "→" in added[0].text  # demonstrations the start did not have
     image = screenshot(driver, tmp_path, "run")

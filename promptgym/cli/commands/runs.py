@@ -20,11 +20,12 @@ from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
 from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 from promptgym.cli.secrets import load_env_file
+from promptgym.core.atomic import atomic_write_text
 from promptgym.datasets.loaders import DatasetError
 from promptgym.datasets.traces import from_traces
 from promptgym.distributed.jobs import RayJobs  # HTTP to a cluster's Jobs API; ray itself is not imported
 from promptgym.programs.program import Program
-from promptgym.training.held_out import compare_on
+from promptgym.training.held_out import HELD_OUT_FILE, compare_on
 
 runs_app = typer.Typer(help="Follow and stop training runs, local or submitted to Ray.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -244,7 +245,10 @@ def compare_command(
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """The served program against the retrained one on held-out traffic: scores, intervals, a paired test."""
+    """The served program against the retrained one on held-out traffic: scores, intervals, a paired test.
+
+    When RETRAINED is a run, the comparison is also kept in its folder (``held_out.json``) for ``promptgym ui``.
+    """
     programs = [Program.load(str(_program_file(name, runs_dir))) for name in (before, after)]
     wanted = program or programs[0].name
     try:
@@ -257,6 +261,10 @@ def compare_command(
         raise typer.BadParameter(f"no labelled trace of program {wanted!r} in {traces} to compare on (correct some "
                                  "answers with POST /v1/feedback, or lower --holdout)", param_hint="--traces")
     report = asyncio.run(compare_on(programs[0], programs[1], x, y, reward=reward))
+    if not Path(after).is_file():  # a run id: its folder keeps the comparison, the review page shows it
+        kept = {**report.as_dict(), "served": before, "retrained": after, "traces": str(traces), "program": wanted,
+                "holdout": holdout, "reward": reward, "created": time.time()}
+        atomic_write_text(_open(after, runs_dir).path / HELD_OUT_FILE, json.dumps(kept, indent=1))
     if as_json:
         console.print_json(json.dumps(report.as_dict()))
         return

@@ -129,6 +129,21 @@ function summaryCard(run) {
     run.error ? el("div", { class: "error" }, run.error) : null);
 }
 
+function heldOutView(held) {
+  // what `promptgym runs compare SERVED RUN --traces DIR` kept in this run's folder
+  if (!held) return [];
+  const row = (label, source, arm) => el("tr", {}, el("td", {}, label), el("td", {}, el("code", {}, source)),
+    el("td", {}, arm.reward.toFixed(3)), el("td", {}, "[" + arm.low.toFixed(3) + ", " + arm.high.toFixed(3) + "]"));
+  const d = held.difference;
+  return [el("h2", {}, "Served against retrained, on " + held.n + " held-out traces of " + held.program),
+    el("table", { id: "held-out" },
+      el("tr", {}, el("th", {}, "program"), el("th", {}, "source"), el("th", {}, "reward"), el("th", {}, "95% interval")),
+      row("served", held.served, held.before), row("retrained", held.retrained, held.after)),
+    el("p", { id: "held-out-verdict" }, "retrained - served: " + (d.difference >= 0 ? "+" : "") + d.difference.toFixed(3) +
+      " [" + d.low.toFixed(3) + ", " + d.high.toFixed(3) + "], p=" + d.p_value.toPrecision(2) + " (" + d.wins +
+      " better, " + d.losses + " worse): " + held.verdict)];
+}
+
 function comparisonsTable(items) {
   if (!items.length) return el("p", { class: "muted" }, "No checks against the start yet.");
   return el("table", { id: "comparisons" },
@@ -173,6 +188,7 @@ async function runPage(runId) {
       api("/api/runs/" + encodeURIComponent(runId) + "/curves.svg")]);
     svgInto(chart, svg);
     body.replaceChildren(summaryCard(data.run),
+      ...heldOutView(data.held_out),
       el("h2", {}, "Checks against the start (history.comparisons)"), comparisonsTable(data.comparisons),
       el("h2", {}, "Prompts and demonstrations: start → best"), variablesView(data.variables, data.variables_source));
     return data.run.status;
