@@ -66,7 +66,9 @@ class NativeToolAgent(dspy.Module):
         self.answer = dspy.Predict(AnswerFromResult)
 
     def forward(self, question: str) -> dspy.Prediction:
-        calls = self.call(question=question, tools=[self.tool]).tool_calls
+        # tool_choice names the tool: with "auto" the 0.5B model answers in text and never calls it
+        calls = self.call(question=question, tools=[self.tool],
+                          config={"tool_choice": {"type": "function", "function": {"name": "calculate"}}}).tool_calls
         results = []
         for call in (calls.tool_calls if calls else []):
             try:
