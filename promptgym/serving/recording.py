@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from promptgym.modules.generator import as_json
 from promptgym.programs.walk import iter_modules
@@ -201,14 +201,3 @@ class Recorder:
         self._writer.join(timeout=60)
         atexit.unregister(self.close)
         self.store.close()
-
-
-def hook_of(redact: Callable[[dict[str, Any]], dict[str, Any]] | None, fields: Iterable[str]) -> Redactor | None:
-    """One redact hook from a user's function and ``--redact`` fields (fields first, then the function)."""
-    dropped = list(fields)
-    if not dropped:
-        return redact
-    by_fields = redact_fields(dropped)
-    if redact is None:
-        return by_fields
-    return lambda trace: redact(by_fields(trace))

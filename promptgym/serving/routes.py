@@ -182,15 +182,21 @@ def record(state: ServerState, request: Request, program: str, inputs: Any, call
         logger.warning("trace of %s not stored: %s: %s", program, type(error).__name__, error)
 
 
-async def chat_with_model(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
-    """``(content, finish_reason)`` from a model called directly, or the error response."""
-    model = state.models[body.model]
+def model_request(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
+    """``(model, messages, schema)`` of a direct model chat, or the 400 its messages or format earn."""
     request.state.usage = Usage()
     try:
-        messages = plain_messages(body)
-        schema = requested_schema(body)
+        return state.models[body.model], plain_messages(body), requested_schema(body)
     except InputError as error:
         return _input_error(request, error)
+
+
+async def chat_with_model(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
+    """``(content, finish_reason)`` from a model called directly, or the error response."""
+    prepared = model_request(state, body, request)
+    if isinstance(prepared, Response):
+        return prepared
+    model, messages, schema = prepared
 
     async def answer() -> Any:
         started = time.perf_counter()
@@ -255,13 +261,10 @@ async def stream_program_answer(state: ServerState, served: ServedProgram, input
 
 async def stream_model_answer(state: ServerState, body: ChatCompletionRequest, request: Request) -> Response:
     """A model's answer streamed as it writes it (reasoning as ``reasoning_content``)."""
-    model = state.models[body.model]
-    request.state.usage = Usage()
-    try:
-        messages = plain_messages(body)
-        schema = requested_schema(body)
-    except InputError as error:
-        return _input_error(request, error)
+    prepared = model_request(state, body, request)
+    if isinstance(prepared, Response):
+        return prepared
+    model, messages, schema = prepared
     started = time.perf_counter()
     answer = model.stream(messages, schema=schema, temperature=body.temperature, top_p=body.top_p,
                           max_tokens=body.max_completion_tokens or body.max_tokens)
