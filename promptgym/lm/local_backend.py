@@ -36,7 +36,7 @@ def _import_llama_cpp() -> Any:
     except ImportError as error:
         raise EngineMissingError(
             "the embedded engine needs llama-cpp-python: run `make install`, or "
-            "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'promptgym[local]' (see the README for the full flags)"
+            "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'promptgym[local]' (see docs/models.md, 'Why the build flags', for the full flags)"
         ) from error
     return llama_cpp
 

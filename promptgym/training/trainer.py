@@ -109,7 +109,7 @@ class Trainer:
                   seed: int | None = None, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
                   initial_step: int = 0, executor: Executor | None = None, max_usd: float | None = None,
                   budget: Any = None) -> History:
-        """Train; see the README for every argument. Returns a :class:`History`.
+        """Train; see docs/training.md for every argument. Returns a :class:`History`.
 
         ``max_usd`` (or ``budget=Budget(usd=...)``): a cap in dollars on every model call the run makes;
         it stops cleanly before a call would cross it, with the best program so far (docs/cost.md).
