@@ -91,7 +91,7 @@ def effective_status(status: dict, run: RunFolder | None = None) -> str:
 
 @runs_app.command("list")
 def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
-                 address: Optional[str] = typer.Option(None, "--address", help="List the promptgym jobs of this "
+                 address: Optional[str] = typer.Option(None, "--address", help="List the promptgym Ray jobs of this "
                                                        "Ray cluster (dashboard address) instead.")) -> None:
     """Every run, newest first."""
     if address:
@@ -124,7 +124,7 @@ def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
 
 @runs_app.command("show")
 def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
-                 log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted job's log to show.")) -> None:
+                 log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted run's Ray job log to show.")) -> None:
     """Status of one run, and its summary when finished."""
     run = _open(run_id, runs_dir)
     status = _status(run)
