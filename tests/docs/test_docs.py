@@ -12,6 +12,7 @@ import ast
 import asyncio
 import importlib
 import json
+import logging
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -79,7 +80,10 @@ def page_of(path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
 
 
 def compiled(block: Block) -> Any:
-    return compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    """The block's code, its line numbers those of the page (a traceback names ``docs/page.md``, line N)."""
+    name = str(block.path.relative_to(ROOT))
+    tree = compile(block.code, name, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return compile(ast.increment_lineno(tree, block.line), name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
 def run_python(page: Page, block: Block) -> None:
@@ -117,12 +121,16 @@ def test_every_fence_names_its_language_and_every_no_run_says_why() -> None:
 
 @pytest.mark.parametrize("block", of("python"))
 def test_python_block(block: Block, scripted: list[Any], tmp_path_factory: pytest.TempPathFactory,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+                      monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     code = compiled(block)  # a no-run block still compiles
     if block.no_run_reason is not None:
-        assert code.co_filename == block.where
+        assert code.co_filename == str(block.path.relative_to(ROOT))
         return
-    run_python(page_of(block.path, tmp_path_factory, monkeypatch), block)
+    with caplog.at_level(logging.WARNING, logger="promptgym"):
+        run_python(page_of(block.path, tmp_path_factory, monkeypatch), block)
+    # A failed example is logged, not raised: a block whose program failed on every input would still "run".
+    failures = [record.getMessage() for record in caplog.records if " failed: " in record.getMessage()]
+    assert not failures, f"{block.where}: the block ran, but its program failed: {failures[:3]}"
 
 
 @pytest.mark.parametrize("block", of("sh", "bash"))
