@@ -24,7 +24,7 @@ from promptgym.lm.backend import Backend, LMChunk, LMRequest, LMResponse
 from promptgym.lm.cache import ResponseCache, request_key, shared_cache
 from promptgym.lm.chat_calls import chat_answer, is_chat_form, wire_messages
 from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
-from promptgym.lm.json_output import parse_json_object, validation_error
+from promptgym.lm.json_output import Expected, checked_answer, parse_json_object
 from promptgym.lm.local_backend import shared_local_backend
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model, resolve_local_model
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
@@ -47,6 +47,8 @@ class Answer:
     reasoning: str | None = None
     finish_reason: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    model: Any = None
+    """The value as the validated pydantic model (a structured answer), so nobody validates it again."""
 
 
 def check_api_base(model: str, api_base: str | None) -> None:
@@ -286,7 +288,7 @@ class LanguageModel(UsageCounters):
         self,
         messages: Any,
         schema: dict[str, Any] | None = None,
-        validation_schema: dict[str, Any] | None = None,
+        validation_schema: Expected | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         streaming: bool = False,
@@ -295,7 +297,7 @@ class LanguageModel(UsageCounters):
         """The answer: a dict matching ``schema`` when one is given, else the text.
 
         ``schema`` constrains decoding; the answer is validated against
-        ``validation_schema`` (default: ``schema``) and the model is asked
+        ``validation_schema`` (default: ``schema``; a JSON schema or a DataModel class) and the model is asked
         again, with the error, up to ``output_retries`` times. Given chat data
         models (``ChatMessages``) instead of dicts, the answer is a data model
         too (:mod:`promptgym.lm.chat_calls`). ``streaming=True`` (without a
@@ -329,7 +331,7 @@ class LanguageModel(UsageCounters):
                          max_tokens=max_tokens or self.max_tokens, seed=self.seed, extra=extra)
 
     async def respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
-                      validation_schema: dict[str, Any] | None = None, temperature: float | None = None,
+                      validation_schema: Expected | None = None, temperature: float | None = None,
                       max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None,
                       **sampling: Any) -> "Answer":
         """The answer with what came with it (the text, the model's reasoning, why it stopped, tool calls).
@@ -348,7 +350,7 @@ class LanguageModel(UsageCounters):
                                                temperature=temperature, max_tokens=max_tokens, tools=tools, **sampling)
 
     async def _respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None,
-                       validation_schema: dict[str, Any] | None, temperature: float | None, max_tokens: int | None,
+                       validation_schema: Expected | None, temperature: float | None, max_tokens: int | None,
                        sampling: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> "Answer":
         request = self._request(messages, schema, temperature, max_tokens, sampling)
         request.tools = tools or None
@@ -361,11 +363,12 @@ class LanguageModel(UsageCounters):
             response = await self._complete(request)
             try:
                 value = parse_json_object(response.content)
-                problem = validation_error(value, validation_schema or schema) or ""
+                model, problem = checked_answer(value, validation_schema or schema)
+                problem = problem or ""
             except LMOutputError as error:
                 problem = str(error)
             if not problem:
-                return Answer(value, response.content, response.reasoning, response.finish_reason)
+                return Answer(value, response.content, response.reasoning, response.finish_reason, model=model)
             if response.finish_reason == "length":
                 problem += "; the answer was cut at max_tokens (finish_reason='length'): raise max_tokens"
             request = LMRequest(

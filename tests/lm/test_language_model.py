@@ -31,7 +31,7 @@ async def test_invalid_answer_is_retried_with_the_error():
     assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "ok"}
     assert len(lm.requests) == 3
     assert "invalid" in lm.requests[2].messages[-1]["content"]
-    assert "'answer' is a required property" in lm.requests[2].messages[-1]["content"]
+    assert "at answer: Field required" in lm.requests[2].messages[-1]["content"]
 
 
 async def test_gives_up_after_output_retries():
