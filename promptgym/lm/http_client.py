@@ -30,6 +30,8 @@ from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
 MAX_HEADER_LINES = 200
+MAX_ROUTES = 256
+"""URLs whose (pool, path) a client remembers: a model's few endpoints are parsed once, not per request."""
 _READ_SIZE = 65536
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -273,9 +275,18 @@ class HttpClient:
         self.headers = dict(headers or {})
         self._ssl_context = ssl_context
         self._pools: dict[tuple[str, str, int], ConnectionPool] = {}
+        self._routes: dict[str, tuple[ConnectionPool, str]] = {}
 
     def pool_of(self, url: str) -> tuple[ConnectionPool, str]:
         """The pool for ``url``'s origin and the path (with its query) to ask it for."""
+        route = self._routes.get(url)
+        if route is None:
+            if len(self._routes) >= MAX_ROUTES:  # URLs with ids in them (RL rollouts) must not grow it
+                self._routes.clear()
+            route = self._routes[url] = self._route(url)
+        return route
+
+    def _route(self, url: str) -> tuple[ConnectionPool, str]:
         parts = urlsplit(url)
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
             raise HttpError(f"{url!r}: expected an http:// or https:// URL")
@@ -319,7 +330,7 @@ class HttpClient:
         return reply
 
     async def close(self) -> None:
-        pools, self._pools = list(self._pools.values()), {}
+        pools, self._pools, self._routes = list(self._pools.values()), {}, {}
         for pool in pools:
             await pool.close()
 
