@@ -1,6 +1,6 @@
 """promptgym's one HTTP client: keep-alive HTTP/1.1 to any server, plain or TLS, whole answers or streamed.
 
-Every outgoing call goes through it: model servers (``lm/openai_backend.py``), task apps and their
+Every outgoing call goes through it: model servers (``lm/openai_engine.py``), task apps and their
 policies (``taskapp/``), the export check. It was chosen by measurement (docs/benchmarks.md,
 "One HTTP client"): on the instant fake server a request costs 0.26 ms of CPU here, 0.40 ms through
 aiohttp and 1.3 ms through httpx (5 ms at concurrency 32), and with aiohttp promptgym's time per call

@@ -40,7 +40,7 @@ from promptgym.core.local_server import LocalServer
 from promptgym.finetune.rl.draws import completion_generator
 from promptgym.finetune.rl.sampler import Sample, sample
 from promptgym.finetune.rl.tool_calls import as_text_messages, reply_message, uses_tools
-from promptgym.lm.openai_backend import schema_instruction
+from promptgym.lm.openai_engine import schema_instruction
 
 GATHER_S = 0.02
 """How long the batcher waits for more requests after the last one arrived, before it generates."""

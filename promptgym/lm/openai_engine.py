@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 
 from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
 from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
-from promptgym.lm.backend import LMChunk, LMRequest, LMResponse, usage_details
+from promptgym.lm.engine import LMChunk, LMRequest, LMResponse, usage_details
 from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
 from promptgym.lm.http_client import HttpClient, HttpError, StreamedReply
 
@@ -88,7 +88,7 @@ def retry_after_s(headers: Any) -> float | None:
         return None
 
 
-class OpenAICompatibleBackend:
+class OpenAICompatibleEngine:
     """Chat completions and embeddings over HTTP, with retries and backoff.
 
     ``slots`` bounds requests in flight (one per slot, per event loop); a request
