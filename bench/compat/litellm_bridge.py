@@ -19,10 +19,10 @@ import sys
 import types
 from typing import Any
 
-from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.engine import LMRequest, LMResponse
 
 try:
-    from promptgym.lm.backend import LMChunk
+    from promptgym.lm.engine import LMChunk
 except ImportError:  # a promptgym from before streaming (measuring the "before" numbers of issue 19)
     LMChunk = None  # type: ignore[assignment,misc]
 
@@ -231,5 +231,5 @@ def install() -> None:
     async def embed(self: EmbeddingModel, texts: list[str]) -> Any:
         return await LiteLLMBackend(self.model, attempts=self.retries).embed(texts)
 
-    LanguageModel._make_backend = make_backend  # type: ignore[method-assign]
+    LanguageModel._make_engine = make_backend  # type: ignore[method-assign]
     EmbeddingModel._embed = embed  # type: ignore[method-assign]

@@ -18,7 +18,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.cache import ResponseCache, request_key
 from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
-from promptgym.lm.openai_backend import OpenAICompatibleBackend
+from promptgym.lm.openai_engine import OpenAICompatibleEngine
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
@@ -132,7 +132,7 @@ class EmbeddingModel(UsageCounters):
 
     def _server(self) -> Any:
         if self._http is None:
-            self._http = OpenAICompatibleBackend(
+            self._http = OpenAICompatibleEngine(
                 model=self.model_string.name,
                 api_base=self.api_base or PROVIDER_API_BASES["openai"],
                 api_key=self.api_key or os.environ.get("OPENAI_API_KEY"),

@@ -147,10 +147,10 @@ def test_a_model_rebuilt_elsewhere_reads_its_key_from_the_variable_api_key_env_n
     assert "sk-in-this-process" not in json.dumps(saved) and saved["config"]["api_key_env"] == "MY_SERVER_KEY"
     monkeypatch.setenv("MY_SERVER_KEY", "sk-on-the-worker")  # a Ray worker's environment
     rebuilt = deserialize_object(saved, expected="language model")
-    assert rebuilt.backend.api_key == "sk-on-the-worker"
+    assert rebuilt.engine.api_key == "sk-on-the-worker"
     monkeypatch.delenv("MY_SERVER_KEY")
     with pytest.raises(LMConfigurationError, match=f"MY_SERVER_KEY .* is not set in this process \\(pid {os.getpid()}"):
-        deserialize_object(saved, expected="language model").backend
+        deserialize_object(saved, expected="language model").engine
 
 
 def test_gguf_conversion_shows_promptgym_s_progress_not_transformers_bar(capsys: pytest.CaptureFixture) -> None:

@@ -31,7 +31,7 @@ async def test_invalid_answer_is_retried_with_the_error():
     assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "ok"}
     assert len(lm.requests) == 3
     assert "invalid" in lm.requests[2].messages[-1]["content"]
-    assert "'answer' is a required property" in lm.requests[2].messages[-1]["content"]
+    assert "at answer: Field required" in lm.requests[2].messages[-1]["content"]
 
 
 async def test_gives_up_after_output_retries():
@@ -63,7 +63,7 @@ async def test_usage_is_counted_per_phase():
     assert lm.usage.total().completion_tokens == 6  # two words of JSON per answer
 
 
-async def test_openai_backend_falls_back_when_json_schema_is_refused():
+async def test_openai_engine_falls_back_when_json_schema_is_refused():
     with FakeOpenAIServer(lambda body: json.dumps({"answer": "42"}), refuse_json_schema=True) as server:
         lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False)
         assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "42"}
@@ -73,7 +73,7 @@ async def test_openai_backend_falls_back_when_json_schema_is_refused():
     assert server.requests[1]["response_format"]["schema"] == SCHEMA
 
 
-async def test_openai_backend_validates_and_retries_when_the_server_ignores_the_schema():
+async def test_openai_engine_validates_and_retries_when_the_server_ignores_the_schema():
     answers = iter(["Sure! The answer is 42.", 'Here: {"answer": "42"}'])
     with FakeOpenAIServer(lambda body: next(answers)) as server:
         lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False)
@@ -81,17 +81,17 @@ async def test_openai_backend_validates_and_retries_when_the_server_ignores_the_
     assert len(server.requests) == 2
 
 
-async def test_openai_backend_retries_5xx_then_succeeds():
+async def test_openai_engine_retries_5xx_then_succeeds():
     with FakeOpenAIServer(lambda body: json.dumps({"answer": "x"}), failures_before_success=2) as server:
         lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False, retries=3)
-        lm.backend.backoff_s = 0.01
+        lm.engine.backoff_s = 0.01
         assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "x"}
     assert len(server.requests) == 3
 
 
 async def test_unreachable_server_names_the_url():
     lm = pg.LanguageModel(model="openai/test", api_base="http://127.0.0.1:9/v1", cache=False, retries=1)
-    lm.backend.backoff_s = 0.01
+    lm.engine.backoff_s = 0.01
     with pytest.raises(LMConnectionError, match=r"http://127.0.0.1:9/v1/chat/completions unreachable after 2 attempts"):
         await lm(MESSAGES, schema=SCHEMA)
 

@@ -21,20 +21,16 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
-from urllib.parse import urlsplit
-
-import aiohttp
 
 from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
 from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
-from promptgym.lm.backend import LMChunk, LMRequest, LMResponse, usage_details
+from promptgym.lm.engine import LMChunk, LMRequest, LMResponse, usage_details
 from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
-from promptgym.lm.http_client import ConnectionPool, HttpError
+from promptgym.lm.http_client import HttpClient, HttpError, StreamedReply
 
 logger = logging.getLogger("promptgym")
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
-_JSON_HEADERS = {"Content-Type": "application/json"}
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _structured_mode_by_server: dict[str, str] = {}
 """api_base -> the structured-output mode that server accepts (learned from its refusals)."""
@@ -85,14 +81,14 @@ def refuses_response_format(response: HttpReply) -> bool:
 
 
 def retry_after_s(headers: Any) -> float | None:
-    """The server's ``Retry-After`` in seconds (headers: aiohttp's, or a dict with lower-cased names)."""
+    """The server's ``Retry-After`` in seconds (headers: a dict with lower-cased names)."""
     try:
         return float(headers.get("Retry-After") or headers.get("retry-after") or "")
     except (TypeError, ValueError):
         return None
 
 
-class OpenAICompatibleBackend:
+class OpenAICompatibleEngine:
     """Chat completions and embeddings over HTTP, with retries and backoff.
 
     ``slots`` bounds requests in flight (one per slot, per event loop); a request
@@ -118,21 +114,8 @@ class OpenAICompatibleBackend:
         self.concurrency = concurrency
         self.backoff_s = backoff_s
         self.slots = slots or loop_semaphore(max(concurrency, 1))
-        # aiohttp (not httpx): about 0.2 ms per request against 1-5 ms, which was most of our per-call overhead;
-        # a plain http:// server gets promptgym's own keep-alive client, about 0.1 ms less (lm/http_client.py).
-        self._sessions = LoopScoped(self._new_session, lambda session: session.close())
-        self._pools = self._plain_http_pools(self.api_base, api_key, timeout)
-        self._base_path = urlsplit(self.api_base).path.rstrip("/")
-
-    @staticmethod
-    def _plain_http_pools(api_base: str, api_key: str | None, timeout: float) -> LoopScoped[ConnectionPool] | None:
-        """Connection pools (one per event loop) for an ``http://host[:port]/path`` server; None for the others."""
-        parts = urlsplit(api_base)
-        if parts.scheme != "http" or not parts.hostname or parts.query or parts.username or parts.password:
-            return None
-        host, port = parts.hostname, parts.port or 80
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        return LoopScoped(lambda: ConnectionPool(host, port, timeout, headers), lambda pool: pool.close())
+        # promptgym's own client (lm/http_client.py, chosen by measurement), one per event loop.
+        self._clients = LoopScoped(self._new_client, lambda client: client.close())
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -142,13 +125,8 @@ class OpenAICompatibleBackend:
     def structured_mode(self) -> str:
         return _structured_mode_by_server.get(self.api_base, STRUCTURED_MODES[0])
 
-    def _new_session(self) -> aiohttp.ClientSession:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return aiohttp.ClientSession(
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=self.timeout),
-            connector=aiohttp.TCPConnector(limit=max(self.concurrency, 1)),
-        )
+    def _new_client(self) -> HttpClient:
+        return HttpClient(self.timeout, {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
 
     async def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
                        policy: RetryPolicy | None = None) -> HttpReply:
@@ -156,16 +134,12 @@ class OpenAICompatibleBackend:
 
         async def attempt() -> HttpReply:
             try:
-                if self._pools is not None:
-                    response, wait = await self._plain_request(method, path, payload, url)
-                else:
-                    session = await self._sessions.get()
-                    async with session.request(method, url, json=payload) as raw:
-                        response = HttpReply(raw.status, await raw.text(errors="replace"), url)
-                        wait = retry_after_s(raw.headers)
+                client = await self._clients.get()
+                raw = await client.request(method, url, json=payload)
+                response, wait = HttpReply(raw.status, raw.text, url), retry_after_s(raw.headers)
             except asyncio.TimeoutError:
                 raise Retry(f"timed out after {self.timeout:g} s") from None
-            except (aiohttp.ClientError, HttpError) as error:
+            except HttpError as error:
                 raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
             if response.status_code in _RETRYABLE_STATUS and not refuses_response_format(response):
                 raise Retry(f"HTTP {response.status_code}: {response.text[:200]}",
@@ -179,14 +153,6 @@ class OpenAICompatibleBackend:
                 raise LMConnectionError(f"{url}: rate limited (HTTP 429) on all {exhausted.attempts} attempts; "
                                         f"lower the concurrency or wait ({exhausted.last.reason})") from None
             raise LMConnectionError(f"{url} unreachable after {exhausted.attempts} attempts ({exhausted.last.reason})") from None
-
-    async def _plain_request(self, method: str, path: str, payload: dict[str, Any] | None,
-                             url: str) -> tuple[HttpReply, float | None]:
-        assert self._pools is not None
-        pool = await self._pools.get()
-        body, headers = (None, None) if payload is None else (json.dumps(payload).encode(), _JSON_HEADERS)
-        raw = await pool.request(method, self._base_path + path, body, headers)
-        return HttpReply(raw.status, raw.body.decode("utf-8", errors="replace"), url), retry_after_s(raw.headers)
 
     async def _post(self, path: str, payload: dict[str, Any]) -> HttpReply:
         return await self._request("POST", path, payload)
@@ -268,19 +234,20 @@ class OpenAICompatibleBackend:
             return
         raise LMError(f"{self.api_base}: no structured-output mode was accepted")
 
-    async def _open_stream(self, payload: dict[str, Any], slots: asyncio.Semaphore) -> tuple[Any, HttpReply | None]:
+    async def _open_stream(self, payload: dict[str, Any],
+                           slots: asyncio.Semaphore) -> tuple[StreamedReply | None, HttpReply | None]:
         """The open streaming response (holding one of ``slots``), or the error reply of a server that refused."""
         url = f"{self.api_base}/chat/completions"
 
-        async def attempt() -> tuple[Any, HttpReply | None]:
+        async def attempt() -> tuple[StreamedReply | None, HttpReply | None]:
             await slots.acquire()
             try:
-                session = await self._sessions.get()
-                raw = await session.post(url, json=payload)
+                client = await self._clients.get()
+                raw = await client.open("POST", url, json=payload)
             except asyncio.TimeoutError:
                 slots.release()
                 raise Retry(f"timed out after {self.timeout:g} s") from None
-            except aiohttp.ClientError as error:
+            except HttpError as error:
                 slots.release()
                 raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
             except BaseException:
@@ -288,9 +255,13 @@ class OpenAICompatibleBackend:
                 raise
             if raw.status < 400:
                 return raw, None
-            reply = HttpReply(raw.status, await raw.text(errors="replace"), url)
-            raw.release()
-            slots.release()
+            try:
+                reply = HttpReply(raw.status, await raw.text(), url)
+            except (HttpError, asyncio.TimeoutError) as error:
+                raise Retry(f"{type(error).__name__}: {error}") from None
+            finally:
+                raw.close()
+                slots.release()
             if reply.status_code in _RETRYABLE_STATUS and not refuses_response_format(reply):
                 raise Retry(f"HTTP {reply.status_code}: {reply.text[:200]}", rate_limited=reply.status_code == 429,
                             wait_s=retry_after_s(raw.headers))
@@ -302,18 +273,22 @@ class OpenAICompatibleBackend:
             raise LMConnectionError(f"{url} unreachable after {exhausted.attempts} attempts "
                                     f"({exhausted.last.reason})") from None
 
-    async def _read_stream(self, raw: Any) -> AsyncIterator[LMChunk]:
+    async def _read_stream(self, raw: StreamedReply) -> AsyncIterator[LMChunk]:
         """LMChunks from server-sent events (or one chunk, from a server that answered without streaming)."""
-        url = str(raw.url)
-        if "text/event-stream" not in raw.headers.get("Content-Type", ""):
-            whole = self._parse_completion(HttpReply(raw.status, await raw.text(errors="replace"), url))
+        url = raw.url
+        if "text/event-stream" not in raw.headers.get("content-type", ""):
+            try:
+                text = await raw.text()
+            except (HttpError, asyncio.TimeoutError) as error:
+                raise LMConnectionError(f"{url}: the answer broke off ({type(error).__name__}: {error})") from None
+            whole = self._parse_completion(HttpReply(raw.status, text, url))
             yield LMChunk(whole.content, whole.reasoning or "")
             yield LMChunk(finish_reason=whole.finish_reason, prompt_tokens=whole.prompt_tokens,
                           completion_tokens=whole.completion_tokens)
             return
         finish_reason, usage = None, {}
         try:
-            async for line in raw.content:
+            async for line in raw.lines():
                 text = line.decode("utf-8", errors="replace").strip()
                 if not text.startswith("data:"):
                     continue  # blank separators, ": keep-alive" comments, event names
@@ -334,7 +309,7 @@ class OpenAICompatibleBackend:
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
                     if content or reasoning:
                         yield LMChunk(content, reasoning)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+        except (HttpError, asyncio.TimeoutError) as error:
             raise LMConnectionError(f"{url}: the stream broke off ({type(error).__name__}: {error})") from None
         yield LMChunk(finish_reason=finish_reason, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                       completion_tokens=int(usage.get("completion_tokens") or 0))

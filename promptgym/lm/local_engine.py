@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
+from promptgym.lm.engine import LMChunk, LMRequest, LMResponse
 from promptgym.lm.errors import EngineMissingError, LMError
 
 DEFAULT_CONTEXT_SIZE = 4096
@@ -45,7 +45,7 @@ def _import_llama_cpp() -> Any:
 LOCAL_THREADS_ENV = "PROMPTGYM_LOCAL_THREADS"
 
 
-class LlamaCppBackend:
+class LlamaCppEngine:
     """Runs chat completions on a local ``.gguf`` file."""
 
     concurrency = 1
@@ -176,7 +176,7 @@ class LlamaCppBackend:
             put(_END)
 
 
-_engines: dict[tuple[str, int, str], LlamaCppBackend] = {}
+_engines: dict[tuple[str, int, str], LlamaCppEngine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -184,17 +184,17 @@ _engines_lock = threading.Lock()
 def _close_engines() -> None:
     # Free llama.cpp contexts before interpreter teardown; otherwise their
     # finalizers run after llama_cpp's globals are gone and print a TypeError.
-    for backend in _engines.values():
-        if backend._llama is not None:
-            backend._llama.close()
-            backend._llama = None
+    for engine in _engines.values():
+        if engine._llama is not None:
+            engine._llama.close()
+            engine._llama = None
 
 
-def shared_local_backend(model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE,
-                         lora_path: Path | None = None) -> LlamaCppBackend:
-    """One backend (one llama.cpp context) per model file, LoRA adapter and context size."""
+def shared_local_engine(model_path: Path, n_ctx: int = DEFAULT_CONTEXT_SIZE,
+                         lora_path: Path | None = None) -> LlamaCppEngine:
+    """One engine (one llama.cpp context) per model file, LoRA adapter and context size."""
     key = (str(model_path), n_ctx, str(lora_path or ""))
     with _engines_lock:
         if key not in _engines:
-            _engines[key] = LlamaCppBackend(model_path, n_ctx=n_ctx, lora_path=lora_path)
+            _engines[key] = LlamaCppEngine(model_path, n_ctx=n_ctx, lora_path=lora_path)
         return _engines[key]

@@ -1,4 +1,4 @@
-"""What every backend does: (messages, JSON schema, sampling) -> text and usage."""
+"""What every engine does: (messages, JSON schema, sampling) -> text and usage."""
 
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ class LMChunk:
     completion_tokens: int = 0
 
 
-class Backend(Protocol):
+class Engine(Protocol):
     """A model engine. ``concurrency`` bounds simultaneous requests.
 
-    A backend that streams also has ``stream(request)``: an async iterator of
+    An engine that streams also has ``stream(request)``: an async iterator of
     :class:`LMChunk` whose ``aclose()`` stops the generation at once.
     """
 
@@ -68,5 +68,5 @@ class Backend(Protocol):
     async def complete(self, request: LMRequest) -> LMResponse: ...
 
 
-class EmbeddingBackend(Protocol):
+class EmbeddingEngine(Protocol):
     async def embed(self, texts: list[str]) -> list[list[float]]: ...
