@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 import promptgym
-from promptgym.lm.backend import LMRequest
+from promptgym.lm.engine import LMRequest
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
-from promptgym.testing import ScriptedBackend
+from promptgym.testing import ScriptedEngine
 from promptgym.training.mlflow_logger import MLflowLogger
 from promptgym.traces import TraceStore
 
@@ -78,8 +78,8 @@ def respond(request: LMRequest) -> Any:
     return example_of(request.schema, request.schema.get("$defs", {}), "answer", request)
 
 
-def scripted_backend(self: LanguageModel) -> ScriptedBackend:
-    return ScriptedBackend(None, respond, None, concurrency=4, delay_s=0.0)
+def scripted_engine(self: LanguageModel) -> ScriptedEngine:
+    return ScriptedEngine(None, respond, None, concurrency=4, delay_s=0.0)
 
 
 async def hashed(self: EmbeddingModel, texts: list[str]) -> Any:
@@ -108,7 +108,7 @@ def recorded_client(logger: MLflowLogger) -> MagicMock:
 
 def patch_models(patch: pytest.MonkeyPatch, servers: list[Any]) -> None:
     """Scripted models everywhere, servers recorded instead of started, MLflow's client recorded."""
-    patch.setattr(LanguageModel, "_make_backend", scripted_backend)
+    patch.setattr(LanguageModel, "_make_engine", scripted_engine)
     patch.setattr(EmbeddingModel, "_embed", hashed)
     # MLflow and its plots are tested in tests/observability; here they would spend ~20 s importing and drawing.
     patch.setattr(MLflowLogger, "client", property(lambda self: recorded_client(self)))
