@@ -18,11 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.config import ConfigError, DataSection, JobConfig
-from promptgym.cli.recorder import Listener
+from promptgym.training.run_recorder import Listener
 from promptgym.cli.run_loggers import with_run_loggers
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.session import RunSession
+from promptgym.runs.session import RunSession
 from promptgym.finetune.base_model import BaseModelError
 from promptgym.finetune.device import DeviceError
 from promptgym.finetune.lora import LoraTargetError

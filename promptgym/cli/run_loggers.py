@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from promptgym.cli.config import JobConfig, resolved_dict
-from promptgym.cli.recorder import Listener
-from promptgym.cli.runs import RunFolder
+from promptgym.training.run_recorder import Listener
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.tracing import disable_otel, enable_otel
 from promptgym.training.mlflow_logger import MLflowLogger

@@ -17,11 +17,11 @@ from promptgym.cli.artifacts import failure_counts, write_artifacts, write_budge
 from promptgym.cli.build import RunPlan, build_run_plan
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.cli.recorder import Listener, RunRecorder
+from promptgym.training.run_recorder import Listener, RunRecorder
 from promptgym.cli.run_loggers import with_run_loggers
-from promptgym.cli.runs import SESSION_CALLS, RunFolder
+from promptgym.runs.folder import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.session import RunSession
+from promptgym.runs.session import RunSession
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
 from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage
@@ -31,8 +31,8 @@ from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import EarlyStopping
-from promptgym.training.checkpoints import restore_checkpoint
-from promptgym.training.history_csv import drop_history_rows
+from promptgym.runs.checkpoints import restore_checkpoint
+from promptgym.runs.history import drop_history_rows
 
 logger = logging.getLogger("promptgym")
 

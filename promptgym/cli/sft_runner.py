@@ -17,11 +17,11 @@ from rich.table import Table
 
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.cli.recorder import Listener
+from promptgym.training.run_recorder import Listener
 from promptgym.cli.run_loggers import with_run_loggers
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.session import RunSession
+from promptgym.runs.session import RunSession
 from promptgym.distributed.sft_train import STARTUP_SECONDS
 from promptgym.finetune.base_model import BaseModelError
 from promptgym.finetune.chat_data import ChatDataError, describe_problems

@@ -16,7 +16,7 @@ from typing import Any
 
 from promptgym.core.atomic import atomic_write_json, read_json
 from promptgym.training.callback import Callback
-from promptgym.training.checkpoints import Checkpointable, restore_checkpoint, write_checkpoint
+from promptgym.runs.checkpoints import Checkpointable, restore_checkpoint, write_checkpoint
 
 
 class BackupAndRestore(Callback):

@@ -202,7 +202,7 @@ def test_the_cli_trains_on_its_own_ray_instance_and_stops_it(tiny_model: Path, t
     from typer.testing import CliRunner
 
     from promptgym.cli.main import app
-    from promptgym.cli.runs import RunFolder, list_runs
+    from promptgym.runs.folder import RunFolder, list_runs
     from promptgym.distributed.local_head import descendants
     from tests.finetune.test_sft_cli import write_config
 

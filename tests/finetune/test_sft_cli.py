@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from tests.finetune.interrupting import sigterm_mid_run
 from tests.finetune.tiny_model import capital_rows, write_rows
 from tests.observability.test_loggers import read_scalars

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.errors import LMConfigurationError
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model

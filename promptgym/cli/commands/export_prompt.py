@@ -17,7 +17,7 @@ import httpx
 import typer
 
 from promptgym.cli.common import console, fail
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.core.atomic import atomic_write_text
 from promptgym.export import FORMATS, check_export, export_prompts, render
 from promptgym.export.check import http_caller

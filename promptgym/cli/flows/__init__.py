@@ -23,9 +23,9 @@ if TYPE_CHECKING:  # the flows import these modules; at run time the table is re
 
     from promptgym.cli.config import JobConfig
     from promptgym.cli.execution import ExecutionSpec
-    from promptgym.cli.recorder import Listener
+    from promptgym.training.run_recorder import Listener
     from promptgym.cli.render import Renderer
-    from promptgym.cli.runs import RunFolder
+    from promptgym.runs.folder import RunFolder
     from promptgym.cli.secrets import Masker
 
 DEFAULT_JOB_TYPE = "prompt_learning"

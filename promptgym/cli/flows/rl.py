@@ -15,10 +15,10 @@ from promptgym.cli.common import console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.launch import task_app_for
-from promptgym.cli.recorder import Listener
+from promptgym.training.run_recorder import Listener
 from promptgym.cli.render import Renderer, RewardChartRenderer
 from promptgym.cli.rl_runner import connect_environment, execute_rl, prepare_rl, print_rl_preview
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.table_cells import count_cell, model_cell, reward_cell
 from promptgym.cli.weight_resume import WeightFlowSteps

@@ -12,9 +12,9 @@ from rich.console import Console
 from promptgym.cli.common import console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.cli.recorder import Listener
+from promptgym.training.run_recorder import Listener
 from promptgym.cli.render import LossChartRenderer, Renderer
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.sft_runner import execute_sft, prepare_sft, print_sft_preview
 from promptgym.cli.table_cells import count_cell, model_cell

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from promptgym.cli.process_identity import is_same_process
+from promptgym.runs.process_identity import is_same_process
 from promptgym.core.atomic import atomic_write_json, atomic_write_text, read_json
 
 logger = logging.getLogger("promptgym")

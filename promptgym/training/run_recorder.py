@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.core.events import CheckpointSaved, Event, StepEnd, TrainBegin, TrainEnd, as_record
 from promptgym.programs.program import Program
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import CSVLogger
-from promptgym.training.checkpoints import write_checkpoint
+from promptgym.runs.checkpoints import write_checkpoint
 
 Listener = Callable[[dict[str, Any]], None]
 

@@ -22,9 +22,9 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
-from promptgym.cli.process_identity import process_identity
-from promptgym.cli.recorder import Listener, RunRecorder
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.process_identity import process_identity
+from promptgym.training.run_recorder import Listener, RunRecorder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.core.events import RunFinished, RunStarted
 from promptgym.finetune import loop as signal_handling  # called through the module: tests stand in for a signal
