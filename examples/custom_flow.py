@@ -20,7 +20,7 @@ from rich.console import Console
 
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.training.run_recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.render import ChartRenderer, Renderer
 from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker

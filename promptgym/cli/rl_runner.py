@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from promptgym.cli.config import ConfigError, DataSection, JobConfig
-from promptgym.training.run_recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
@@ -127,6 +127,6 @@ async def execute_rl(run: RunFolder, config: JobConfig, masker: Masker, listener
     with session.ending(lost="iterations"), session.signals() as stop:
         environment = environment or await connect_environment(config)
         job = job or prepare_rl(config)
-        result = await job.run(environment, run.path, on_event=session.recorder.emit, status=run.update_status,
+        result = await job.run(environment, run.path, on_event=session.events.emit, status=run.update_status,
                                resume=resume, stop=stop, splits=seed_splits(config, environment))
     return session.finish(status="completed", final_status=result.final_status())

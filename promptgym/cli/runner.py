@@ -17,7 +17,8 @@ from promptgym.cli.artifacts import failure_counts, write_artifacts, write_budge
 from promptgym.cli.build import RunPlan, build_run_plan
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.training.run_recorder import Listener, RunRecorder
+from promptgym.runs.events import Listener
+from promptgym.training.run_recorder import RunRecorder
 from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.runs.folder import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
@@ -161,15 +162,15 @@ class PromptAccounting:
         return {**counts, **spend, "failures": failure_counts({**previous, **changes, **counts})}
 
 
-async def train_program(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
-                        executor: Executor | None, spent_usd: float = 0.0) -> dict[str, Any] | None:
+async def train_program(job: RunPlan, session: RunSession, recorder: RunRecorder, training: FailureTally,
+                        resume: bool, executor: Executor | None, spent_usd: float = 0.0) -> dict[str, Any] | None:
     """:func:`train_and_evaluate` under ``[budget] max_usd`` (counting what earlier sessions spent): None when
     the cap stopped it (the status says so; ``--resume`` goes on from the last checkpoint)."""
     max_usd = job.config.budget.max_usd
     cap = SpendCap(max_usd, spent_usd=spent_usd) if max_usd is not None else None
     try:
         with cap.active() if cap is not None else contextlib.nullcontext():
-            final = await train_and_evaluate(job, session, training, resume, executor)
+            final = await train_and_evaluate(job, session, recorder, training, resume, executor)
     except SpendCapReached as reached:  # outside fit() (the baseline or final evaluation)
         if reached.reason == "unpriced":
             raise ValueError(str(reached)) from None
@@ -181,10 +182,10 @@ async def train_program(job: RunPlan, session: RunSession, training: FailureTall
     return final
 
 
-async def train_and_evaluate(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
-                             executor: Executor | None) -> dict[str, Any] | None:
+async def train_and_evaluate(job: RunPlan, session: RunSession, recorder: RunRecorder, training: FailureTally,
+                             resume: bool, executor: Executor | None) -> dict[str, Any] | None:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
-    run, recorder, config = session.run, session.recorder, job.config
+    run, config = session.run, job.config
     place_weight_runs(job.optimizer, run.path)
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
     recorder.set_program(job.program)
@@ -220,7 +221,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     accounting = PromptAccounting(run, training)
     session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume, accounting=accounting,
                          runs_on=execution.describe() if execution is not None else None)
-    recorder = session.recorder
+    recorder = RunRecorder(run, session.events)
     executor = execution.executor() if execution is not None else None
 
     def save_interrupted() -> None:
@@ -231,7 +232,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
         with session.ending(on_interrupt=save_interrupted, on_failure=lambda status: write_failure_summary(run, status)), \
                 session.signals(asyncio.current_task()):
             job = job or await build_run_plan(config)
-            final = await train_program(job, session, training, resume, executor, accounting.spent_usd())
+            final = await train_program(job, session, recorder, training, resume, executor, accounting.spent_usd())
     finally:
         if executor is not None:
             await executor.close()

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.training.run_recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
@@ -29,7 +29,7 @@ from promptgym.finetune.device import DeviceError
 from promptgym.finetune.encoding import ChatTemplateError
 from promptgym.finetune.lora import LoraTargetError
 from promptgym.finetune.settings import SFTSettings
-from promptgym.finetune.sft_flow import SFTJob  # torch, transformers and peft load when a job is prepared
+from promptgym.finetune.sft_flow import SFTJob, run_sft  # torch, transformers and peft load when a job is prepared
 from promptgym.lm.errors import EngineMissingError, UnknownModelError
 
 EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
@@ -123,6 +123,6 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     with session.ending(lost="steps"), session.signals() as stop:
         job = job or prepare_sft(config)
         run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
-        result = job.run(run.path, on_event=session.recorder.emit, status=run.update_status, resume=resume, stop=stop,
-                         backend=trainer)
+        result = run_sft(job, run.path, on_event=session.events.emit, status=run.update_status, resume=resume,
+                         stop=stop, backend=trainer)
     return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)

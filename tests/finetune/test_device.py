@@ -101,7 +101,7 @@ def test_a_step_out_of_memory_checkpoints_and_says_what_to_lower(tiny_model: Pat
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from promptgym.finetune.checkpoint import last_checkpoint
     from promptgym.finetune.device import DeviceOutOfMemory
-    from promptgym.finetune.sft_flow import SFTJob
+    from promptgym.finetune.sft_flow import SFTJob, run_sft
     from tests.finetune.tiny_model import capital_rows, write_rows
 
     class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError's name, raised on the third step
@@ -121,5 +121,5 @@ def test_a_step_out_of_memory_checkpoints_and_says_what_to_lower(tiny_model: Pat
     monkeypatch.setattr(job, "_train_step", step)
     with pytest.raises(DeviceOutOfMemory, match=r"on a step of 4 rows of up to \d+ tokens; resume continues from "
                                                  r".*step_000002.*Lower batch_size"):
-        job.run(tmp_path / "run")
+        run_sft(job, tmp_path / "run")
     assert last_checkpoint(tmp_path / "run" / "checkpoints").name == "step_000002"

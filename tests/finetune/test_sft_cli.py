@@ -142,7 +142,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_mode
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import contextlib
 
-    from promptgym.finetune import loop
+    from promptgym.runs import stop as loop
 
     @contextlib.contextmanager
     def ctrl_c_at_once(stop=None):

@@ -35,7 +35,7 @@ def only_run(workdir: Path) -> RunFolder:
 
 def test_sft_resume_without_last_json_continues_from_the_newest_complete_checkpoint(
         workdir: Path, tiny_model: Path, fake_export, monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptgym.finetune import loop
+    from promptgym.runs import stop as loop
 
     @contextlib.contextmanager
     def ctrl_c_at_once(stop=None):

@@ -16,7 +16,7 @@ from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.launch import task_app_for
 from promptgym.cli.preflight import check_models
 from promptgym.cli.preview import print_headroom, print_preview, print_sft_step_times
-from promptgym.training.run_recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.render import ChartRenderer, Renderer
 from promptgym.cli.runner import execute
 from promptgym.runs.folder import RunFolder

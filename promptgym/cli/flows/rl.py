@@ -15,7 +15,7 @@ from promptgym.cli.common import console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.launch import task_app_for
-from promptgym.training.run_recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.render import Renderer, RewardChartRenderer
 from promptgym.cli.rl_runner import connect_environment, execute_rl, prepare_rl, print_rl_preview
 from promptgym.runs.folder import RunFolder

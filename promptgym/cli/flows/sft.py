@@ -12,7 +12,7 @@ from rich.console import Console
 from promptgym.cli.common import console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.training.run_recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.render import LossChartRenderer, Renderer
 from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
