@@ -150,17 +150,20 @@ def profile_step(architecture: dict[str, Any], plan: DevicePlan, rows: list[Enco
     job = SFTJob(settings, BaseModelSource("random", None, Path("."), ""), model, _PadOnly(),
                  SFTData(train=rows[:batch], validation=[], train_rows=[], validation_rows=[]), 0, "profile", plan)
     optimizer, scheduler = make_optimizer(model, settings, 100)
-    training = TrainingParts(model, optimizer, scheduler)
+    scratch = tempfile.TemporaryDirectory()
+    trainer = SFTRun(job, scratch.name)  # the trainer owns the step; its folder is never written here
+    trainer.training = training = TrainingParts(model, optimizer, scheduler)
     forward = job.replicas.loss_function(model, job.model_loss)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if plan.is_cuda else [])
     sort = "cuda_time_total" if plan.is_cuda else "cpu_time_total"
     for _ in range(2):
-        job._train_step([list(range(batch))], training, forward)
+        trainer.optimizer_step([list(range(batch))], forward)
     synchronize(plan)
     with profile(activities=activities) as ours:
-        job._train_step([list(range(batch))], training, forward)
+        trainer.optimizer_step([list(range(batch))], forward)
         synchronize(plan)
-    del job, model, optimizer, training, forward
+    scratch.cleanup()
+    del job, trainer, model, optimizer, training, forward
     plain_step = PlainStep(architecture, plan)
     for _ in range(2):
         plain_step(rows[:batch])

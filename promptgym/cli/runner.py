@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 from promptgym.cli.artifacts import failure_counts, write_artifacts, write_budget_summary, write_failure_summary
@@ -26,14 +25,11 @@ from promptgym.runs.session import RunSession
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
 from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage
-from promptgym.optimizers import Optimizer
-from promptgym.programs.program import Program
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import EarlyStopping
-from promptgym.runs.checkpoints import restore_checkpoint
-from promptgym.runs.history import drop_history_rows
+from promptgym.training.fit_folder import place_weight_runs, resume_point
 
 logger = logging.getLogger("promptgym")
 
@@ -93,23 +89,6 @@ def usable_evaluation(entry: Any) -> bool:
     return isinstance(entry, dict) and not (entry.get("size") and entry.get("failures", 0) >= entry["size"])
 
 
-def resume_point(run: RunFolder, program: Program) -> tuple[int, int, str, str]:
-    """(epoch, step, checkpoint used, a note on dropped history rows) after restoring the newest usable checkpoint.
-
-    Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
-    """
-    path, _ = run.usable_checkpoint()  # the CLI said which one before asking to resume
-    epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
-    dropped = drop_history_after(run.path / "history.csv", epoch)
-    note = f"{dropped} history row(s) from epoch {epoch + 1} on dropped: they run again" if dropped else ""
-    return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
-
-
-def drop_history_after(path: Path, epochs_done: int) -> int:
-    """Keep the rows of epochs ``< epochs_done``; returns how many were dropped."""
-    return drop_history_rows(path, lambda row: str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done)
-
-
 def fit_arguments(job: RunPlan, initial_epoch: int, callbacks: list[Callback], initial_step: int = 0,
                   executor: Executor | None = None) -> dict[str, Any]:
     training, data = job.config.training, job.data
@@ -125,13 +104,6 @@ def fit_arguments(job: RunPlan, initial_epoch: int, callbacks: list[Callback], i
     else:
         arguments["validation_split"] = job.config.data.validation_split if job.config.data else 0.0
     return arguments
-
-
-def place_weight_runs(optimizer: Optimizer, run_path: Path) -> None:
-    """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder."""
-    for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
-        if hasattr(stage, "output_dir") and stage.output_dir is None:
-            stage.output_dir = str(run_path / "finetune" / f"stage-{index + 1}")
 
 
 class PromptAccounting:

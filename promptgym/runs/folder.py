@@ -57,6 +57,16 @@ class RunFolder:
         return run
 
     @classmethod
+    def at(cls, path: Path, name: str) -> "RunFolder":
+        """The run folder at exactly ``path`` (a library ``fit(run_dir=...)``'s): opened, or made when new."""
+        if (path / "run.json").is_file():
+            return cls(path)
+        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        run = cls(path)
+        run.write_status({"id": path.name, "name": name, "status": "created", "created": time.time()})
+        return run
+
+    @classmethod
     def open(cls, runs_dir: Path, run_id: str) -> "RunFolder":
         path = runs_dir / run_id
         if not (path / "run.json").is_file():
