@@ -30,14 +30,14 @@ class StatusFile:
         """The status (``{}`` before the first write); a file that is not JSON raises ValueError naming it."""
         return read_json(self.path) if self.path.is_file() else {}
 
-    def write(self, data: dict[str, Any]) -> None:
-        """Replace the whole status (a new run's first record)."""
-        atomic_write_json(self.path, json.loads(json.dumps(data, default=str)))
+    def write(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Replace the whole status (a new run's first record); returns it as stored (a path as its text)."""
+        stored = json.loads(json.dumps(data, default=str))
+        atomic_write_json(self.path, stored)
+        return stored
 
     def update(self, **changes: Any) -> dict[str, Any]:
-        """Merge ``changes`` into the status and stamp ``updated``; returns the new status."""
-        data = {**self.read(), **changes, "updated": time.time()}
-        self.write(data)
-        return data
+        """Merge ``changes`` into the status and stamp ``updated``; returns the new status, as stored."""
+        return self.write({**self.read(), **changes, "updated": time.time()})
 
     __call__ = update
