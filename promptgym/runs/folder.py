@@ -52,9 +52,7 @@ class RunFolder:
             cls(path).update_status(status="created")
             return cls(path)
         (path / "checkpoints").mkdir(parents=True)
-        run = cls(path)
-        run.write_status({"id": path.name, "name": name, "status": "created", "created": time.time()})
-        return run
+        return cls.started(path, name)
 
     @classmethod
     def at(cls, path: Path, name: str) -> "RunFolder":
@@ -62,6 +60,11 @@ class RunFolder:
         if (path / "run.json").is_file():
             return cls(path)
         (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        return cls.started(path, name)
+
+    @classmethod
+    def started(cls, path: Path, name: str) -> "RunFolder":
+        """The first status record of a new run in ``path``."""
         run = cls(path)
         run.write_status({"id": path.name, "name": name, "status": "created", "created": time.time()})
         return run

@@ -3,7 +3,7 @@ signals, and how the session ended.
 
     session = RunSession(run, masker, listeners, job_type="sft", resume=False)
     with session.ending(lost="steps"), session.signals() as stop:   # Ctrl-C / SIGTERM set stop.requested
-        result = job.run(..., on_event=session.events.emit, stop=stop)
+        result = run_sft(job, ..., on_event=session.events.emit, stop=stop)
     return session.finish(status="completed", ...)
 
 One signal mechanism for every flow: SIGINT and SIGTERM become a stop request; a flow that runs as an
