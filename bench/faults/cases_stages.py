@@ -78,7 +78,7 @@ def audit(kind: str, run: Path, first: subprocess.CompletedProcess) -> str | Non
     if kind == "chain" and sorted(set(stages)) != ["1:FineTune", "2:RandomFewShot"]:
         return f"stages ended: {stages}"
     best = json.loads((run / "best_program.json").read_text())
-    if "local/ft-" not in json.dumps(best["variables"]):
+    if "local/ft-" not in json.dumps(best["program"]):  # a Generator's model is in its config
         return "best_program.json does not run on the tuned model"
     steps = [event["step"] for event in events(run) if event["event"] == "sft_step"]
     if sorted(set(steps)) != list(range(1, SFT_STEPS + 1)):
