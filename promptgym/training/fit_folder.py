@@ -16,6 +16,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from promptgym.core.atomic import read_json
+from promptgym.modules.model_choice import assign_models
 from promptgym.runs.checkpoints import restore_checkpoint
 from promptgym.runs.folder import RunFolder
 from promptgym.runs.history import drop_history_rows
@@ -26,21 +28,42 @@ JOB_TYPE = "prompt_learning"
 """What ``run.json``'s ``job_type`` says of a fit() run folder (the CLI's prompt-learning flow's type)."""
 
 
+def restore_program(program: Any, path: Path) -> tuple[int, int]:
+    """Restore a checkpoint (variables, compile config, progress) and the model each Generator ran on when it
+    was written (a FineTune stage's tuned model: a later stage's candidates don't name it); the (epoch, step)
+    ``fit()`` goes on from. A checkpoint from before models were saved restores without them."""
+    position = restore_checkpoint(program, path)
+    models = read_json(path).get("models")
+    if isinstance(models, dict) and models:
+        assign_models(program, models)
+    return position
+
+
 def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
     """(epoch, step, checkpoint used, a note on dropped history rows) after restoring the newest usable checkpoint.
 
     Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
     """
     path, _ = run.usable_checkpoint()
-    epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
-    dropped = drop_history_after(run.path / "history.csv", epoch)
+    epoch, step = restore_program(program, path) if path is not None else (0, 0)
+    stage = getattr(program.training_setup.optimizer, "stage", 0) if path is not None else 0  # a Sequence's
+    stage = stage if isinstance(stage, int) else 0
+    dropped = drop_history_after(run.path / "history.csv", epoch, stage)
     note = f"{dropped} history row(s) from epoch {epoch + 1} on dropped: they run again" if dropped else ""
     return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
 
 
-def drop_history_after(path: Path, epochs_done: int) -> int:
-    """Keep the rows of epochs ``< epochs_done``; returns how many were dropped."""
-    return drop_history_rows(path, lambda row: str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done)
+def drop_history_after(path: Path, epochs_done: int, stage: int = 0) -> int:
+    """Keep the rows of epochs ``< epochs_done`` (of a chain: of the stage ``stage`` the checkpoint is in, and
+    every row of the stages before it, whose epochs count from 0 again); returns how many were dropped."""
+    def kept(row: dict[str, str]) -> bool:
+        label = str(row.get("stage") or "")
+        row_stage = int(label.split(":")[0]) - 1 if label.split(":")[0].isdigit() else stage
+        if row_stage != stage:
+            return row_stage < stage
+        return str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done
+
+    return drop_history_rows(path, kept)
 
 
 def place_weight_runs(optimizer: Any, run_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgym.modules.model_choice import current_models
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.compile import TrainingSetup, compile_setup, restore_setup
@@ -179,7 +180,8 @@ class Trainer:
         """The optimizer's state and, during or after ``fit()``, the trainer's: what a resumed fit needs."""
         if self.training_setup is None:
             return {}
-        progress: dict[str, Any] = {"optimizer_state": self.training_setup.optimizer.get_state()}
+        progress: dict[str, Any] = {"optimizer_state": self.training_setup.optimizer.get_state(),
+                                    "models": current_models(self)}  # a FineTune stage's choice, for a resume
         trainer_state = self.training_setup.trainer_state()
         if trainer_state is not None:
             progress["trainer_state"] = trainer_state
