@@ -158,3 +158,28 @@ params = {{ nb_max_examples = 2 }}
     assert {"run.json", "events.jsonl", "history.csv", "best_program.json", "checkpoints/last.json",
             "checkpoints/epoch_1.json"} <= cli_files
     assert any(name.startswith("finetune/stage-1/sft-*/checkpoints/step_000006/") for name in cli_files)
+
+
+async def test_a_chain_stopped_in_its_second_stage_keeps_the_tuned_model_and_the_first_stage_row(
+        tiny_model, tmp_path, fake_export, tuned_is_scripted, monkeypatch):
+    real, calls = pg.optimizers.RandomFewShot.train_step, []
+
+    async def stopped_at_its_second_step(self, ctx, batch):
+        calls.append(batch)
+        if len(calls) == 2:  # stage 2's first step is checkpointed; Ctrl-C in the second
+            raise KeyboardInterrupt
+        return await real(self, ctx, batch)
+
+    monkeypatch.setattr(pg.optimizers.RandomFewShot, "train_step", stopped_at_its_second_step)
+    run_dir = tmp_path / "chain"
+    with pytest.raises(KeyboardInterrupt):
+        await chained_fit(tiny_model, run_dir)
+    program = await chained_fit(tiny_model, run_dir)
+
+    run = RunFolder(run_dir)
+    assert len(sft_started(run)) == 1  # the SFT ran in the first session only
+    # the resumed program still runs on stage 1's tuned model (a later stage's candidates don't name it) ...
+    assert program.modules[-1].language_model.model.startswith("local/ft-")
+    # ... and history.csv keeps stage 1's row (a chain's epochs count from 0 again in every stage)
+    rows = (run_dir / "history.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[1] for row in rows] == ["1:FineTune", "2:RandomFewShot"]
