@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cases_inputs  # noqa: E402
 import cases_lm  # noqa: E402
 import cases_programs  # noqa: E402
+import cases_stages  # noqa: E402
 import cases_surfaces  # noqa: E402
 import cases_taskapp  # noqa: E402
 import cases_weights  # noqa: E402
@@ -37,9 +38,10 @@ from servers import start_broken_task_app, start_fault_server  # noqa: E402
 
 CATEGORIES = ("config", "data", "cli", "program_file", "lm", "cache", "taskapp", "kill",
               *cases_surfaces.SURFACE_CATEGORIES)
-WEIGHT_CATEGORIES = (*cases_weights.WEIGHT_CATEGORIES, "weight_kill")
+WEIGHT_CATEGORIES = (*cases_weights.WEIGHT_CATEGORIES, "weight_kill", "stage_kill")
 """The weight flows' surfaces (issue 27): ``--only sft,rl,registry,runs,ray,export,weight_kill``; ``--only weights``
-is all of them. They are not in the default set (they train a tiny model: about 5 more minutes)."""
+is all of them. They are not in the default set (they train a tiny model: about 5 more minutes).
+``stage_kill`` (issue 44): FineTune and Sequence killed at each stage boundary, then fitted again."""
 
 
 def main() -> None:
@@ -63,6 +65,7 @@ def main() -> None:
                  if case.category in only]
         if tiny is not None:
             cases += cases_weights.cases(tiny, server, only)
+            cases += cases_stages.cases(tiny) if "stage_kill" in only else []
         verdicts: list[Verdict] = []
         with ThreadPoolExecutor(args.workers) as pool:
             for verdict in pool.map(run_case, cases):

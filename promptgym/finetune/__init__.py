@@ -16,10 +16,11 @@ from promptgym.finetune.settings import ExportSettings, LoraSettings, SFTSetting
 
 _LAZY = {
     "sft": "promptgym.finetune.sft_flow",
-    "SFTJob": "promptgym.finetune.sft_flow",
-    "SFTResult": "promptgym.finetune.sft_flow",
-    "StopRequest": "promptgym.finetune.loop",
-    "TrainingInterrupted": "promptgym.finetune.loop",
+    "run_sft": "promptgym.finetune.sft_flow",
+    "SFTJob": "promptgym.finetune.sft_job",
+    "SFTResult": "promptgym.finetune.sft_finish",
+    "StopRequest": "promptgym.runs.stop",
+    "TrainingInterrupted": "promptgym.runs.stop",
     "ChatDataError": "promptgym.finetune.chat_data",
 }
 

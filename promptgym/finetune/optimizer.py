@@ -49,7 +49,7 @@ from promptgym.finetune.base_model import BaseModelError, resolve_base_model
 from promptgym.finetune.checkpoint import last_checkpoint, read_progress
 from promptgym.finetune.loop import EventSink, TrainingInterrupted
 from promptgym.finetune.settings import LoraSettings, SFTSettings
-from promptgym.finetune.sft_flow import SFTJob, SFTResult
+from promptgym.finetune.sft_flow import SFTJob, SFTResult, SFTRun, run_sft
 from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
 from promptgym.optimizers import OPTIMIZERS
@@ -514,13 +514,13 @@ def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_s
     resume = last_checkpoint(folder / "checkpoints") is not None
     stop = TimeBudget(max_seconds)
     try:
-        return job.run(folder, on_event=on_event, resume=resume, stop=stop)  # type: ignore[arg-type]
+        return run_sft(job, folder, on_event=on_event, resume=resume, stop=stop)  # type: ignore[arg-type]
     except TrainingInterrupted:
         if stop.reason != "max_train_seconds":
             raise
     logger.info("FineTune: max_train_seconds=%g reached; keeping the last checkpoint", max_seconds)
     progress = read_progress(last_checkpoint(folder / "checkpoints"))  # type: ignore[arg-type]
-    return job.finish(folder, progress, on_event)
+    return SFTRun(job, folder, on_event).finish(progress)
 
 
 OPTIMIZERS["finetune"] = FineTune

@@ -9,11 +9,12 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from promptgym.core.events import EpochEnd, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
+from promptgym.core.events import EpochEnd, Resumed, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
 from promptgym.lm.spend import SpendCap, SpendCapReached, active_caps
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
@@ -21,13 +22,16 @@ from promptgym.optimizers.kit import OptimizerContext
 from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
+from promptgym.runs.session import RunSession
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.headroom import check_starting_candidate
 from promptgym.training.history import History
 from promptgym.stats import Evaluation, confidence_interval
 from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
+from promptgym.training.fit_folder import JOB_TYPE, open_run_folder, place_weight_runs, resume_point
 from promptgym.training.progress import ProgressBar
+from promptgym.training.run_recorder import RunRecorder
 from promptgym.training.spend import RunSpend
 
 logger = logging.getLogger("promptgym")
@@ -67,6 +71,7 @@ class FitSettings:
     executor: Executor | None = None
     max_usd: float | None = None
     budget: Any = None
+    run_dir: str | Path | None = None
 
     @classmethod
     def from_arguments(cls, arguments: dict[str, Any]) -> "FitSettings":
@@ -97,7 +102,36 @@ class FitSettings:
 
 async def fit_program(program: Any, x: Any = None, y: Any = None, settings: FitSettings | None = None) -> History:
     """Train ``program`` on ``(x, y)`` as ``settings`` say; returns a :class:`History` (see ``Trainer.fit``)."""
-    return await FitRun(program, x, y, settings or FitSettings()).train()
+    settings = settings or FitSettings()
+    if settings.run_dir is not None:
+        return await fit_in_run_folder(program, x, y, settings)
+    return await FitRun(program, x, y, settings).train()
+
+
+async def fit_in_run_folder(program: Any, x: Any, y: Any, settings: FitSettings) -> History:
+    """``fit(run_dir=...)``: the fit with its run folder (status, events, history, checkpoints), resumed from
+    its last checkpoint when it has one (:mod:`promptgym.training.fit_folder`, docs/runs.md)."""
+    run, resume = open_run_folder(settings.run_dir, getattr(program, "name", None) or "fit")
+    session = RunSession(run, None, None, job_type=JOB_TYPE, resume=resume)
+    recorder = RunRecorder(run, session.events)
+
+    def save_interrupted() -> None:
+        if recorder.program is not None and recorder.program.get_compile_config() is not None:
+            recorder.save_checkpoint("interrupted")
+
+    with session.ending(on_interrupt=save_interrupted):
+        if resume:
+            epoch, step, checkpoint, note = resume_point(run, program)
+            settings.initial_epoch, settings.initial_step = epoch, step
+            session.events.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
+            if note:
+                logger.warning("fit(run_dir=%s): %s", settings.run_dir, note)
+        place_weight_runs(program.training_setup.optimizer, run.path)
+        settings.callbacks = [recorder, *(settings.callbacks or [])]
+        history = await FitRun(program, x, y, settings).train()
+        program.save(str(run.path / "best_program.json"))
+    session.finish(status="completed", stopped_by=getattr(program, "stop_reason", None))
+    return history
 
 
 class FitRun:

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.errors import LMConfigurationError
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
@@ -35,7 +35,7 @@ def only_run(workdir: Path) -> RunFolder:
 
 def test_sft_resume_without_last_json_continues_from_the_newest_complete_checkpoint(
         workdir: Path, tiny_model: Path, fake_export, monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptgym.finetune import loop
+    from promptgym.runs import stop as loop
 
     @contextlib.contextmanager
     def ctrl_c_at_once(stop=None):

@@ -16,7 +16,7 @@ from typing import Any, Optional
 import typer
 
 from promptgym.cli.common import console, fail
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.core.atomic import atomic_write_text
 from promptgym.core.local_server import LocalServer
 from promptgym.export import FORMATS, check_export, export_prompts, render

@@ -18,7 +18,7 @@ from rich.table import Column, Table
 
 from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
-from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
+from promptgym.runs.folder import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 from promptgym.cli.secrets import load_env_file
 from promptgym.core.atomic import atomic_write_text
 from promptgym.datasets.loaders import DatasetError

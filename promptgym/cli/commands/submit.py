@@ -22,7 +22,7 @@ import typer
 
 from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, secret_env_names, secret_masker
 from promptgym.cli.config import PATH_KEYS, ConfigError, JobConfig, load_config, resolved_dict
-from promptgym.cli.runs import RunFolder, default_runs_dir, new_run_id
+from promptgym.runs.folder import RunFolder, default_runs_dir, new_run_id
 from promptgym.cli.secrets import Masker, env_file_values
 from promptgym.distributed.jobs import JobsAPIError, RayJobs
 

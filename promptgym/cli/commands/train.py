@@ -17,7 +17,7 @@ from promptgym.cli.launch import (
     discover_config, load_run_config, print_last_words, refuse_taken_model_name, run_attached, run_worker,
     save_resolved_config, start_detached,
 )
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.cli.secrets import Masker
 
 

@@ -16,10 +16,10 @@ from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.launch import task_app_for
 from promptgym.cli.preflight import check_models
 from promptgym.cli.preview import print_headroom, print_preview, print_sft_step_times
-from promptgym.cli.recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.render import ChartRenderer, Renderer
 from promptgym.cli.runner import execute
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.table_cells import count_cell, reward_cell
 

@@ -1,55 +1,40 @@
-"""The run's one consumer of trainer events: events.jsonl, checkpoints, history.csv, live listeners."""
+"""The run folder's consumer of trainer events under ``fit()``: checkpoints, history.csv, and every event
+through the run's one event writer (events.jsonl and the live listeners).
+
+    session = RunSession(run, masker, listeners, job_type="prompt_learning", resume=False)
+    recorder = RunRecorder(run, session.events)
+    await program.fit(x, y, callbacks=[recorder])   # what fit(run_dir=...) does itself
+"""
 
 from __future__ import annotations
 
-import math
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from promptgym.cli.runs import RunFolder
-from promptgym.cli.secrets import Masker
-from promptgym.core.events import CheckpointSaved, Event, StepEnd, TrainBegin, TrainEnd, as_record
-from promptgym.programs.program import Program
+from promptgym.core.events import CheckpointSaved, Event, StepEnd, TrainBegin, TrainEnd
+from promptgym.runs.checkpoints import write_checkpoint
+from promptgym.runs.events import EventWriter, clean
+from promptgym.runs.folder import RunFolder
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import CSVLogger
-from promptgym.training.checkpoints import write_checkpoint
 
-Listener = Callable[[dict[str, Any]], None]
-
-
-def clean(value: Any) -> Any:
-    """JSON-safe: NaN becomes None, numpy scalars become floats."""
-    if isinstance(value, dict):
-        return {key: clean(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(item) for item in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+__all__ = ["RunRecorder"]
 
 
 class RunRecorder(Callback):
-    """Writes every event (masked) to ``events.jsonl`` and forwards it to listeners; checkpoints each epoch."""
+    """Writes every event to the run's ``events`` writer; checkpoints after each step and epoch; history.csv."""
 
-    def __init__(self, run: RunFolder, masker: Masker, listeners: list[Listener] | None = None) -> None:
+    def __init__(self, run: RunFolder, events: EventWriter) -> None:
         super().__init__()
-        self.run = run
-        self.masker = masker
-        self.listeners = list(listeners or [])
+        self.run, self.events = run, events
         self.history = CSVLogger(run.path / "history.csv", append=True)
         self.steps = 1
         self.epoch = 0
 
     def emit(self, event: Event) -> None:
-        record = self.masker.mask_data(clean(as_record(event)))
-        self.run.append_event(record)
-        for listener in self.listeners:
-            listener({"time": time.time(), **record})
+        self.events.emit(event)
 
-    def set_program(self, program: Program) -> None:
+    def set_program(self, program: Any) -> None:
         super().set_program(program)
         self.history.set_program(program)
 
@@ -86,3 +71,4 @@ class RunRecorder(Callback):
         path = write_checkpoint(self.program, self.run.path / "checkpoints" / f"{name}.json")
         write_checkpoint(self.program, self.run.last_checkpoint)
         return path
+

@@ -1,28 +1,30 @@
-"""Run folders: ``runs/<id>/`` with status, resolved config, events and artifacts.
+"""Run folders: ``runs/<id>/`` with status, resolved config, events, history, checkpoints and artifacts.
 
     run = RunFolder.create(runs_dir, "arithmetic")
-    run.append_event({"event": "train_begin", ...})
-    run.update_status(status="running")
+    run.append_event({"event": "train_begin", ...})   # through its EventLog (events.jsonl)
+    run.update_status(status="running")               # through its StatusFile (run.json)
+
+The layout and the formats are in docs/runs.md.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from promptgym.cli.process_identity import is_same_process
-from promptgym.core.atomic import atomic_write_json, atomic_write_text, read_json
+from promptgym.core.atomic import atomic_write_text
+from promptgym.runs.checkpoints import usable_checkpoint
+from promptgym.runs.events import EventLog
+from promptgym.runs.process_identity import is_same_process
+from promptgym.runs.status import TERMINAL, StatusFile
 
-logger = logging.getLogger("promptgym")
+__all__ = ["RUNS_DIR_ENV", "SESSION_CALLS", "TERMINAL", "RunFolder", "default_runs_dir", "list_runs", "new_run_id",
+           "process_alive", "run_process_state"]
 SESSION_CALLS = "session_lm_calls"
-
-TERMINAL = ("completed", "failed", "interrupted")
 RUNS_DIR_ENV = "PROMPTGYM_RUNS_DIR"
 
 
@@ -50,6 +52,19 @@ class RunFolder:
             cls(path).update_status(status="created")
             return cls(path)
         (path / "checkpoints").mkdir(parents=True)
+        return cls.started(path, name)
+
+    @classmethod
+    def at(cls, path: Path, name: str) -> "RunFolder":
+        """The run folder at exactly ``path`` (a library ``fit(run_dir=...)``'s): opened, or made when new."""
+        if (path / "run.json").is_file():
+            return cls(path)
+        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        return cls.started(path, name)
+
+    @classmethod
+    def started(cls, path: Path, name: str) -> "RunFolder":
+        """The first status record of a new run in ``path``."""
         run = cls(path)
         run.write_status({"id": path.name, "name": name, "status": "created", "created": time.time()})
         return run
@@ -78,29 +93,29 @@ class RunFolder:
     def last_checkpoint(self) -> Path:
         return self.path / "checkpoints" / "last.json"
 
+    @property
+    def status_file(self) -> StatusFile:
+        return StatusFile(self.path / "run.json")
+
+    @property
+    def log(self) -> EventLog:
+        return EventLog(self.events_path, self.stamp)
+
     def status(self) -> dict[str, Any]:
-        return read_json(self.path / "run.json")
+        return self.status_file.read()
 
     def write_status(self, data: dict[str, Any]) -> None:
-        atomic_write_json(self.path / "run.json", data)
+        self.status_file.write(data)
 
     def update_status(self, **changes: Any) -> dict[str, Any]:
-        data = {**self.status(), **changes, "updated": time.time()}
-        self.write_status(data)
-        return data
+        return self.status_file.update(**changes)
 
     def write_text(self, name: str, text: str) -> Path:
         return atomic_write_text(self.path / name, text)
 
     def append_event(self, event: dict[str, Any]) -> None:
         """One JSON line, appended and flushed (the log is never rewritten)."""
-        stamped = {"time": round(time.time(), 3), **event, **(self.stamp() if self.stamp else {})}
-        line = json.dumps(stamped, ensure_ascii=False, default=str)
-        with self.events_path.open("ab") as handle:
-            if handle.tell() and not _ends_with_newline(self.events_path):
-                handle.write(b"\n")  # a session killed mid-write left half a line: never glue this event to it
-            handle.write((line + "\n").encode("utf-8"))
-            handle.flush()
+        self.log.append_event(event)
 
     def events(self) -> list[dict[str, Any]]:
         return list(self.iter_events())
@@ -112,57 +127,12 @@ class RunFolder:
 
     def read_events(self, start: int = 0,
                     on_bad_line: Callable[[int, str], None] | None = None) -> tuple[list[dict[str, Any]], int]:
-        """The complete lines' events from line ``start`` on, and the line to read from next time.
-
-        A line that is not a JSON object (a disk error, a hand edit) is reported through
-        ``on_bad_line(line_number, text)`` (1-based; default: a logged warning) and skipped.
-        """
-        if not self.events_path.is_file():
-            return [], start
-        report = on_bad_line or (lambda number, text: logger.warning(
-            "%s line %d is not a JSON event; skipped: %.80r", self.events_path, number, text))
-        events, next_line = [], start
-        with self.events_path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle):
-                if number < start:
-                    continue
-                if not line.endswith("\n"):
-                    break  # being written: read it next time
-                next_line = number + 1
-                if not line.strip():
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    event = None
-                if isinstance(event, dict):
-                    events.append(event)
-                else:
-                    report(number + 1, line.strip())
-        return events, next_line
+        """See :meth:`EventLog.read`."""
+        return self.log.read(start, on_bad_line)
 
     def usable_checkpoint(self) -> tuple[Path | None, str]:
-        """The checkpoint to resume from, and a note when it isn't ``last.json``.
-
-        ``last.json`` when it reads as a program file; else the newest other checkpoint that does
-        (``epoch_N.json``, ``interrupted.json``); else None.
-        """
-        def readable(path: Path) -> bool:
-            try:
-                data = read_json(path)
-            except (OSError, ValueError):
-                return False
-            return isinstance(data, dict) and isinstance(data.get("variables"), dict)
-
-        if readable(self.last_checkpoint):
-            return self.last_checkpoint, ""
-        problem = "is missing" if not self.last_checkpoint.exists() else "can't be read"
-        others = sorted((path for path in (self.path / "checkpoints").glob("*.json") if path != self.last_checkpoint),
-                        key=lambda path: path.stat().st_mtime, reverse=True)
-        for path in others:
-            if readable(path):
-                return path, f"checkpoints/last.json {problem}; resuming from {path.relative_to(self.path)}, the newest readable checkpoint"
-        return None, f"checkpoints/last.json {problem} and no other checkpoint can be read; starting again from epoch 1"
+        """The checkpoint a prompt-learning run resumes from, and a note when it isn't ``last.json``."""
+        return usable_checkpoint(self.path / "checkpoints")
 
     def session_totals(self) -> list[dict[str, float]]:
         """Each session's time and LM calls, from the event log (a killed session's too).
@@ -179,12 +149,6 @@ class RunFolder:
             if isinstance(event.get(SESSION_CALLS), int):
                 current["lm_calls"] = max(current["lm_calls"], event[SESSION_CALLS])
         return sessions
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
 
 
 def list_runs(runs_dir: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[dict[str, Any]]:

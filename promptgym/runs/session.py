@@ -3,7 +3,7 @@ signals, and how the session ended.
 
     session = RunSession(run, masker, listeners, job_type="sft", resume=False)
     with session.ending(lost="steps"), session.signals() as stop:   # Ctrl-C / SIGTERM set stop.requested
-        result = job.run(..., on_event=session.recorder.emit, stop=stop)
+        result = run_sft(job, ..., on_event=session.events.emit, stop=stop)
     return session.finish(status="completed", ...)
 
 One signal mechanism for every flow: SIGINT and SIGTERM become a stop request; a flow that runs as an
@@ -22,38 +22,30 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
-from promptgym.cli.process_identity import process_identity
-from promptgym.cli.recorder import Listener, RunRecorder
-from promptgym.cli.runs import RunFolder
-from promptgym.cli.secrets import Masker
 from promptgym.core.events import RunFinished, RunStarted
-from promptgym.finetune import loop as signal_handling  # called through the module: tests stand in for a signal
-from promptgym.finetune.loop import StopRequest, TrainingInterrupted
+from promptgym.runs import stop as signal_handling  # called through the module: tests stand in for a signal
+from promptgym.runs.events import EventWriter, Listener, Masking, NoMasking
+from promptgym.runs.folder import RunFolder
+from promptgym.runs.process_identity import process_identity
+from promptgym.runs.stop import CancellingStop, StopRequest, TrainingInterrupted
 
-
-class CancellingStop(StopRequest):
-    """A stop request that also cancels an asyncio task (from a signal handler, so through the loop)."""
-
-    def __init__(self, task: asyncio.Task[Any]) -> None:
-        super().__init__()
-        self.task = task
-
-    def request(self, reason: str = "requested") -> None:
-        super().request(reason)
-        self.task.get_loop().call_soon_threadsafe(self.task.cancel)
+__all__ = ["CancellingStop", "RunSession"]
 
 
 class RunSession:
-    def __init__(self, run: RunFolder, masker: Masker, listeners: list[Listener] | None, job_type: str,
+    """One session of a run (a ``train`` or a ``--resume``, a library ``fit(run_dir=...)``): see the module doc."""
+
+    def __init__(self, run: RunFolder, masker: Masking | None, listeners: list[Listener] | None, job_type: str,
                  resume: bool, runs_on: str | None = None,
                  accounting: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         """``accounting``: a flow's own counts for the final status, given the changes being recorded."""
-        self.run, self.masker, self.accounting = run, masker, accounting
+        self.run, self.masker, self.accounting = run, masker or NoMasking(), accounting
         self.started = time.time()
         self.status = run.update_status(status="running", pid=os.getpid(), process=process_identity(os.getpid()),
                                         error=None, job_type=job_type, runs_on=runs_on)
-        self.recorder = RunRecorder(run, masker, listeners)
-        self.recorder.emit(RunStarted(run_id=run.id, resume=resume))
+        self.events = EventWriter(run, self.masker, listeners)
+        """The run's one event writer: hand ``events.emit`` to a weight run, ``events`` to a RunRecorder."""
+        self.events.emit(RunStarted(run_id=run.id, resume=resume))
 
     def elapsed_s(self) -> float:
         """This session's time plus the earlier sessions', read from the event log (so a session killed before
@@ -71,7 +63,7 @@ class RunSession:
         return status
 
     def announce(self, status: dict[str, Any]) -> None:
-        self.recorder.emit(RunFinished(status=status["status"], error=status.get("error"),
+        self.events.emit(RunFinished(status=status["status"], error=status.get("error"),
                                        elapsed_s=status["elapsed_s"], lm_calls=status.get("lm_calls") or 0))
 
     @contextlib.contextmanager

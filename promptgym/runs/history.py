@@ -5,6 +5,7 @@
     append_history_row(path, {"step": 7, "loss": 0.4}, fields)  # a weight run's row per step (header once)
     drop_history_rows(path, lambda row: int(row["epoch"]) < 3)  # on resume: rows past the checkpoint go
     history_columns(path)                                       # {"reward": [0.5, 0.7], ...} as floats
+    StepHistory(path).rows()                                    # a weight run's rows as numbers
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from promptgym.core.atomic import atomic_write_text
+
+COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_norm", "seconds", "elapsed_s")
+"""A weight run's history columns (SFT's; RL's run names its own)."""
 
 
 def read_history(path: Path, separator: str = ",") -> tuple[list[dict[str, str]], list[str]]:
@@ -77,3 +81,32 @@ def history_columns(path: Path) -> dict[str, list[float]]:
             except ValueError:
                 values.append(float("nan"))
     return columns
+
+
+class StepHistory:
+    """A weight run's ``history.csv`` as numbers, through this module's reader and writer."""
+
+    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS, key: str = "step") -> None:
+        self.path = path
+        self.columns = columns
+        self.key = key  # the column that counts progress (an RL run's is "iteration")
+
+    def rows(self) -> list[dict[str, float | None]]:
+        rows, _ = read_history(self.path)
+        return [{key: _number(value) for key, value in row.items() if key in self.columns} for row in rows]
+
+    def append(self, row: dict[str, Any]) -> None:
+        append_history_row(self.path, row, self.columns)
+
+    def truncate_after(self, step: int) -> None:
+        """Drop rows of steps after ``step`` (done before a kill, after the last checkpoint)."""
+        drop_history_rows(self.path, lambda row: (_number(row.get(self.key)) or 0) <= step)
+
+
+def _number(value: str | None) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
