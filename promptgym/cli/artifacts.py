@@ -13,7 +13,7 @@ from promptgym.modules.retrieval import describe_retrieval
 from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.stats import Evaluation, format_p
-from promptgym.training.history_csv import history_columns
+from promptgym.core.history_csv import history_columns
 from promptgym.training.spend import format_usd
 from promptgym.utils import plot_history, plot_metrics_comparison_with_mean_and_std  # matplotlib loads when plotting
 

@@ -32,7 +32,7 @@ from promptgym.stats import Evaluation
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import EarlyStopping
 from promptgym.training.checkpoints import restore_checkpoint
-from promptgym.training.history_csv import drop_history_rows
+from promptgym.core.history_csv import drop_history_rows
 
 logger = logging.getLogger("promptgym")
 

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from promptgym.training.history_csv import append_history_row, drop_history_rows, read_history
+from promptgym.core.history_csv import append_history_row, drop_history_rows, read_history
 from promptgym.utils.plotting import _new_figure, save_figure
 
 logger = logging.getLogger("promptgym")
@@ -21,7 +21,7 @@ COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_nor
 
 
 class StepHistory:
-    """A weight run's ``history.csv`` as numbers, over the one reader/writer (:mod:`promptgym.training.history_csv`)."""
+    """A weight run's ``history.csv`` as numbers, over the one reader/writer (:mod:`promptgym.core.history_csv`)."""
 
     def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS, key: str = "step") -> None:
         self.path = path

@@ -18,7 +18,7 @@ import numpy as np
 
 from promptgym.training.callback import Callback
 from promptgym.training.checkpoints import write_checkpoint
-from promptgym.training.history_csv import read_history, write_history
+from promptgym.core.history_csv import read_history, write_history
 
 
 def _check_mode(mode: str, owner: str) -> str:
