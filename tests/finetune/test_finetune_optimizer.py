@@ -13,7 +13,7 @@ import json
 import pytest
 
 import promptgym as pg
-from promptgym.finetune.optimizer import FineTune, FineTuneError
+from promptgym.optimizers.finetune import FineTune, FineTuneError
 from promptgym.modules.model_choice import set_model_factory
 from promptgym.optimizers.selection import OneAnswerWarning
 from promptgym.testing import ScriptedLanguageModel, last_user_json
@@ -211,7 +211,7 @@ async def test_a_time_budget_too_small_for_one_step_says_the_measured_step_time(
 async def test_training_stops_at_the_time_budget_and_keeps_the_last_checkpoint(tiny_model, tmp_path, fake_export,
                                                                                tuned_answers, monkeypatch):
     ticks = itertools.count()
-    monkeypatch.setattr("promptgym.finetune.optimizer.clock", lambda: float(next(ticks)))  # one "second" a look
+    monkeypatch.setattr("promptgym.optimizers.finetune.sft.clock", lambda: float(next(ticks)))  # one "second" a look
     program = await functional_program(always("?"))
     optimizer = finetune(tiny_model, tmp_path, n_epochs=5, max_train_seconds=3)
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
@@ -248,7 +248,7 @@ async def test_the_progress_bar_shows_the_sft_steps_and_the_tuned_model(tiny_mod
 
 async def test_a_killed_sft_resumes_from_its_checkpoint_and_other_rows_start_afresh(tiny_model, tmp_path, fake_export,
                                                                                     tuned_answers, monkeypatch):
-    from promptgym.finetune import optimizer as module
+    from promptgym.optimizers.finetune import sft as module
 
     x, y = labelled("rome", "oslo", "lima", "bern")
     calls = []

@@ -15,7 +15,7 @@ program's own message format, from
   the folder of ``serve --record``): each corrected output is a label, and with
   ``traces_min_rating`` each output rated at least that is one too;
 
-trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`:
+trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`, through :mod:`promptgym.optimizers.finetune.sft`:
 same settings, run folder, checkpoints, resume, events), registers the tuned
 model, and proposes the program with each Generator on it. Like any
 candidate it replaces the start only when it is ahead on validation
@@ -37,63 +37,30 @@ import json
 import logging
 import math
 import shutil
-import time
 from pathlib import Path
-from typing import Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 
 from promptgym.core.atomic import atomic_write_text
 from promptgym.core.serialization import register_builtin
 from promptgym.datasets.loaders import DatasetError
 from promptgym.datasets.traces import labelled_traces, open_trace_store
-from promptgym.finetune.base_model import BaseModelError, resolve_base_model
-from promptgym.finetune.checkpoint import last_checkpoint, read_progress
-from promptgym.finetune.loop import EventSink, TrainingInterrupted
-from promptgym.finetune.settings import LoraSettings, SFTSettings
-from promptgym.finetune.sft_flow import SFTJob, SFTResult
 from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
-from promptgym.optimizers import OPTIMIZERS
 from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.finetune.errors import FineTuneError
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult
-from promptgym.training.sft_export import step_conversation
+
+if TYPE_CHECKING:
+    from promptgym.finetune.settings import LoraSettings, SFTSettings
 
 logger = logging.getLogger("promptgym")
 
 SOURCES = ("labels", "traces", "both", "feedback")
 Conversation = list[dict[str, str]]
-
-
-class FineTuneError(ValueError):
-    """FineTune cannot run as configured; the message says why and what to change."""
-
-
-clock = time.monotonic
-"""The time budget's clock (a test advances a fake one instead of sleeping)."""
-
-
-class TimeBudget:
-    """A stop request that turns itself on once ``seconds`` have passed (the SFT loop checks it between steps)."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.deadline = None if seconds is None else clock() + seconds
-        self.reason = ""
-        self._requested = False
-
-    @property
-    def requested(self) -> bool:
-        if not self._requested and self.deadline is not None and clock() >= self.deadline:
-            self._requested, self.reason = True, "max_train_seconds"
-        return self._requested
-
-    @requested.setter
-    def requested(self, value: bool) -> None:
-        self._requested = value
-
-    def request(self, reason: str = "requested") -> None:
-        self._requested, self.reason = True, reason
 
 
 OWN_ARGUMENTS = ("n_epochs", "batch_size", "learning_rate", "lora", "max_length", "base_model")
@@ -168,7 +135,7 @@ class FineTune(Optimizer):
         self.source = source
         self.min_reward = float(min_reward)
         self.with_demonstrations = bool(with_demonstrations)
-        self.lora = lora if isinstance(lora, LoraSettings) else LoraSettings(**(lora or {}))
+        self.lora = sft_engine().lora_settings(lora)
         self.max_train_seconds = max_train_seconds
         self.base_model = base_model
         self.output_dir = output_dir
@@ -190,12 +157,9 @@ class FineTune(Optimizer):
         # the merged GGUF is what the Generator runs: the adapter's own export would only cost time
         settings = {"summary_samples": 0, "validation_split": 0.0, "save_steps": 10,
                     "export": {"merged": "q8_0", "adapter": False}, **self.sft}
-        try:
-            return SFTSettings(base_model=base_model, train_file=train_file, n_epochs=self.n_epochs,
-                               batch_size=self.batch_size, learning_rate=self.learning_rate, lora=self.lora,
-                               max_length=self.max_length, **settings)
-        except Exception as error:  # noqa: BLE001 - pydantic names the field; say which optimizer it was
-            raise FineTuneError(f"FineTune: bad SFT setting: {error}") from None
+        return sft_engine().sft_settings(base_model=base_model, train_file=train_file, n_epochs=self.n_epochs,
+                                         batch_size=self.batch_size, learning_rate=self.learning_rate,
+                                         lora=self.lora, max_length=self.max_length, **settings)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -224,9 +188,10 @@ class FineTune(Optimizer):
             model = self.base_model or getattr(getattr(module, "language_model", None), "model", None)
             if not model:
                 raise FineTuneError(f"FineTune: Generator {state.module_name!r} has no language model to train")
+            engine = sft_engine()
             try:
-                resolve_base_model(model) if self.base_model else check_trainable_string(model)
-            except BaseModelError as error:
+                engine.check_base_model(model, given=bool(self.base_model))
+            except engine.BaseModelError as error:
                 where = "base_model" if self.base_model else f"Generator {state.module_name!r} runs on {model!r}"
                 raise FineTuneError(
                     f"FineTune: {where}: cannot be trained here ({error}). A remote model's weights are not on "
@@ -391,7 +356,7 @@ class FineTune(Optimizer):
         def forward(event: Any) -> None:
             asyncio.run_coroutine_threadsafe(ctx.emit(event), loop).result()
 
-        result = await asyncio.to_thread(run_sft_job, settings, folder, seed, f"finetune-{slug(Path(base).name)}",
+        result = await asyncio.to_thread(sft_engine().run_sft_job, settings, folder, seed, f"finetune-{slug(Path(base).name)}",
                                          self.max_train_seconds, forward)
         self.sft_steps += result.steps
         self.sft_seconds += result.elapsed_s
@@ -422,7 +387,7 @@ class FineTune(Optimizer):
             path = Path(folder) / f"step-time-{slug(Path(base).name)}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, "".join(json.dumps({"messages": r}, ensure_ascii=False) + "\n" for r in rows))
-            timed[base] = measure_sft_step(self.settings_for(base, str(path)))
+            timed[base] = sft_engine().measure_sft_step(self.settings_for(base, str(path)))
         return timed
 
     def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
@@ -479,48 +444,19 @@ def models_of(candidate: Candidate) -> str:
     return ", ".join(f"{name} on {model}" for name, model in (candidate.variables.get(MODELS_KEY) or {}).items())
 
 
-def check_trainable_string(model: str) -> None:
-    """A Generator's own model string must name weights on this machine (``local/...``, a folder, a GGUF)."""
-    path = Path(model).expanduser()
-    if path.is_dir() or path.suffix == ".gguf":
-        return
-    if not model.startswith("local/"):
-        raise BaseModelError(f"{model!r} is not a local/... model")
+def sft_engine() -> ModuleType:
+    """The SFT bridge (:mod:`promptgym.optimizers.finetune.sft`), imported on first use."""
+    # deferred: it loads promptgym.finetune's SFT engine, which a program that never fine-tunes does not need
+    from promptgym.optimizers.finetune import sft
+
+    return sft
 
 
-def measure_sft_step(settings: SFTSettings) -> float:
-    """Load the base model with its adapters and time one step on ``settings.train_file``."""
-    job = SFTJob.prepare(settings, seed=0, name="step-time")  # torch and transformers load here
-    try:
-        return job.measure_step_seconds()
-    finally:
-        job.release()
-
-
-def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_seconds: float | None,
-                on_event: EventSink) -> SFTResult:
-    """Prepare and run one SFT job; under a time budget, stop at it and finish from the last checkpoint.
-
-    A folder with a checkpoint and no finished model resumes (a killed ``fit()`` loses at most the
-    step in flight). Runs in a worker thread: torch releases the GIL, the event loop goes on.
-    """
-    job = SFTJob.prepare(settings, seed=seed, name=name)
-    if max_seconds is not None:
-        step_seconds = job.measure_step_seconds()
-        if step_seconds > max_seconds:
-            raise FineTuneError(f"FineTune: max_train_seconds={max_seconds:g} is less than one SFT step, measured at "
-                                f"{step_seconds:.1f} s on this machine (batch_size={settings.batch_size}); give at "
-                                f"least {math.ceil(step_seconds * 2)} s, or a smaller batch_size or max_length")
-    resume = last_checkpoint(folder / "checkpoints") is not None
-    stop = TimeBudget(max_seconds)
-    try:
-        return job.run(folder, on_event=on_event, resume=resume, stop=stop)  # type: ignore[arg-type]
-    except TrainingInterrupted:
-        if stop.reason != "max_train_seconds":
-            raise
-    logger.info("FineTune: max_train_seconds=%g reached; keeping the last checkpoint", max_seconds)
-    progress = read_progress(last_checkpoint(folder / "checkpoints"))  # type: ignore[arg-type]
-    return job.finish(folder, progress, on_event)
-
-
-OPTIMIZERS["finetune"] = FineTune
+async def step_conversation(program: Any, step: Any, with_demonstrations: bool) -> list[dict[str, str]] | None:
+    """The messages a Generator step sent plus its answer; None for a module that builds no chat prompt."""
+    module = program.get_module(step.module)
+    if not callable(getattr(module, "messages", None)):
+        return None
+    examples = await module.demonstrations(step.inputs) if with_demonstrations else []
+    messages = module.messages(step.inputs, examples, input_schema=step.schema)
+    return [*messages, {"role": "assistant", "content": json.dumps(step.outputs, ensure_ascii=False)}]
