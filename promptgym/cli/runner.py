@@ -25,7 +25,6 @@ from promptgym.cli.session import RunSession
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
 from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage
-from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
@@ -126,13 +125,6 @@ def fit_arguments(job: RunPlan, initial_epoch: int, callbacks: list[Callback], i
     return arguments
 
 
-def place_weight_runs(optimizer: Optimizer, run_path: Path) -> None:
-    """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder."""
-    for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
-        if hasattr(stage, "output_dir") and stage.output_dir is None:
-            stage.output_dir = str(run_path / "finetune" / f"stage-{index + 1}")
-
-
 class PromptAccounting:
     """The LM calls, LM failures and failed examples a prompt-learning run adds to its final status: this
     session's, plus earlier sessions' (read from the event log, so a killed session's calls still count)."""
@@ -185,7 +177,7 @@ async def train_and_evaluate(job: RunPlan, session: RunSession, training: Failur
                              executor: Executor | None) -> dict[str, Any] | None:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
     run, recorder, config = session.run, session.recorder, job.config
-    place_weight_runs(job.optimizer, run.path)
+    job.optimizer.place_outputs(run.path / "finetune")  # a FineTune's SFT runs stay inside the run folder
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
     recorder.set_program(job.program)
     epoch, step = 0, 0

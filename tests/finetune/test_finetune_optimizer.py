@@ -293,7 +293,7 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
 
     from promptgym.cli.build import build_run_plan
     from promptgym.cli.config import validate_config
-    from promptgym.cli.preview import print_sft_step_times
+    from promptgym.cli.preview import print_checks_before_run
 
     params = {"base_model": str(tiny_model), "max_length": 4096, "batch_size": 2, "max_train_seconds": 600,
               "lora": {"r": 2, "target_modules": ["q_proj"]}}
@@ -302,10 +302,10 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
                               "data": {"dataset": "arithmetic", "dataset_args": {"n_train": 6, "n_test": 2}}}, "cfg")
     job = asyncio.run(build_run_plan(config))
     console = Console(record=True, width=200)
-    measured = print_sft_step_times(job, console)
-    assert list(measured) == [str(tiny_model)] and measured[str(tiny_model)] > 0
+    [line] = print_checks_before_run(job, console)
     text = console.export_text()
-    assert f"stage 2 FineTune: one SFT step of {tiny_model} takes" in text
+    assert line in text and f"stage 2 FineTune: one SFT step of {tiny_model} takes" in line
+    assert float(line.split(" takes ")[1].split(" s ")[0]) > 0
     assert "for <= 3 steps, stopped at max_train_seconds=600" in text
 
 

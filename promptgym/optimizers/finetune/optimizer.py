@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import shutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,7 +48,7 @@ from promptgym.datasets.loaders import DatasetError
 from promptgym.datasets.traces import labelled_traces, open_trace_store
 from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
-from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.base import Candidate, FitSizes, Optimizer, StageEstimate
 from promptgym.optimizers.finetune.errors import FineTuneError
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
@@ -367,10 +368,36 @@ class FineTune(Optimizer):
 
     # -- estimates, state, config -----------------------------------------------------------
 
+    # -- the protocol's preview hooks (optimizers.base) -------------------------------------
+
+    def estimate(self, program: Any, sizes: FitSizes) -> list[StageEstimate]:
+        """Program runs: the start on every training example (traces), the tuned program(s) and the start on
+        every validation example; and the SFT steps per base model."""
+        rows = sizes.train * sizes.calls_per_run
+        note = (f"SFT <= {self.estimate_sft_steps(rows)} steps per base model ({sizes.train} rows, batch "
+                f"{self.batch_size}, {self.n_epochs} epoch(s)); the step time is measured when training starts"
+                + (f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""))
+        return [StageEstimate(type(self).__name__, lm_calls=(2 if self.with_demonstrations else 3) * sizes.val,
+                              training_runs=sizes.train if self.source in ("traces", "both") else 0, note=note)]
+
+    def check_before_run(self, program: Any, x: Any, y: Any) -> list[str]:
+        """Time one SFT step of each base model (it loads the model): what training will take, before it starts."""
+        with tempfile.TemporaryDirectory(prefix="promptgym-step-") as folder:
+            seconds = self.measure_step_seconds(program, x, y, folder)
+        steps = self.estimate_sft_steps(len(x) * max(1, len(trainable_prompts(program))))
+        budget = f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""
+        return [f"FineTune: one SFT step of {base} takes {step_s:.1f} s here: about {steps * step_s / 60:.0f} min "
+                f"for <= {steps} steps{budget}" for base, step_s in seconds.items()]
+
+    def place_outputs(self, folder: Path) -> None:
+        """The SFT runs go under ``folder`` unless ``output_dir`` was given."""
+        if self.output_dir is None:
+            self.output_dir = str(folder)
+
     def measure_step_seconds(self, program: Any, xs: Any, ys: Any, folder: str | Path) -> dict[str, float]:
         """Seconds of one SFT step per base model, on the first ``batch_size`` labelled rows (loads each model).
 
-        What the CLI preview shows before a run; Generators without labels (traces only) are not timed.
+        Generators without labels (traces only) are not timed.
         """
         states = [state for state in trainable_prompts(program) if state.answer_fields]
         self.prompts = trainable_prompts(program)
@@ -390,18 +417,12 @@ class FineTune(Optimizer):
             timed[base] = sft_engine().measure_sft_step(self.settings_for(base, str(path)))
         return timed
 
-    def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
-                          minibatch_size: int) -> int:
-        """Program runs beyond training: the tuned program(s) and the start on every validation example."""
-        return (2 if self.with_demonstrations else 3) * val_size
-
-    def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
-        return train_size if self.source in ("traces", "both") else 0
-
     def estimate_sft_steps(self, rows: int) -> int:
         """Optimiser steps of an SFT on ``rows`` rows (per base model)."""
         accumulation = int(self.sft.get("gradient_accumulation_steps", 1))
         return math.ceil(math.ceil(rows / self.batch_size) / accumulation) * self.n_epochs
+
+    # -- state, config ----------------------------------------------------------------------
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"tuned": dict(self.tuned), "rows": dict(self.rows), "sft_steps": self.sft_steps,
