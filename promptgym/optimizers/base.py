@@ -53,6 +53,7 @@ from promptgym.core.events import CandidateAccepted
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts, variable_owners
+from promptgym.optimizers.variable_population import VariablePopulation
 from promptgym.rollouts import ExampleResult
 
 
@@ -133,11 +134,23 @@ def lm_calls_since(snapshot: dict[str, Any]) -> int:
     return sum(usage.calls - usage.cache_hits for usage in LEDGER.since(snapshot).values())
 
 
-class Optimizer:
-    """Base class: candidates, the best one, the kit, and the saved state."""
+class Optimizer(VariablePopulation):
+    """Base class: candidates, the best one, the kit, and the saved state; and synalinks' variable-level hooks
+    (:mod:`promptgym.optimizers.variable_population`), with its ``population_size`` (the most candidates a
+    variable keeps there) and ``sampling_temperature`` (how the variable to change is drawn)."""
 
     def __init__(self, seed: int | None = None, budget: Budget | None = None, name: str | None = None,
-                 description: str | None = None) -> None:
+                 description: str | None = None, population_size: int = 10,
+                 sampling_temperature: float = 0.3) -> None:
+        if isinstance(population_size, bool) or not isinstance(population_size, int) or population_size < 1:
+            raise ValueError(f"{type(self).__name__}: population_size must be an integer >= 1, got "
+                             f"{population_size!r}")
+        if isinstance(sampling_temperature, bool) or not isinstance(sampling_temperature, (int, float)) \
+                or sampling_temperature <= 0:
+            raise ValueError(f"{type(self).__name__}: sampling_temperature must be > 0 (it divides the scores of "
+                             f"a softmax), got {sampling_temperature!r}")
+        self.population_size = population_size
+        self._sampling_temperature = float(sampling_temperature)
         self.seed = seed
         self.name = name or "".join(f"_{c.lower()}" if c.isupper() and i and not type(self).__name__[i - 1].isupper()
                                     else c.lower() for i, c in enumerate(type(self).__name__))
@@ -161,10 +174,20 @@ class Optimizer:
         self._rng_state: dict[str, Any] | None = None
         self._seed_used: int | None = None
 
+    @property  # type: ignore[override]
+    def sampling_temperature(self) -> float:
+        """The softmax temperature at which the variable to change is drawn (synalinks' argument)."""
+        return self._sampling_temperature
+
+    @sampling_temperature.setter
+    def sampling_temperature(self, value: float) -> None:
+        self._sampling_temperature = float(value)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def build(self, program: Any) -> None:
         """Find the program's prompt states; remember its starting variables as the first candidate."""
+        self.set_program(program)
         self.prompts = trainable_prompts(program)
         self.owners = variable_owners(program)
         if self.built:
@@ -195,17 +218,29 @@ class Optimizer:
     def place_outputs(self, folder: Path) -> None:
         """Write what it makes (beyond the program's variables) under ``folder`` (nothing here)."""
 
-    async def on_train_begin(self, ctx: OptimizerContext) -> None: ...
+    # ``ctx`` is fit()'s OptimizerContext; anything else is synalinks' variable form of the same hook
+    # (``on_epoch_end(epoch, trainable_variables)``, see optimizers.variable_population)
 
-    async def on_epoch_begin(self, ctx: OptimizerContext, epoch: int) -> None: ...
+    async def on_train_begin(self, ctx: OptimizerContext) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.seed_population(ctx)
+
+    async def on_epoch_begin(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.start_variable_epoch(ctx, epoch)  # type: ignore[arg-type]
 
     async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
         raise NotImplementedError
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.select_population(ctx, epoch)  # type: ignore[arg-type]
+            return
         self.epochs_done += 1
 
-    async def on_train_end(self, ctx: OptimizerContext) -> None: ...
+    async def on_train_end(self, ctx: OptimizerContext) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.keep_best_value(ctx)
 
     # -- the kit: prompt states -----------------------------------------------------------
 

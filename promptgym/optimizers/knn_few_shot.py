@@ -84,6 +84,8 @@ class KNNFewShot(FewShotOptimizer):
         return {"metric_calls": self.metric_calls, "demo_pool": self.demos.pool.size()}
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):  # synalinks' variable form (optimizers.variable_population)
+            return await super().on_epoch_end(ctx, epoch)
         """Race the retrieval (and a fixed set of ``k`` pool demonstrations) against the incumbent on validation.
 
         The better of the two replaces the incumbent only when it is strictly ahead on every validation

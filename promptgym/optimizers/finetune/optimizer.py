@@ -208,6 +208,8 @@ class FineTune(Optimizer):
         return {"sft_steps": float(self.sft_steps)}
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):  # synalinks' variable form (optimizers.variable_population)
+            return await super().on_epoch_end(ctx, epoch)
         if self.epochs_done == 0:
             contenders = await self.tune(ctx)
             if ctx.rollouts.size("val") == 0:
