@@ -99,8 +99,8 @@ class EmbeddingModel(UsageCounters):
     async def _ensure(self, texts: list[str]) -> None:
         """Embed the texts not seen yet (from the disk cache when it has them)."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
-        if texts and not missing:  # answered from memory: a call the cache served
-            self._record(Usage(calls=1, cache_hits=1))
+        if texts and not missing:  # answered from memory: a call the cache served (its vectors count as returned)
+            self._record(Usage(calls=1, cache_hits=1, vectors=len(texts)))
             return
         if self._file_cache is not None:
             for text in list(missing):
@@ -108,7 +108,7 @@ class EmbeddingModel(UsageCounters):
                 if hit is not None:
                     self._vectors[text] = np.asarray(hit["vector"], dtype=np.float64)
                     missing.remove(text)
-                    self._record(Usage(calls=1, cache_hits=1))
+                    self._record(Usage(calls=1, cache_hits=1, vectors=1))
         if not missing:
             return
         started = time.perf_counter()

@@ -70,6 +70,9 @@ class EvolutionaryOptimizer(Optimizer):
 
     # -- synalinks' variable-level evolution step -----------------------------------------------
 
+    def choose_parent(self, best_candidates: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.select_candidate(best_candidates, self.variable_rng()) or best_candidates[0]
+
     async def select_evolving_strategy(self) -> str:
         """``"crossover"`` with probability ``merging_rate`` per epoch done (capped at 1), else ``"mutation"``."""
         return "crossover" if self.variable_rng().random() <= self.merging_rate * self.epochs_done else "mutation"

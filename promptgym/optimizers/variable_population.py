@@ -102,10 +102,14 @@ class VariablePopulation:
             best = variable.get("best_candidates") or []
             seeds = variable.get("seed_candidates") or []
             if epoch != 0 and best:
-                variable.update(value_of(self.pick(best)))
+                variable.update(value_of(self.choose_parent(best)))
             elif seeds:
                 variable.update(dict(self.pick(seeds)))
             variable.update({"nb_visit": 0, "cumulative_reward": 0.0})
+
+    def choose_parent(self, best_candidates: list[dict[str, Any]]) -> dict[str, Any]:
+        """The best candidate a batch starts from (any one here; an EvolutionaryOptimizer draws by ``selection``)."""
+        return self.pick(best_candidates)
 
     async def on_batch_end(self, step: int, epoch: int, trainable_variables: list[Any]) -> None:
         """Put each variable's best candidate so far (of ``candidates`` and ``best_candidates``) into it."""

@@ -106,6 +106,8 @@ async def test_openai_embeddings():
     # what the server said the call used: its input tokens (one per character here) and cached ones
     assert (em.cumulated_calls, em.cumulated_prompt_tokens, em.cumulated_cached_tokens) == (1, 4, 1)
     assert em.last_call_vectors == 2 and em.last_call_elapsed_s > 0
+    await em(["abc"])  # from memory: a cache hit (not a model call); its vector counts as returned, no tokens
+    assert (em.cumulated_calls, em.cumulated_cache_hits, em.cumulated_vectors, em.cumulated_prompt_tokens) == (1, 1, 3, 4)
 
 
 def test_defaults_say_which_call_to_make():

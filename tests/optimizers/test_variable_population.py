@@ -60,6 +60,14 @@ async def test_a_batch_starts_from_a_seed_then_from_a_best_and_ends_on_the_best(
     assert var.get("instructions") == "new"
 
 
+async def test_an_evolutionary_optimizer_starts_a_batch_from_the_parent_its_selection_draws() -> None:
+    optimizer = pg.optimizers.EvolutionaryOptimizer(selection="best")
+    var = variable(best_candidates=[{"instructions": "low", "reward": 0.3}, {"instructions": "high", "reward": 0.9}])
+    for step in range(3):
+        await optimizer.on_batch_begin(step, 1, [var])
+        assert var.get("instructions") == "high"
+
+
 async def test_the_variable_that_struggled_is_the_one_chosen() -> None:
     optimizer = Optimizer(sampling_temperature=0.01, seed=0)
     good, bad = variable("good", nb_visit=2, cumulative_reward=2.0), variable("bad", nb_visit=2, cumulative_reward=0.0)
