@@ -79,6 +79,7 @@ INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.metrics.em_metrics._collect_embedding_models":
         "promptgym.metrics.operational.collect_embedding_models",
     "synalinks.src.modules.core.tool.json_schema_type": "promptgym.modules.tool.json_schema_type",
+    "synalinks.src.modules.language_models.language_model.StreamingIterator": "promptgym.lm.streaming.StreamingIterator",
     # OMEGA's request texts and its embedding distance (promptgym keeps them beside OMEGA, in omega_*.py)
     "synalinks.src.optimizers.omega.base_instructions": "promptgym.optimizers.omega_prompts.base_instructions",
     "synalinks.src.optimizers.omega.mutation_instructions": "promptgym.optimizers.omega_prompts.mutation_instructions",
