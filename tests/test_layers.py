@@ -9,8 +9,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "promptgym"
 ORDER = ["core", "tree", "tracing", "stats", "utils", "traces", "datasets", "initializers", "lm", "runs", "language_models", "embedding_models", "testing",
-         "modules", "knowledge_bases", "ops", "session", "backend", "config", "rewards", "metrics", "rollouts", "optimizers", "training",
-         "callbacks", "programs", "saving", "finetune", "distributed", "taskapp", "serving", "ui", "export", "cli"]
+         "modules", "knowledge_bases", "ops", "session", "backend", "config", "rewards", "metrics", "rollouts", "finetune", "optimizers",
+         "training", "callbacks", "programs", "saving", "distributed", "taskapp", "serving", "ui", "export", "cli"]
 """Packages and top-level modules, lowest first; ``promptgym/__init__.py`` (the public API) sits above them all."""
 
 

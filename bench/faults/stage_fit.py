@@ -23,7 +23,7 @@ sys.path[:0] = [str(HERE.parents[1]), str(HERE)]
 
 import promptgym as pg  # noqa: E402
 import promptgym.finetune.weight_run as weight_run  # noqa: E402
-from promptgym.finetune.optimizer import FineTune  # noqa: E402
+from promptgym.optimizers.finetune import FineTune  # noqa: E402
 from promptgym.modules.model_choice import set_model_factory  # noqa: E402
 from promptgym.runs.events import EventWriter  # noqa: E402
 from promptgym.testing import ScriptedLanguageModel, last_user_json  # noqa: E402

@@ -301,7 +301,6 @@ def build_optimizer(config: JobConfig) -> Optimizer:
             params.setdefault("seed", config.job.seed)
         return {"class_name": name, "config": params}
 
-    optimizers.load_lazy_optimizers()  # FineTune's name resolves
     if config.optimizer.stages:
         stages = []
         for index, stage in enumerate(config.optimizer.stages):

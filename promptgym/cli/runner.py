@@ -29,7 +29,7 @@ from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import EarlyStopping
-from promptgym.training.fit_folder import place_weight_runs, resume_point
+from promptgym.training.fit_folder import resume_point
 
 logger = logging.getLogger("promptgym")
 
@@ -158,7 +158,7 @@ async def train_and_evaluate(job: RunPlan, session: RunSession, recorder: RunRec
                              resume: bool, executor: Executor | None) -> dict[str, Any] | None:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
     run, config = session.run, job.config
-    place_weight_runs(job.optimizer, run.path)
+    job.optimizer.place_outputs(run.path / "finetune")  # a FineTune's SFT runs stay inside the run folder
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
     recorder.set_program(job.program)
     epoch, step = 0, 0

@@ -22,6 +22,9 @@ _LAZY = {
     "StopRequest": "promptgym.runs.stop",
     "TrainingInterrupted": "promptgym.runs.stop",
     "ChatDataError": "promptgym.finetune.chat_data",
+    # the weight optimizer sits one layer up, in optimizers/ (it drives this package's SFT engine)
+    "FineTune": "promptgym.optimizers.finetune",
+    "FineTuneError": "promptgym.optimizers.finetune",
 }
 
 __all__ = ["ExportSettings", "LoraSettings", "SFTSettings", "WeightTrainingSettings", *_LAZY]

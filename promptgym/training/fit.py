@@ -18,6 +18,7 @@ from promptgym.core.events import EpochEnd, Resumed, SpendCapHit, StageEnded, St
 from promptgym.lm.spend import SpendCap, SpendCapReached, active_caps
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
+from promptgym.optimizers.base import Stage
 from promptgym.optimizers.kit import OptimizerContext
 from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
@@ -29,7 +30,7 @@ from promptgym.training.headroom import check_starting_candidate
 from promptgym.training.history import History
 from promptgym.stats import Evaluation, confidence_interval
 from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
-from promptgym.training.fit_folder import JOB_TYPE, open_run_folder, place_weight_runs, resume_point
+from promptgym.training.fit_folder import JOB_TYPE, open_run_folder, resume_point
 from promptgym.training.progress import ProgressBar
 from promptgym.training.run_recorder import RunRecorder
 from promptgym.training.spend import RunSpend
@@ -126,7 +127,7 @@ async def fit_in_run_folder(program: Any, x: Any, y: Any, settings: FitSettings)
             session.events.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
             if note:
                 logger.warning("fit(run_dir=%s): %s", settings.run_dir, note)
-        place_weight_runs(program.training_setup.optimizer, run.path)
+        program.training_setup.optimizer.place_outputs(run.path / "finetune")
         settings.callbacks = [recorder, *(settings.callbacks or [])]
         history = await FitRun(program, x, y, settings).train()
         program.save(str(run.path / "best_program.json"))
@@ -135,8 +136,9 @@ async def fit_in_run_folder(program: Any, x: Any, y: Any, settings: FitSettings)
 
 
 class FitRun:
-    """One ``fit()`` call: its checked data, callbacks, rollouts and position, and the loop over its
-    optimizer's stages (one, or a Sequence's), epochs and steps."""
+    """One ``fit()`` call: its checked data, callbacks, rollouts and position, and the loop over a stage's
+    epochs and steps. The optimizer runs its own stages (one, or a Sequence's) through :meth:`run_stage`:
+    this is the ``StageRunner`` of :mod:`promptgym.optimizers.base`."""
 
     def __init__(self, program: Any, x: Any, y: Any, settings: FitSettings) -> None:
         self.program, self.settings = program, settings
@@ -173,6 +175,9 @@ class FitRun:
         self.spend = RunSpend()
         self.cap: SpendCap | None = None
         self.current_stage: Any = None
+        self.chained = False
+        """A stage of a chain ran: one History with a stage column."""
+        self.resumed = False
 
     def resume_from_backup(self) -> None:
         """BackupAndRestore: an interrupted run goes on from its backup."""
@@ -187,12 +192,7 @@ class FitRun:
 
     async def train(self) -> History:
         compiled, optimizer = self.compiled, self.compiled.optimizer
-        stages: list[Any] = list(getattr(optimizer, "stages", None) or [optimizer])
-        self.chained = stages[0] is not optimizer  # an optimizers.Sequence: one History, a stage column
-        first_stage = getattr(optimizer, "stage", 0) if self.chained else 0
-        if first_stage >= len(stages):  # a finished chain fitted again runs again
-            first_stage = 0
-        resumed = bool(self.initial_epoch or self.initial_step or first_stage)
+        resumed = self.resumed = bool(self.initial_epoch or self.initial_step or optimizer.in_progress)
         if resumed and compiled.restored:  # resumed: the rollouts it paid for
             self.rollouts.set_state(compiled.restored.get("rollouts") or {})
         restored_spend = (compiled.restored or {}).get("spend") if resumed else None
@@ -214,11 +214,7 @@ class FitRun:
         self.usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in epoch 1
         try:
             with self.cap.active() if self.cap is not None else contextlib.nullcontext():
-                for index in range(first_stage, len(stages)):
-                    await self.run_stage(stages, index, resumed)
-                    self.initial_epoch = self.initial_step = 0
-                    if self.program.stop_training:
-                        break
+                await optimizer.run(self)
         except SpendCapReached as reached:
             await self.stop_at_cap(reached)
         caps = [self.cap] if self.cap is not None else list(active_caps())
@@ -253,13 +249,17 @@ class FitRun:
                                               epoch=int(position["epoch"]), step=int(position["step"]),
                                               message=str(reached)))
 
-    async def run_stage(self, stages: list[Any], index: int, resumed: bool) -> None:
-        """One optimizer (a Sequence's stage ``index``) from its ``on_train_begin`` to its kept best."""
-        optimizer, stage = self.compiled.optimizer, stages[index]
-        label = optimizer.stage_label(index) if self.chained else None
-        if self.chained:
-            optimizer.stage = index
-            await self.callbacks.emit(StageStarted(stage=label, index=index, stages=len(stages),
+    @property
+    def stop_training(self) -> bool:
+        return bool(self.program.stop_training)
+
+    async def run_stage(self, stage: Any, place: Stage | None = None) -> None:
+        """One optimizer (alone, or a chain's stage at ``place``) from its ``on_train_begin`` to its kept best;
+        the next stage starts at epoch 0."""
+        label = place.label if place is not None else None
+        if place is not None:
+            self.chained = True
+            await self.callbacks.emit(StageStarted(stage=place.label, index=place.index, stages=place.count,
                                                    optimizer=type(stage).__name__))
         stage_start = (LEDGER.snapshot(), time.monotonic())
         self.current_stage = stage
@@ -268,7 +268,7 @@ class FitRun:
                                epochs=self.settings.epochs, step=self.initial_step, steps=self.steps)
         stage.build(self.program)
         await stage.on_train_begin(ctx)
-        if self.settings.shows_progress and not resumed:
+        if self.settings.shows_progress and not self.resumed:
             for warning in await check_starting_candidate(stage, ctx, self.settings.minibatch_size):
                 print(f"promptgym: {warning.message}", file=sys.stderr, flush=True)
         for epoch in range(self.initial_epoch, self.settings.epochs):
@@ -278,10 +278,11 @@ class FitRun:
         await stage.on_train_end(ctx)
         await keep_if_better_than_start(stage, ctx, label)
         program_assign(self.program, stage.best.variables)
-        if self.chained:
-            await end_stage(self.callbacks, self.rollouts, stage, label, index, stage.last_check, stage_start)
-            optimizer.stage = index + 1
+        if place is not None:
+            await end_stage(self.callbacks, self.rollouts, stage, place.label, place.index, stage.last_check,
+                            stage_start)
             self.compiled.position = {"epoch": 0, "step": 0}
+        self.initial_epoch = self.initial_step = 0
 
     async def run_epoch(self, stage: Any, ctx: OptimizerContext, epoch: int, label: str | None) -> None:
         settings = self.settings

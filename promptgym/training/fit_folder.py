@@ -7,7 +7,7 @@ The folder holds ``run.json`` (status), ``events.jsonl`` (every trainer event), 
 per epoch), ``checkpoints/`` (``last.json`` after every step, ``epoch_N.json``), ``finetune/stage-N/`` (a
 FineTune stage's SFT runs, resumed inside their own steps) and, once done, ``best_program.json``
 (docs/runs.md). ``training.fit`` and the CLI's prompt-learning flow drive the same pieces (:func:`resume_point`,
-:func:`place_weight_runs`, ``RunSession`` and ``RunRecorder``), so both leave the same layout.
+the optimizer's ``place_outputs``, ``RunSession`` and ``RunRecorder``), so both leave the same layout.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ def resume_point(run: RunFolder, program: Any) -> tuple[int, int, str, str]:
     """
     path, _ = run.usable_checkpoint()
     epoch, step = restore_program(program, path) if path is not None else (0, 0)
-    stage = getattr(program.training_setup.optimizer, "stage", 0) if path is not None else 0  # a Sequence's
-    stage = stage if isinstance(stage, int) else 0
+    stage = program.training_setup.optimizer.stage_index if path is not None else 0
     dropped = drop_history_after(run.path / "history.csv", epoch, stage)
     note = f"{dropped} history row(s) from epoch {epoch + 1} on dropped: they run again" if dropped else ""
     return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
@@ -64,14 +63,6 @@ def drop_history_after(path: Path, epochs_done: int, stage: int = 0) -> int:
         return str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done
 
     return drop_history_rows(path, kept)
-
-
-def place_weight_runs(optimizer: Any, run_path: Path) -> None:
-    """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder, where a
-    resumed fit finds their checkpoints (``finetune/stage-N``)."""
-    for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
-        if hasattr(stage, "output_dir") and stage.output_dir is None:
-            stage.output_dir = str(run_path / "finetune" / f"stage-{index + 1}")
 
 
 def open_run_folder(run_dir: str | Path, name: str) -> tuple[RunFolder, bool]:

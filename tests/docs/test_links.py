@@ -11,8 +11,6 @@ from tests.docs.blocks import ROOT, doc_pages
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCED = re.compile(r"^\s*```.*?^\s*```", re.DOTALL | re.MULTILINE)
-PENDING = {"docs/runs.md", "docs/writing_an_optimizer.md"}
-"""Pages another branch of issue 40 writes (skeleton: runs.md; optim: writing_an_optimizer.md): linked ahead."""
 
 
 def anchors(page: Path) -> set[str]:
@@ -32,8 +30,7 @@ def test_relative_links_resolve(page: Path) -> None:
         file = (page.parent / path).resolve() if path else page
         where = file.relative_to(ROOT).as_posix() if file.is_relative_to(ROOT) else str(file)
         if not file.exists():
-            if where not in PENDING:
-                broken.append(f"{target}: no such file")
+            broken.append(f"{target}: no such file")
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{target}: {where} has no heading with that anchor")
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 import promptgym as pg
 from promptgym.cli.main import app
-from promptgym.finetune import optimizer as finetune_module
-from promptgym.finetune.optimizer import FineTune
+from promptgym.optimizers.finetune import FineTune
+from promptgym.optimizers.finetune import sft as finetune_module
 from promptgym.modules.model_choice import set_model_factory
 from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.testing import ScriptedLanguageModel, last_user_json

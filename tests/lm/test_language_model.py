@@ -103,6 +103,11 @@ async def test_openai_embeddings():
     assert vectors.shape == (3, 2)
     assert vectors[0].tolist() == pytest.approx(vectors[2].tolist())
     assert len(server.requests) == 1 and server.requests[0]["input"] == ["a", "abc"]
+    # what the server said the call used: its input tokens (one per character here) and cached ones
+    assert (em.cumulated_calls, em.cumulated_prompt_tokens, em.cumulated_cached_tokens) == (1, 4, 1)
+    assert em.last_call_vectors == 2 and em.last_call_elapsed_s > 0
+    await em(["abc"])  # from memory: a cache hit (not a model call); its vector counts as returned, no tokens
+    assert (em.cumulated_calls, em.cumulated_cache_hits, em.cumulated_vectors, em.cumulated_prompt_tokens) == (1, 1, 3, 4)
 
 
 def test_defaults_say_which_call_to_make():
