@@ -1,0 +1,13 @@
+"""The one error a knowledge base raises for a store it cannot use as asked.
+
+    >>> raise KnowledgeBaseError("knowledge base kb.db is locked")
+    Traceback (most recent call last):
+    ...
+    promptgym.knowledge_bases.errors.KnowledgeBaseError: knowledge base kb.db is locked
+"""
+
+from __future__ import annotations
+
+
+class KnowledgeBaseError(ValueError):
+    """A knowledge base that cannot be used as asked (locked, corrupt, another schema or dimension)."""
