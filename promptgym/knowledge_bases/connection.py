@@ -36,6 +36,7 @@ class SharedConnection:
 
     con: duckdb.DuckDBPyConnection
     lock: threading.RLock
+    read_only: bool = False
     users: int = 0
     columns: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """Each table's (column, type) list: information_schema costs milliseconds a query. Cleared on any DDL."""
@@ -59,12 +60,20 @@ def resolve_path(uri: str | None, name: str | None = None) -> str:
 
 
 def acquire(uri: str, read_only: bool, encryption_key: str | None) -> tuple[SharedConnection, str | None]:
-    """This process's connection to ``uri`` (opened on first use) and the key to :func:`release` it by."""
-    key = None if uri == ":memory:" else f"{os.path.realpath(uri)}|{read_only}|{encryption_key is not None}"
+    """This process's connection to ``uri`` (opened on first use) and the key to :func:`release` it by.
+
+    DuckDB refuses a second connection to a file with another configuration in one process, so a read-only
+    user shares a writable connection already open (its adapter refuses writes itself); a writer while the
+    file is open read-only here is an error saying so.
+    """
+    key = None if uri == ":memory:" else f"{os.path.realpath(uri)}|{encryption_key is not None}"
     with _SHARED_LOCK:
         shared = _SHARED.get(key) if key is not None else None
+        if shared is not None and shared.read_only and not read_only:
+            raise KnowledgeBaseError(f"knowledge base {uri} is open read-only in this process ({shared.users} "
+                                     "user(s)); close those knowledge bases before opening it for writing")
         if shared is None:
-            shared = SharedConnection(open_connection(uri, read_only, encryption_key), threading.RLock())
+            shared = SharedConnection(open_connection(uri, read_only, encryption_key), threading.RLock(), read_only)
             if key is not None:
                 _SHARED[key] = shared
         shared.users += 1

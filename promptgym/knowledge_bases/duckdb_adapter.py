@@ -31,7 +31,7 @@ from promptgym.knowledge_bases.columns import VECTOR_KEY
 from promptgym.knowledge_bases.connection import resolve_path
 from promptgym.knowledge_bases.errors import KnowledgeBaseError
 from promptgym.knowledge_bases.filters import placeholders, where_clause
-from promptgym.knowledge_bases.fulltext import STEMMERS, FulltextSettings, fulltext_rows
+from promptgym.knowledge_bases.fulltext import STEMMERS, FulltextSettings, fulltext_rows, refresh_index
 from promptgym.knowledge_bases.naming import q, table_identifier
 from promptgym.knowledge_bases.regex_search import regex_rows
 from promptgym.knowledge_bases.results import format_search_results, minmax_normalize_scores
@@ -233,6 +233,13 @@ class DuckDBAdapter:
             return {row[0] for row in rows}
 
         return await store.call(run)
+
+    async def refresh_fulltext_index(self, *, table_name: str) -> bool:
+        """Build the table's BM25 index now if writes made it stale (so read-only readers search every row)."""
+        store = self._store
+        table = table_identifier(table_name)
+        return await store.call(lambda: bool(store.columns(table)) and
+                                refresh_index(store, table, store.columns(table), self._fulltext_settings()))
 
     async def delete_others(self, keep: list[Any], *, table_name: str, where: dict[str, Any]) -> int:
         """Delete the records matching ``where`` whose key is not in ``keep`` (a re-ingested file's old chunks)."""

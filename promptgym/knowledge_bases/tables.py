@@ -20,7 +20,7 @@ import pyarrow as pa
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.knowledge_bases.columns import columns_for_schema, from_column_value, schema_for_columns
 from promptgym.knowledge_bases.connection import META, SharedConnection, acquire, release
-from promptgym.knowledge_bases.errors import KnowledgeBaseError
+from promptgym.knowledge_bases.errors import KnowledgeBaseError, ReadOnlyKnowledgeBaseError
 from promptgym.knowledge_bases.naming import column_identifier, q
 
 T = TypeVar("T")
@@ -78,7 +78,8 @@ class TableStore:
 
     def write_guard(self) -> None:
         if self.read_only:
-            raise KnowledgeBaseError(f"knowledge base {self.uri} was opened with read_only=True: it cannot be written")
+            raise ReadOnlyKnowledgeBaseError(f"knowledge base {self.uri} was opened with read_only=True (as `promptgym "
+                                             "serve` opens a served program's): it cannot be written")
 
     # -- what the tables are ---------------------------------------------------------------
 

@@ -165,7 +165,7 @@ def search_command(
         fail(f"--type: expected one of {', '.join(SEARCH_TYPES)}, got {search_type!r}")
     if not database.is_file():
         fail(f"{database}: no such knowledge base")
-    kb = _open(database)
+    kb = _open(database, read_only=True)  # alongside a server that has the file open read-only
     if search_type == "similarity" and kb.embedding_model is None:
         fail(f"{database} has no embedding model (built with --embedding-model none): use --type fulltext")
     method = {"hybrid_fts": kb.hybrid_fts_search, "fulltext": kb.fulltext_search,
@@ -196,7 +196,7 @@ def info_command(database: Path = typer.Argument(..., help="The knowledge base."
     """Tables, row counts, the embedding model and dimension, the documents' sources."""
     if not database.is_file():
         fail(f"{database}: no such knowledge base")
-    kb = _open(database, embedding_model=None, read_only=False)
+    kb = _open(database, embedding_model=None, read_only=True)
     adapter = kb.sql_adapter
     console.print(f"{database}: {database.stat().st_size / 1e6:.1f} MB", markup=False)
     stored = adapter.get_setting("embedding_model")
