@@ -44,6 +44,8 @@ class SharedConnection:
     """Tables whose BM25 index is known to be up to date (so a search skips asking the database)."""
     vectors: dict[str, VectorMatrix] = field(default_factory=dict)
     """Each table's vectors in memory for unfiltered vector search; dropped when the table is written."""
+    embedders: dict[str, str] = field(default_factory=dict)
+    """Each table's embedder a search has already been checked against (so the check costs one query per table)."""
 
 
 _SHARED: dict[str, SharedConnection] = {}

@@ -24,6 +24,8 @@ from promptgym.knowledge_bases.errors import KnowledgeBaseError, ReadOnlyKnowled
 from promptgym.knowledge_bases.naming import column_identifier, q
 
 T = TypeVar("T")
+DAMAGED = (duckdb.IOException, duckdb.SerializationException, duckdb.FatalException)
+"""What DuckDB raises when a file's pages can't be read back: the file, not the query, is at fault."""
 GIVEN_VECTORS = "given vectors"
 """What a table records as its embedder when the vectors came with the records."""
 
@@ -63,8 +65,13 @@ class TableStore:
         return self.shared.con
 
     def locked(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` under the lock; a file that can't be read (damaged, truncated) is a clear error."""
         with self.shared.lock:
-            return function(*args)
+            try:
+                return function(*args)
+            except DAMAGED as error:
+                raise KnowledgeBaseError(f"knowledge base {self.uri} could not be read (a damaged or truncated "
+                                         f"file? rebuild it, or restore a copy): {error}") from None
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
         """Run ``function`` under the lock, off the event loop."""
@@ -134,6 +141,7 @@ class TableStore:
         shared.columns.clear()
         shared.fresh_fulltext.clear()
         shared.vectors.clear()
+        shared.embedders.clear()
 
     def written(self, table: str) -> None:
         """The table was written: its BM25 index is stale and its vectors in memory are dropped."""
@@ -193,6 +201,12 @@ class TableStore:
             raise KnowledgeBaseError(
                 f"knowledge base {self.uri}: table {table!r} was embedded by {built_with} but this knowledge base embeds "
                 f"with {embedder}; their vectors are not comparable: use {built_with}, or rebuild (wipe_on_start=True)")
+
+    def check_query_embedder(self, table: str, dimension: int, embedder: str) -> None:
+        """Query vectors must come from the table's embedder: another one's are not comparable, even at one size."""
+        if self.shared.embedders.get(table) != embedder:
+            self.check_dimension(table, dimension, embedder)
+            self.shared.embedders[table] = embedder
 
     def drop(self, table: str) -> bool:
         """Drop a table, its BM25 index and its bookkeeping; False when there was none."""

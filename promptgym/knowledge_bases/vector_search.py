@@ -59,8 +59,7 @@ def similarity_rows(store: TableStore, table: str, vectors: list[list[float]], m
     dimension = store.vector_dimension(table)
     if dimension is None:
         return []  # nothing embedded yet
-    if len(vectors[0]) != dimension:
-        store.check_dimension(table, len(vectors[0]), embedder)  # raises, naming both dimensions
+    store.check_query_embedder(table, len(vectors[0]), embedder)  # another size or model: an error naming both
     id_key = columns[0][0]
     if not filters:
         return _from_matrix(store, table, id_key, vectors, metric, k, threshold)

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from promptgym.cli.common import EXIT_FAILED, console, fail
+from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
 from promptgym.core.serialization import serialize_object
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError
@@ -78,11 +78,31 @@ def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int,
             pass
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"),
                TimeRemainingColumn())
+    handled = [0]
+
+    def advance(count: int) -> None:
+        handled[0] += count
+        progress.advance(task, count)
+
+    database = kb.adapter.uri
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("ingesting", total=total)
-        report = asyncio.run(ingest(kb, files, chunk_size=chunk_size, overlap=overlap, batch_size=batch_size,
-                                    on_file=lambda source, _: progress.update(task, description=escape(source)),
-                                    on_batch=lambda count: progress.advance(task, count)))
+        try:
+            report = asyncio.run(ingest(kb, files, chunk_size=chunk_size, overlap=overlap, batch_size=batch_size,
+                                        on_file=lambda source, _: progress.update(task, description=escape(source)),
+                                        on_batch=advance))
+        except KeyboardInterrupt:
+            progress.stop()
+            kb.close()
+            console.print(f"interrupted: {database}: {handled[0]} of {total} chunks handled; the chunks committed so "
+                          "far are kept: rerun the same command to resume", markup=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (LMError, KnowledgeBaseError, ValueError) as error:
+            progress.stop()
+            kb.close()
+            what = "embedding" if isinstance(error, LMError) else "storing"
+            fail(f"{database}: {what} failed after {handled[0]} of {total} chunks: {error}; the chunks committed "
+                 "so far are kept: fix the cause and rerun the same command to resume")
     return report
 
 
