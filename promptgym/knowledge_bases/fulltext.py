@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptgym.knowledge_bases.connection import META
-from promptgym.knowledge_bases.errors import KnowledgeBaseError
+from promptgym.knowledge_bases.errors import ReadOnlyKnowledgeBaseError
 from promptgym.knowledge_bases.filters import where_clause
 from promptgym.knowledge_bases.naming import q
 from promptgym.knowledge_bases.ranking import best_per_key
@@ -62,8 +62,10 @@ def refresh_index(store: TableStore, table: str, columns: list[tuple[str, str]],
     if store.read_only:
         if index_exists:
             return True  # built before the last writes: a read-only reader searches what was indexed
-        raise KnowledgeBaseError(f"knowledge base {store.uri}: table {table!r} has no full-text index yet; run one "
-                                 "full-text search with the knowledge base open for writing first")
+        raise ReadOnlyKnowledgeBaseError(
+            f"knowledge base {store.uri} is open read-only and table {table!r} has no full-text index yet (building "
+            "it writes the file); build it once with the file open for writing: `promptgym kb add` does, or "
+            f"`await kb.adapter.refresh_fulltext_index(table_name={table!r})`")
     con.execute(f"PRAGMA create_fts_index('main.{table}', '{columns[0][0]}', '*', {settings.pragma_options()}, "
                 "overwrite=1);")
     con.execute(f"INSERT INTO {META}.tables VALUES (?, FALSE, NULL, NULL) ON CONFLICT (name) DO UPDATE "

@@ -84,3 +84,30 @@ def test_a_served_program_reads_its_knowledge_base_and_cannot_write_it(tmp_path:
     again = KnowledgeBase(uri=str(tmp_path / "kb.db"))
     assert asyncio.run(again.count(table_name="Note")) == 0 and asyncio.run(again.count(table_name="Chunk")) == 2
     again.close()
+
+
+def test_a_served_search_that_needs_an_index_the_file_lacks_is_a_clear_error(tmp_path: Path) -> None:
+    kb = KnowledgeBase(uri=str(tmp_path / "kb.db"), data_models=[Note])
+    asyncio.run(kb.update([Note(id="1", text="zorp is blue")]))  # written, never searched: no BM25 index yet
+    lm = ScriptedLanguageModel(responses=[{"tables": ["Note"], "search": ["zorp"]}, {"answer": "blue"}])
+    inputs = pg.Input(data_model=Question)
+    found = asyncio.run(pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type="fulltext",
+                                             name="retriever")(inputs))
+    answer = asyncio.run(pg.Generator(data_model=Answer, language_model=lm, name="answerer")(found))
+    pg.Program(inputs=inputs, outputs=answer, name="rag").save(str(tmp_path / "rag.json"))
+    kb.close()
+    served = load_programs([tmp_path / "rag.json"])
+    client = TestClient(create_app(list(served.values()), settings=ServeSettings()))
+    refused = client.post("/v1/programs/rag/predict", json={"question": "zorp?"})
+    assert refused.status_code == 409, refused.text
+    assert "no full-text index yet" in refused.json()["error"]["message"]
+    assert "refresh_fulltext_index" in refused.json()["error"]["message"]
+    for module in served["rag"].program._flatten_modules():
+        if hasattr(module, "knowledge_base"):
+            module.knowledge_base.close()
+    writable = KnowledgeBase(uri=str(tmp_path / "kb.db"))
+    assert asyncio.run(writable.adapter.refresh_fulltext_index(table_name="Note")) is True
+    writable.close()
+    served = load_programs([tmp_path / "rag.json"])
+    client = TestClient(create_app(list(served.values()), settings=ServeSettings()))
+    assert client.post("/v1/programs/rag/predict", json={"question": "zorp?"}).json()["answer"] == "blue"
