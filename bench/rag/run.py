@@ -227,7 +227,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     test = questions(people, args.test, seed=args.seed + 1)
     train = questions(people, args.train, seed=args.seed + 2, skip={q.gold_id for q in test})
     lm = scripted_reader() if args.scripted else pg.LanguageModel(model=f"local/{MODEL_NAME}", cache=False,
-                                                                  max_tokens=48)
+                                                                  max_tokens=96)
     embedder = HashEmbeddingModel(dimensions=64) if args.scripted else pg.EmbeddingModel(EMBEDDER)
     report: dict[str, Any] = {"model": "scripted" if args.scripted else f"local/{MODEL_NAME}",
                               "embedder": "hash-64" if args.scripted else EMBEDDER, "profiles": args.profiles,

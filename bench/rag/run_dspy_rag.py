@@ -72,7 +72,7 @@ def main() -> None:
     def embedder(texts: list[str]) -> np.ndarray:
         return np.asarray([vectors[text] for text in texts], dtype=np.float32)
 
-    lm = local_lm(f"{args.proxy_url}/v1", "qwen2.5-coder-0.5b-instruct", structured=True, max_tokens=48)
+    lm = local_lm(f"{args.proxy_url}/v1", "qwen2.5-coder-0.5b-instruct", structured=True, max_tokens=96)
     dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
     search = dspy.retrievers.Embeddings(corpus=given["corpus"], embedder=embedder, k=given["k"])
     position = {key: index for index, key in enumerate(given["ids"])}
