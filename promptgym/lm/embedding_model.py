@@ -17,7 +17,7 @@ import numpy as np
 from promptgym.core.base_models import Embeddings
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.cache import ResponseCache, request_key
-from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
+from promptgym.lm.errors import EngineMissingError, LMError, LMOutputError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_engine import OpenAICompatibleEngine
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
@@ -120,6 +120,8 @@ class EmbeddingModel(UsageCounters):
             self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
             vectors, spent = [self.fallback._vectors[text] for text in missing], Usage()
+        if len(vectors) != len(missing):  # zip would pair texts with the wrong vectors, or leave some without
+            raise LMOutputError(f"embedding model {self.model} returned {len(vectors)} vectors for {len(missing)} texts")
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
