@@ -55,9 +55,9 @@ class LoopbackTorchConfig(TorchConfig):
     def __post_init__(self) -> None:
         if not self.store_file:
             raise ValueError("LoopbackTorchConfig needs a store_file path")
-        self.engine = self.engine or "gloo"
-        if self.engine not in ("gloo", "nccl"):
-            raise ValueError(f"LoopbackTorchConfig: backend {self.engine!r}, expected 'gloo' or 'nccl'")
+        self.backend = self.backend or "gloo"
+        if self.backend not in ("gloo", "nccl"):
+            raise ValueError(f"LoopbackTorchConfig: backend {self.backend!r}, expected 'gloo' or 'nccl'")
 
     @property
     def backend_cls(self) -> type:

@@ -388,7 +388,7 @@ class FineTune(Optimizer):
             seconds = self.measure_step_seconds(program, x, y, folder)
         steps = self.estimate_sft_steps(len(x) * max(1, len(trainable_prompts(program))))
         budget = f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""
-        return [f"FineTune: one SFT step of {base} takes {step_s:.1f} s here: about {steps * step_s / 60:.0f} min "
+        return [f"FineTune: one SFT step of {base} takes {step_s:.3g} s here: about {steps * step_s / 60:.0f} min "
                 f"for <= {steps} steps{budget}" for base, step_s in seconds.items()]
 
     def place_outputs(self, folder: Path) -> None:
