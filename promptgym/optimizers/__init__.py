@@ -10,6 +10,7 @@ from typing import Any
 from promptgym.core.identifiers import get_by_identifier
 from promptgym.optimizers.kit import Budget
 from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.embedder_tuning import EmbedderTuning
 from promptgym.optimizers.evolutionary import EvolutionaryOptimizer
 from promptgym.optimizers.few_shot import GreedyOptimizer, RandomFewShot
 from promptgym.optimizers.finetune import FineTune
@@ -32,6 +33,7 @@ OPTIMIZERS: dict[str, Any] = {
     "miprov2": MIPRO,
     "sequence": Sequence,
     "finetune": FineTune,
+    "embeddertuning": EmbedderTuning,
 }
 
 
@@ -40,7 +42,7 @@ def get(identifier: Any) -> Optimizer:
     return get_by_identifier(identifier, OPTIMIZERS, "optimizer", base=Optimizer)
 
 
-__all__ = ["Budget", "EvolutionaryOptimizer", "FineTune", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "Sequence", "get", "deserialize", "serialize"]
+__all__ = ["Budget", "EmbedderTuning", "EvolutionaryOptimizer", "FineTune", "GEPA", "MIPRO", "OPTIMIZERS", "Candidate", "GreedyOptimizer", "KNNFewShot", "MIPROv2", "OMEGA", "Optimizer", "RandomFewShot", "Sequence", "get", "deserialize", "serialize"]
 
 
 def serialize(optimizer: Any) -> dict[str, Any]:

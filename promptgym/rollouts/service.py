@@ -143,6 +143,12 @@ class RolloutService:
         key = self._key(variables)
         return [i for i in dict.fromkeys(indices) if (key, split, i) not in self._memo]
 
+    def forget_results(self) -> None:
+        """Forget every memoised result: the program changed in a way its variables' values do not key (a
+        retriever's query adapter, which is not trainable, see EmbedderTuning), so what was run is stale."""
+        self._memo.clear()
+        self.train_results = {}
+
     def start_step(self) -> None:
         """Forget the training results handed out so far (the trainer calls this before each step)."""
         self.train_results = {}

@@ -8,7 +8,10 @@ The query writer is a Generator: its instructions and examples are the
 trainable variable an optimizer rewrites, like any Generator's. The search
 settings (``k``, ``search_type``, the thresholds, ``k_rank``) live in a
 second variable, ``settings``, read at every call and saved with the
-program; a value outside its range is refused when it is set.
+program; a value outside its range is refused when it is set. A third,
+``query_adapter`` (off by default), is a linear map on the query vectors of
+vector and hybrid searches that ``EmbedderTuning`` trains
+(:mod:`promptgym.modules.knowledge.query_adapter`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.json_ops import concatenate_json, concatenate_schema
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.modules.generator import Generator
+from promptgym.modules.knowledge.query_adapter import OFF, apply_adapter, check_adapter
 from promptgym.modules.knowledge.read_only import KnowledgeBaseWriteRefused
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
 from promptgym.modules.knowledge.values import as_json_data_model
@@ -32,6 +36,8 @@ SearchType = Literal["similarity", "fulltext", "hybrid_fts", "regex", "hybrid_re
 SEARCH_TYPES: list[str] = list(get_args(SearchType))
 _ALIASES = {"hybrid": "hybrid_fts"}
 _DESCENDING = ("fulltext", "hybrid_fts", "hybrid_regex")
+_ADAPTED = ("similarity", "hybrid_fts", "hybrid_regex")
+"""The search types with a vector branch: those the query adapter changes."""
 
 
 def default_retriever_instructions(tables: list[str], search_type: str = "hybrid_fts") -> str:
@@ -125,6 +131,9 @@ class RetrieveKnowledge(Module):
             "search_type": search_type, "k": k, "k_rank": k_rank, "similarity_threshold": similarity_threshold,
             "fulltext_threshold": fulltext_threshold}, description="the search settings", trainable=False,
             check=check_settings)
+        # not trainable: prompt optimizers leave it alone; EmbedderTuning assigns it (docs/knowledge.md)
+        self.query_adapter = self.add_variable("query_adapter", dict(OFF), trainable=False, check=check_adapter,
+                                               description="a linear map on the query vectors (null: off)")
         self.search_query_generator = Generator(
             data_model=HybridRegexSearchQuery if search_type == "hybrid_regex" else SearchQuery,
             language_model=language_model, instructions=self.instructions, examples=examples,
@@ -161,9 +170,19 @@ class RetrieveKnowledge(Module):
     def fulltext_threshold(self) -> float | None:
         return self.settings.value.get("fulltext_threshold")
 
-    async def _search_table(self, table: str, terms: list[str], patterns: list[str]) -> list[dict[str, Any]]:
+    async def query_vectors(self, terms: list[str]) -> list[list[float]] | None:
+        """The adapted query vectors of ``terms`` (None while the adapter is off: the search embeds them)."""
+        if self.query_adapter.value.get("matrix") is None or not terms:
+            return None
+        return apply_adapter(self.query_adapter.value, await self.knowledge_base.adapter.embed_texts(terms))
+
+    async def _search_table(self, table: str, terms: list[str], patterns: list[str],
+                            vectors: list[list[float]] | None = None) -> list[dict[str, Any]]:
         kb, kind, k = self.knowledge_base, self.search_type, self.k
         if kind == "similarity":
+            if vectors is not None:
+                return await kb.similarity_search(table_name=table, vector_or_vectors=vectors, k=k,
+                                                  threshold=self.similarity_threshold)
             return await kb.similarity_search(terms, table_name=table, k=k, threshold=self.similarity_threshold)
         if kind == "fulltext":
             return await kb.fulltext_search(terms, table_name=table, k=k, threshold=self.fulltext_threshold)
@@ -175,9 +194,14 @@ class RetrieveKnowledge(Module):
                     rows.setdefault(_signature(row), row)
             return list(rows.values())
         if kind == "hybrid_regex":
-            return await kb.hybrid_regex_search(terms, pattern_or_patterns=patterns or None, table_name=table, k=k,
+            return await kb.hybrid_regex_search(None if vectors is not None else terms, vector_or_vectors=vectors,
+                                                pattern_or_patterns=patterns or None, table_name=table, k=k,
                                                 k_rank=self.k_rank, similarity_threshold=self.similarity_threshold,
                                                 fields=self.fields, case_sensitive=self.case_sensitive)
+        if vectors is not None:  # the words go to BM25, the adapted vectors to the vector branch
+            return await kb.hybrid_fts_search(keywords=terms, vector_or_vectors=vectors, table_name=table, k=k,
+                                              k_rank=self.k_rank, similarity_threshold=self.similarity_threshold,
+                                              fulltext_threshold=self.fulltext_threshold)
         return await kb.hybrid_fts_search(terms, table_name=table, k=k, k_rank=self.k_rank,
                                           similarity_threshold=self.similarity_threshold,
                                           fulltext_threshold=self.fulltext_threshold)
@@ -188,9 +212,10 @@ class RetrieveKnowledge(Module):
         targets = [model.get_schema().get("title") for model in self.data_models]
         chosen = [table for table in targets if table in (tables or [])] or targets
         found: dict[str, dict[str, Any]] = {}
+        vectors = await self.query_vectors(terms) if self.search_type in _ADAPTED else None
         for table in chosen:
             try:
-                rows = await self._search_table(table, terms, patterns or [])
+                rows = await self._search_table(table, terms, patterns or [], vectors)
             except KnowledgeBaseWriteRefused:
                 raise  # a read-only (served) knowledge base that can't search as set up: say so, don't answer empty
             except (ValueError, LookupError, RuntimeError):  # one table failing (no text, no vectors) is not fatal

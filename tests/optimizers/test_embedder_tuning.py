@@ -1,0 +1,165 @@
+"""EmbedderTuning (FineTune(target="embedder")): a query adapter trained on a set where the identity fails.
+
+The constructed set: each item has one fact chunk ("item alpha color red") and three distractors that share
+the question's words ("item alpha hue chart ..."), so with the identity the question "hue of item alpha"
+ranks all three distractors above the fact (recall@3 = 0 on the hash embedder). The word the question uses
+("hue") is not the one the fact uses ("color"): a linear map on the query vector can learn that, for every
+item, so held-out items are found too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import promptgym as pg
+from promptgym.modules.knowledge.query_adapter import adapter_matrix
+from promptgym.optimizers import EmbedderTuning, FineTune, RandomFewShot, Sequence
+from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
+
+NAMES = ["alpha", "bravo", "carmine", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel",
+         "lumen", "marble", "nectar", "onyx", "pebble", "quartz", "raven", "saffron", "tundra", "umber", "velvet",
+         "willow", "xenon"]
+COLORS = ["red", "blue", "green", "amber", "violet", "teal"]
+
+
+class Fact(pg.DataModel):
+    id: str = pg.Field(description="The key")
+    text: str = pg.Field(description="The fact")
+
+
+class Query(pg.DataModel):
+    question: str = pg.Field(description="The question")
+
+
+class Answer(pg.DataModel):
+    answer: str = pg.Field(description="The color")
+
+
+def color_of(index: int) -> str:
+    return COLORS[index % len(COLORS)]
+
+
+async def facts_kb(tmp_path: Path) -> pg.KnowledgeBase:
+    kb = pg.KnowledgeBase(uri=str(tmp_path / "facts.db"), data_models=[Fact],
+                          embedding_model=HashEmbeddingModel(dimensions=256))
+    rows = []
+    for index, name in enumerate(NAMES):
+        rows.append(Fact(id=f"{name}-fact", text=f"item {name} color {color_of(index)}"))
+        for extra in ("chart weight heavy", "notes price high", "log size big"):
+            rows.append(Fact(id=f"{name}-{extra.split()[0]}", text=f"item {name} hue {extra}"))
+    await kb.update(rows)
+    await kb.adapter.refresh_fulltext_index(table_name="Fact")
+    return kb
+
+
+def reader() -> ScriptedLanguageModel:
+    """Writes the question as the search; answers the color of the first retrieved fact chunk."""
+    def respond(request):
+        given = last_user_json(request)
+        if "result" not in given:
+            return {"tables": ["Fact"], "search": [given["question"]]}
+        for row in given["result"]:
+            words = row["text"].split()
+            if "color" in words:
+                return {"answer": words[words.index("color") + 1]}
+        return {"answer": "unknown"}
+
+    return ScriptedLanguageModel(respond=respond)
+
+
+async def rag_program(kb: pg.KnowledgeBase, search_type: str = "similarity") -> pg.Program:
+    lm = reader()
+    return pg.Sequential([pg.Input(data_model=Query),
+                          pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type=search_type, k=3,
+                                               name="retriever"),
+                          pg.Generator(data_model=Answer, language_model=lm, name="answerer")], name="rag")
+
+
+def data(indices: range, answer=color_of) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([Query(question=f"hue of item {NAMES[i]}") for i in indices], dtype=object)
+    y = np.array([Answer(answer=answer(i)) for i in indices], dtype=object)
+    return x, y
+
+
+@pytest.mark.parametrize("search_type", ["similarity", "hybrid_fts"])
+async def test_the_adapter_raises_recall_where_the_identity_fails(tmp_path: Path, search_type: str) -> None:
+    kb = await facts_kb(tmp_path)
+    program = await rag_program(kb, search_type)
+    tuning = FineTune(target="embedder", seed=0, holdout=0.25)
+    assert isinstance(tuning, EmbedderTuning)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=tuning)
+    x_train, y_train = data(range(16))
+    x_test, y_test = data(range(16, 24))  # items never trained on
+    assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 0.0  # the identity finds no fact
+    await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+    report = tuning.report["retriever"]
+    assert report["examples"] == 12 and report["held_out"] == 3 and report["skipped"]["no_positive"] == 0
+    assert report["recall_before"]["3"] == 0.0 and report["recall_after"]["3"] == 1.0 and report["kept"]
+    assert report["loss_after"] < report["loss_before"]
+    retriever = program.get_module("retriever")
+    matrix = adapter_matrix(retriever.query_adapter.value)
+    assert matrix is not None and matrix.shape == (256, 256)
+    assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 1.0  # held-out items found
+
+
+async def test_it_chains_with_a_prompt_optimizer_and_saves_with_the_program(tmp_path: Path) -> None:
+    kb = await facts_kb(tmp_path)
+    program = await rag_program(kb)
+    program.compile(reward=pg.rewards.ExactMatch(),
+                    optimizer=Sequence([FineTune(target="embedder", seed=0), RandomFewShot(nb_max_examples=1)]))
+    x_train, y_train = data(range(16))
+    await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+    tuned = program.get_module("retriever").query_adapter.value
+    assert tuned["matrix"] is not None and tuned["recall_after"]["3"] > tuned["recall_before"]["3"]
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    kb.close()
+    loaded = pg.Program.load(str(path))
+    assert loaded.get_module("retriever").query_adapter.value == tuned
+    retriever = loaded.get_module("retriever")  # (its scripted LM is not saved: search as the reader would)
+    for name in NAMES[16:]:
+        assert f"{name}-fact" in [row["id"] for row in await retriever.search([f"hue of item {name}"])]
+    retriever.query_adapter.assign({"matrix": None})
+    assert "quartz-fact" not in [row["id"] for row in await retriever.search(["hue of item quartz"])]
+
+
+async def test_the_adapter_is_off_by_default_and_a_tampered_one_is_refused_on_load(tmp_path: Path) -> None:
+    kb = await facts_kb(tmp_path)
+    program = await rag_program(kb)
+    retriever = program.get_module("retriever")
+    assert retriever.query_adapter.value == {"matrix": None}
+    assert retriever.query_adapter not in program.trainable_variables  # prompt optimizers leave it alone
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    saved = json.loads(path.read_text())
+    saved["variables"]["retriever/query_adapter"] = {"matrix": "AAAA", "dimension": 256}
+    path.write_text(json.dumps(saved))
+    kb.close()
+    with pytest.raises(ValueError, match=r"query_adapter.*holds 3 bytes; a 256x256 float32 matrix is 262144"):
+        pg.Program.load(str(path))
+
+
+async def test_no_positive_anywhere_is_a_clear_error(tmp_path: Path) -> None:
+    kb = await facts_kb(tmp_path)
+    program = await rag_program(kb)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=FineTune(target="embedder"))
+    x_train, y_train = data(range(8), answer=lambda i: "chartreuse")  # a label no chunk holds
+    with pytest.raises(ValueError, match=r"0 of 6 training examples have a chunk holding their labelled answer"):
+        await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+
+
+async def test_bad_arguments_and_programs_without_a_vector_retriever(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="target must be 'lm' or 'embedder'"):
+        FineTune(target="weights")
+    with pytest.raises(ValueError, match="holdout must be in"):
+        FineTune(target="embedder", holdout=1.5)
+    kb = await facts_kb(tmp_path)
+    program = await rag_program(kb, "fulltext")
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=EmbedderTuning())
+    x_train, y_train = data(range(8))
+    with pytest.raises(ValueError, match="no RetrieveKnowledge with a vector search"):
+        await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
