@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,12 +36,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from peers.dspy_arm import run_dspy_script  # noqa: E402
 from task import calculate, items  # noqa: E402
 
 RESULTS = HERE.parent / "results" / "agents_tool_use.json"
 MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
 MODEL = f"local/{MODEL_NAME}"
-DSPY_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache" / "promptgym-bench")) / "venvs" / "dspy" / "bin" / "python"
 
 
 class Task(pg.DataModel):
@@ -82,38 +80,14 @@ async def score(program: pg.Program, agent: pg.FunctionCallingAgent, x: np.ndarr
 
 def run_dspy(args: argparse.Namespace) -> dict:
     """DSPy's arms against llama_cpp.server (same gguf, 2 threads) behind the counting proxy; stops both."""
-    from counting_proxy import start_counting_proxy
-    from llama_server import LlamaServer
-
-    from promptgym.lm.local_models import ensure_local_model
-
-    if not DSPY_PYTHON.exists():
-        return {"error": f"no DSPy venv at {DSPY_PYTHON}: run bench/peers/setup.sh"}
     native = args.dspy_agent == "native"  # llama_cpp.server takes OpenAI `tools` only in a function-calling format
-    server = LlamaServer(ensure_local_model(MODEL_NAME), n_threads=2, alias=MODEL_NAME,
-                         log_path="/tmp/promptgym-bench-llama-agents.log",
-                         extra_args=["--chat_format", "chatml-function-calling"] if native else [])
-    proxy = None
-    try:
-        server.start()
-        proxy = start_counting_proxy(server.url, rewrite_json_schema=True)
-        done = subprocess.run([str(DSPY_PYTHON), str(HERE / "run_dspy_react.py"), "--proxy-url", proxy.url,
-                               "--test", str(args.test), "--train", str(args.train),
-                               "--max-iters", str(args.max_iterations), "--seed", str(args.seed),
-                               "--agent", args.dspy_agent, "--show", str(getattr(args, "dspy_show", 0))],
-                              capture_output=True, text=True, timeout=args.dspy_timeout,
-                              env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local"})
-        Path("/tmp/promptgym-bench-dspy-agents.err").write_text(done.stderr)  # trajectories with --show, warnings
-        rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not rows:
-            return {"error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-6:])}
-        return rows[-1]
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {args.dspy_timeout} s"}
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        server.stop()
+    return run_dspy_script(HERE / "run_dspy_react.py",
+                           ["--test", str(args.test), "--train", str(args.train), "--max-iters", str(args.max_iterations),
+                            "--seed", str(args.seed), "--agent", args.dspy_agent,
+                            "--show", str(getattr(args, "dspy_show", 0))],
+                           timeout=args.dspy_timeout, log_name="agents",
+                           server_args=["--chat_format", "chatml-function-calling"] if native else [],
+                           stderr_path="/tmp/promptgym-bench-dspy-agents.err")  # trajectories with --show, warnings
 
 
 def kept_promptgym_arms(report: dict) -> dict:

@@ -9,10 +9,14 @@ Closed-book is near 0 by construction; the oracle arm (the gold profile in the i
   oracle           Generator on the question and the gold profile
   rag_untrained    Input -> RetrieveKnowledge(k, hybrid_fts; its LM writes the search) -> Generator
   rag_trained      the same after ``fit`` with --optimizer (default RandomFewShot, 2 demonstrations)
+  rag_tuned        the same after ``fit`` with ``Sequence([FineTune(target="embedder"), --optimizer])``: the
+                   retriever's query adapter (the embedder is frozen) trained contrastively, then the prompts
   dspy_untrained   ``dspy.retrievers.Embeddings`` (the same embedder's vectors, the raw question) + ``dspy.Predict``
-  dspy_optimized   the same after ``BootstrapFewShot(max_bootstrapped_demos=2)``
+  dspy_optimized   the same after BootstrapFewShot (with random search over more candidates when that is what
+                   it takes for DSPy's training to make no fewer model calls than ours, counted at the wire)
 
-Retrieval recall@k of the knowledge base on the raw question (similarity and hybrid) is reported too.
+Retrieval recall@k of the knowledge base on the raw question (similarity and hybrid) is reported too, and
+with the tuned query adapter against the identity (``recall_tuned``, paired).
 Accuracy with 95% intervals, paired tests, LM calls; written to --out after each arm.
 
     PYTHONPATH=. flock /tmp/promptgym-llm.lock .venv/bin/python bench/rag/run.py --profiles 2000 --test 100 --train 24
@@ -24,9 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +39,7 @@ import numpy as np
 
 import promptgym as pg
 from promptgym.knowledge_bases import KnowledgeBase
+from promptgym.modules.variable import variable_values
 from promptgym.stats import confidence_interval, paired_test
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
 
@@ -45,11 +48,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from corpus import Profile, Question, correct, profiles, questions  # noqa: E402
+from peers.dspy_arm import run_dspy_script  # noqa: E402
 
 RESULTS = HERE.parent / "results" / "rag.json"
 MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
 EMBEDDER = "local/multilingual-e5-small"
-DSPY_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache" / "promptgym-bench")) / "venvs" / "dspy" / "bin" / "python"
 
 
 class Query(pg.DataModel):
@@ -141,6 +144,31 @@ def build_programs(lm: Any, kb: KnowledgeBase, k: int) -> dict[str, pg.Program]:
     return {"closed_book": closed, "oracle": oracle, "rag": rag}
 
 
+async def fit_arm(program: pg.Program, lm: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    started, before = time.perf_counter(), calls_of(lm)
+    await program.fit(x, y, epochs=1, batch_size=8, validation_split=0.25, verbose=0)
+    return {"lm_calls": calls_of(lm) - before, "seconds": round(time.perf_counter() - started, 1)}
+
+
+async def adapter_recall(retriever: Any, asked: list[Question], k: int) -> dict[str, Any]:
+    """recall@k of the gold profile for the raw question through the retriever's search, per search type, with
+    its query adapter off (the identity) and as trained, and the paired test between the two."""
+    found: dict[str, Any] = {}
+    tuned = retriever.query_adapter.value
+    for kind in ("similarity", "hybrid_fts"):
+        settings = {**retriever.settings.value, "search_type": kind, "k": k}
+        found[kind] = {}
+        for label, adapter in (("identity", {"matrix": None}), ("tuned", tuned)):
+            with variable_values({retriever.settings.name: settings, retriever.query_adapter.name: adapter}):
+                hits = [float(any(row["id"] == q.gold_id for row in await retriever.search([q.text]))) for q in asked]
+            interval = confidence_interval(hits)
+            found[kind][label] = {"recall": sum(hits) / len(hits), "interval": [interval.low, interval.high],
+                                  "hits": hits}
+        found[kind]["paired"] = str(paired_test(found[kind]["identity"]["hits"], found[kind]["tuned"]["hits"]))
+    found["adapter_kept"] = tuned.get("matrix") is not None
+    return found
+
+
 def calls_of(lm: Any) -> int:
     return lm.usage.total().calls
 
@@ -166,47 +194,27 @@ async def dspy_inputs(path: Path, people: list[Profile], test: list[Question], t
         "test": [q.__dict__ for q in test], "train": [q.__dict__ for q in train]}))
 
 
-def run_dspy(inputs: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """DSPy's arms against llama_cpp.server (same gguf) behind the counting proxy; stops both."""
-    from counting_proxy import start_counting_proxy  # deferred: only the DSPy arm starts servers
-    from llama_server import LlamaServer
-
-    from promptgym.lm.local_models import ensure_local_model
-
-    if not DSPY_PYTHON.exists():
-        return {"error": f"no DSPy venv at {DSPY_PYTHON}: run bench/peers/setup.sh"}
-    server = LlamaServer(ensure_local_model(MODEL_NAME), n_threads=2, alias=MODEL_NAME,
-                         log_path="/tmp/promptgym-bench-llama-rag.log")
-    proxy = None
-    try:
-        server.start()
-        proxy = start_counting_proxy(server.url, rewrite_json_schema=True)
-        done = subprocess.run([str(DSPY_PYTHON), str(HERE / "run_dspy_rag.py"), "--proxy-url", proxy.url,
-                               "--inputs", str(inputs)], capture_output=True, text=True, timeout=args.dspy_timeout,
-                              env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local"})
-        rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not rows:
-            return {"error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-6:])}
-        return rows[-1]
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {args.dspy_timeout} s"}
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        server.stop()
+def run_dspy(inputs: Path, args: argparse.Namespace, min_calls: int) -> dict[str, Any]:
+    """DSPy's arms against llama_cpp.server (same gguf) behind the counting proxy (bench/peers/dspy_arm.py)."""
+    return run_dspy_script(HERE / "run_dspy_rag.py", ["--inputs", str(inputs), "--min-calls", str(min_calls)],
+                           timeout=args.dspy_timeout, log_name="rag")
 
 
 def summarize(report: dict[str, Any]) -> None:
     """Paired tests between the arms, and how much of the closed-book -> oracle gap trained RAG closes."""
     pairs = [("closed_book", "rag_untrained"), ("rag_untrained", "rag_trained"), ("rag_trained", "oracle"),
              ("dspy_untrained", "dspy_optimized"), ("dspy_optimized", "rag_trained"),
-             ("dspy_untrained", "rag_untrained")]
+             ("dspy_untrained", "rag_untrained"), ("rag_trained", "rag_tuned"), ("dspy_optimized", "rag_tuned"),
+             ("rag_tuned", "oracle")]
     report["paired"] = {f"{b} vs {a}": str(paired_test(report[a]["hits"], report[b]["hits"]))
                         for a, b in pairs if "hits" in report.get(a, {}) and "hits" in report.get(b, {})}
     if all("accuracy" in report.get(arm, {}) for arm in ("closed_book", "oracle", "rag_trained")):
         gap = report["oracle"]["accuracy"] - report["closed_book"]["accuracy"]
         report["gap_closed"] = None if gap <= 0 else \
             round((report["rag_trained"]["accuracy"] - report["closed_book"]["accuracy"]) / gap, 3)
+        if "accuracy" in report.get("rag_tuned", {}):
+            report["gap_closed_tuned"] = None if gap <= 0 else \
+                round((report["rag_tuned"]["accuracy"] - report["closed_book"]["accuracy"]) / gap, 3)
 
 
 async def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -219,6 +227,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--optimizer", default="randomfewshot", help="a name promptgym.optimizers.get knows")
     parser.add_argument("--scripted", action="store_true", help="scripted reader and hash embedder: the harness")
     parser.add_argument("--no-dspy", action="store_true")
+    parser.add_argument("--no-tuned", action="store_true", help="skip the rag_tuned arm (FineTune(target='embedder'))")
     parser.add_argument("--dspy-timeout", type=int, default=5400)
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
@@ -256,19 +265,29 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
             report[arm] = await score(program, lm, x, y)
             save()
             print(f"{arm:16} {report[arm]['accuracy']:.3f}", flush=True)
+        x_train, y_train = as_data(train, by_id)
         rag = built["rag"]
         rag.compile(reward=reward, optimizer=pg.optimizers.get(args.optimizer))
-        x_train, y_train = as_data(train, by_id)
-        started, before = time.perf_counter(), calls_of(lm)
-        await rag.fit(x_train, y_train, epochs=1, batch_size=8, validation_split=0.25, verbose=0)
-        report["rag_training"] = {"lm_calls": calls_of(lm) - before, "seconds": round(time.perf_counter() - started, 1)}
+        report["rag_training"] = await fit_arm(rag, lm, x_train, y_train)
         report["rag_trained"] = await score(rag, lm, x_test, y_test)
         save()
         print(f"{'rag_trained':16} {report['rag_trained']['accuracy']:.3f}", flush=True)
+        if not args.no_tuned:
+            tuned = build_programs(lm, kb, args.k)["rag"]
+            tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed)
+            tuned.compile(reward=reward, optimizer=pg.optimizers.Sequence([tuning, pg.optimizers.get(args.optimizer)]))
+            report["rag_tuned_training"] = await fit_arm(tuned, lm, x_train, y_train)
+            report["embedder_tuning"] = tuning.report.get("retriever", {})
+            report["recall_tuned"] = await adapter_recall(tuned.get_module("retriever"), test, args.k)
+            save()
+            report["rag_tuned"] = await score(tuned, lm, x_test, y_test)
+            save()
+            print(f"{'rag_tuned':16} {report['rag_tuned']['accuracy']:.3f}", flush=True)
         if not args.no_dspy and not args.scripted:
             inputs = folder / "dspy_inputs.json"
             await dspy_inputs(inputs, people, test, train, embedder, args.k)
-            row = run_dspy(inputs, args)
+            ours = max(report[key]["lm_calls"] for key in ("rag_training", "rag_tuned_training") if key in report)
+            row = run_dspy(inputs, args, min_calls=ours)
             report["dspy"] = {key: value for key, value in row.items() if key not in ("untrained", "optimized")}
             for arm in ("untrained", "optimized"):
                 if arm in row:

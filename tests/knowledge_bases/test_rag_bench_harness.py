@@ -39,6 +39,13 @@ async def test_the_arms_score_what_they_should_on_the_scripted_reader(tmp_path: 
     assert report["rag_untrained"]["lm_calls"] == 2 * 16  # the query writer and the answerer, once per item
     assert "rag_untrained vs closed_book" in report["paired"] and report["gap_closed"] is not None
     assert len(report["rag_trained"]["hits"]) == 16
+    # the tuned arm: FineTune(target="embedder") then the prompt optimizer; recall with the adapter and without
+    assert len(report["rag_tuned"]["hits"]) == 16 and report["embedder_tuning"]["examples"] > 0
+    recall = report["recall_tuned"]["hybrid_fts"]
+    assert recall["identity"]["recall"] == hybrid  # the identity through the retriever = the knowledge base's own
+    if not report["recall_tuned"]["adapter_kept"]:
+        assert recall["tuned"]["hits"] == recall["identity"]["hits"]
+    assert "rag_tuned vs rag_trained" in report["paired"] and report["gap_closed_tuned"] is not None
 
 
 async def test_dspy_gets_the_same_vectors_for_every_text(tmp_path: Path) -> None:
