@@ -276,13 +276,18 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
             tuned = build_programs(lm, kb, args.k)["rag"]
             tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed)
             tuned.compile(reward=reward, optimizer=pg.optimizers.Sequence([tuning, pg.optimizers.get(args.optimizer)]))
-            report["rag_tuned_training"] = await fit_arm(tuned, lm, x_train, y_train)
-            report["embedder_tuning"] = tuning.report.get("retriever", {})
-            report["recall_tuned"] = await adapter_recall(tuned.get_module("retriever"), test, args.k)
+            try:
+                report["rag_tuned_training"] = await fit_arm(tuned, lm, x_train, y_train)
+            except ValueError as error:  # EmbedderTuning found too few positives: say so, go on to DSPy's arms
+                report["rag_tuned"] = {"error": str(error)}
+                print(f"rag_tuned: {error}", flush=True)
+            else:
+                report["embedder_tuning"] = tuning.report.get("retriever", {})
+                report["recall_tuned"] = await adapter_recall(tuned.get_module("retriever"), test, args.k)
+                save()
+                report["rag_tuned"] = await score(tuned, lm, x_test, y_test)
+                print(f"{'rag_tuned':16} {report['rag_tuned']['accuracy']:.3f}", flush=True)
             save()
-            report["rag_tuned"] = await score(tuned, lm, x_test, y_test)
-            save()
-            print(f"{'rag_tuned':16} {report['rag_tuned']['accuracy']:.3f}", flush=True)
         if not args.no_dspy and not args.scripted:
             inputs = folder / "dspy_inputs.json"
             await dspy_inputs(inputs, people, test, train, embedder, args.k)
