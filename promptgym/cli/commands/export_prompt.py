@@ -22,6 +22,7 @@ from promptgym.core.local_server import LocalServer
 from promptgym.export import FORMATS, check_export, export_prompts, render
 from promptgym.export.check import http_caller
 from promptgym.lm.language_model import LanguageModel
+from promptgym.modules.knowledge.read_only import read_only_knowledge_bases
 from promptgym.programs.program import Program
 from promptgym.programs.walk import iter_modules
 
@@ -46,7 +47,8 @@ def export_prompt_command(
         fail(f"--format: expected one of {', '.join(FORMATS)}, got {format!r}")
     path = program_path(program_file, run_id, runs_dir)
     try:
-        program = Program.load(str(path))
+        with read_only_knowledge_bases():  # as serve does: exporting or checking a RAG program never writes its KB
+            program = Program.load(str(path))
         exports = export_prompts(program)
     except (ValueError, KeyError, TypeError) as error:
         fail(f"{path}: {error}")
