@@ -16,6 +16,13 @@ class Answer(pg.DataModel):
     answer: str = pg.Field(description="The answer")
 
 
+class Document(pg.DataModel):
+    """A knowledge base's table: the key first (its primary key), then the text."""
+
+    id: str = pg.Field(description="The key")
+    text: str = pg.Field(description="The content")
+
+
 def echo_lm(**kwargs: object) -> ScriptedLanguageModel:
     """Answers each question with its upper-cased text (and a thought, for ChainOfThought)."""
 

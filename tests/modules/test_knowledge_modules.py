@@ -9,19 +9,8 @@ import pytest
 
 import promptgym as synalinks
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
-
-
-class Document(synalinks.DataModel):
-    id: str = synalinks.Field(description="The key")
-    text: str = synalinks.Field(description="The content")
-
-
-class Query(synalinks.DataModel):
-    question: str = synalinks.Field(description="The question")
-
-
-class Answer(synalinks.DataModel):
-    answer: str = synalinks.Field(description="The answer")
+from tests.support import Answer, Document
+from tests.support import Question as Query
 
 
 TEXTS = {"p": "Paris is the capital of France", "b": "Berlin is the capital of Germany",

@@ -19,6 +19,8 @@ import promptgym as pg
 from promptgym.modules.knowledge.query_adapter import adapter_matrix
 from promptgym.optimizers import EmbedderTuning, FineTune, RandomFewShot, Sequence
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
+from tests.support import Answer, Document
+from tests.support import Question as Query
 
 NAMES = ["alpha", "bravo", "carmine", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel",
          "lumen", "marble", "nectar", "onyx", "pebble", "quartz", "raven", "saffron", "tundra", "umber", "velvet",
@@ -26,17 +28,8 @@ NAMES = ["alpha", "bravo", "carmine", "delta", "ember", "fjord", "garnet", "harb
 COLORS = ["red", "blue", "green", "amber", "violet", "teal"]
 
 
-class Fact(pg.DataModel):
-    id: str = pg.Field(description="The key")
-    text: str = pg.Field(description="The fact")
-
-
-class Query(pg.DataModel):
-    question: str = pg.Field(description="The question")
-
-
-class Answer(pg.DataModel):
-    answer: str = pg.Field(description="The color")
+class Fact(Document):
+    """The knowledge base's table (its name is the table's)."""
 
 
 def color_of(index: int) -> str:
