@@ -148,6 +148,8 @@ async def test_no_positive_anywhere_is_a_clear_error(tmp_path: Path) -> None:
 async def test_bad_arguments_and_programs_without_a_vector_retriever(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="target must be 'lm' or 'embedder'"):
         FineTune(target="weights")
+    with pytest.raises(ValueError, match=r"takes EmbedderTuning's keyword arguments \(k, holdout.*got source"):
+        FineTune(target="embedder", source="labels")
     with pytest.raises(ValueError, match="holdout must be in"):
         FineTune(target="embedder", holdout=1.5)
     kb = await facts_kb(tmp_path)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -122,7 +123,12 @@ class FineTune(Optimizer):
     def __new__(cls, *args: Any, target: Literal["lm", "embedder"] = "lm", **kwargs: Any) -> Any:
         """``FineTune(target="embedder")`` is :class:`EmbedderTuning` (the retriever's query adapter), issue 39."""
         if target == "embedder":
-            return EmbedderTuning(*args, **kwargs)
+            unknown = sorted(set(kwargs) - set(inspect.signature(EmbedderTuning).parameters))
+            if args or unknown:
+                raise FineTuneError(f"FineTune(target='embedder') takes EmbedderTuning's keyword arguments "
+                                    f"({', '.join(inspect.signature(EmbedderTuning).parameters)}), got "
+                                    f"{', '.join(unknown) or 'positional arguments'}")
+            return EmbedderTuning(**kwargs)
         if target != "lm":
             raise FineTuneError(f"FineTune: target must be 'lm' or 'embedder', got {target!r}")
         return super().__new__(cls)
