@@ -158,3 +158,14 @@ async def test_bad_arguments_and_programs_without_a_vector_retriever(tmp_path: P
     x_train, y_train = data(range(8))
     with pytest.raises(ValueError, match="no RetrieveKnowledge with a vector search"):
         await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+
+
+def test_it_is_named_configured_and_estimated_like_the_others() -> None:
+    tuning = pg.optimizers.get({"class_name": "EmbedderTuning", "config": {"k": 5, "pool": 20, "seed": 1}})
+    assert isinstance(tuning, EmbedderTuning) and (tuning.k, tuning.pool, tuning.seed) == (5, 20, 1)
+    again = EmbedderTuning.from_config(tuning.get_config())
+    assert again.get_config() == tuning.get_config()
+    assert isinstance(pg.optimizers.get("embeddertuning"), EmbedderTuning)
+    [estimate] = tuning.estimate(None, pg.optimizers.base.FitSizes(train=12, val=4, epochs=1, batch_size=4,
+                                                                  minibatch_size=4))
+    assert (estimate.lm_calls, estimate.training_runs) == (0, 12)
