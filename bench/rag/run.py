@@ -110,7 +110,12 @@ def as_data(asked: list[Question], people: dict[str, Profile], oracle: bool = Fa
 
 
 async def build_knowledge_base(folder: Path, people: list[Profile], embedder: Any) -> KnowledgeBase:
+    """The profiles in ``folder/rag.db``; a file that already holds exactly these profiles is reused."""
     kb = KnowledgeBase(uri=str(folder / "rag.db"), data_models=[Person], embedding_model=embedder)
+    held = await kb.count(table_name="Person") if kb.get_symbolic_data_models() else 0
+    if held == len(people) and all(row is not None and row.get("text") == person.text for row, person in
+                                   zip(await kb.get([p.id for p in people], table_name="Person"), people)):
+        return kb  # built by an earlier run (--kb-dir): the same profiles, so the same vectors
     for start in range(0, len(people), 256):
         await kb.update([Person(id=p.id, name=p.name, text=p.text) for p in people[start:start + 256]])
     await kb.adapter.refresh_fulltext_index(table_name="Person")
@@ -226,10 +231,13 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--optimizer", default="randomfewshot", help="a name promptgym.optimizers.get knows")
     parser.add_argument("--scripted", action="store_true", help="scripted reader and hash embedder: the harness")
+    parser.add_argument("--e5", action="store_true", help="with --scripted: the real embedder (retrieval is real, "
+                        "the reader scripted: the arms then measure retrieval alone)")
     parser.add_argument("--no-dspy", action="store_true")
     parser.add_argument("--no-tuned", action="store_true", help="skip the rag_tuned arm (FineTune(target='embedder'))")
     parser.add_argument("--dspy-timeout", type=int, default=5400)
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--kb-dir", default=None, help="keep (and reuse) the knowledge base here, not in a temp dir")
     args = parser.parse_args(argv)
     people = profiles(args.profiles, seed=args.seed)
     by_id = {person.id: person for person in people}
@@ -237,19 +245,22 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     train = questions(people, args.train, seed=args.seed + 2, skip={q.gold_id for q in test})
     lm = scripted_reader() if args.scripted else pg.LanguageModel(model=f"local/{MODEL_NAME}", cache=False,
                                                                   max_tokens=96)
-    embedder = HashEmbeddingModel(dimensions=64) if args.scripted else pg.EmbeddingModel(EMBEDDER)
+    hashed = args.scripted and not args.e5
+    embedder = HashEmbeddingModel(dimensions=64) if hashed else pg.EmbeddingModel(EMBEDDER)
     report: dict[str, Any] = {"model": "scripted" if args.scripted else f"local/{MODEL_NAME}",
-                              "embedder": "hash-64" if args.scripted else EMBEDDER, "profiles": args.profiles,
+                              "embedder": "hash-64" if hashed else EMBEDDER, "profiles": args.profiles,
                               "test_items": args.test, "train_items": args.train, "k": args.k,
                               "optimizer": args.optimizer, "command": " ".join(sys.argv)}
     out = Path(args.out)
 
     def save() -> None:
+        summarize(report)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=1))
 
     with tempfile.TemporaryDirectory(prefix="pgrag-") as tmp:
-        folder = Path(tmp)
+        folder = Path(args.kb_dir) if args.kb_dir else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         kb = await build_knowledge_base(folder, people, embedder)
         report["ingest_seconds"] = round(time.perf_counter() - started, 1)
@@ -266,12 +277,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
             save()
             print(f"{arm:16} {report[arm]['accuracy']:.3f}", flush=True)
         x_train, y_train = as_data(train, by_id)
-        rag = built["rag"]
-        rag.compile(reward=reward, optimizer=pg.optimizers.get(args.optimizer))
-        report["rag_training"] = await fit_arm(rag, lm, x_train, y_train)
-        report["rag_trained"] = await score(rag, lm, x_test, y_test)
-        save()
-        print(f"{'rag_trained':16} {report['rag_trained']['accuracy']:.3f}", flush=True)
+        # the new arms first (a run cut short keeps them): tuned, DSPy's, then the prompt optimizer alone
         if not args.no_tuned:
             tuned = build_programs(lm, kb, args.k)["rag"]
             tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed)
@@ -291,13 +297,21 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not args.no_dspy and not args.scripted:
             inputs = folder / "dspy_inputs.json"
             await dspy_inputs(inputs, people, test, train, embedder, args.k)
-            ours = max(report[key]["lm_calls"] for key in ("rag_training", "rag_tuned_training") if key in report)
+            ours = max([report[key]["lm_calls"] for key in ("rag_training", "rag_tuned_training") if key in report],
+                       default=0)
             row = run_dspy(inputs, args, min_calls=ours)
             report["dspy"] = {key: value for key, value in row.items() if key not in ("untrained", "optimized")}
             for arm in ("untrained", "optimized"):
                 if arm in row:
                     interval = confidence_interval(row[arm]["hits"])
                     report[f"dspy_{arm}"] = {**row[arm], "interval": [interval.low, interval.high]}
+            save()
+        rag = built["rag"]
+        rag.compile(reward=reward, optimizer=pg.optimizers.get(args.optimizer))
+        report["rag_training"] = await fit_arm(rag, lm, x_train, y_train)
+        report["rag_trained"] = await score(rag, lm, x_test, y_test)
+        save()
+        print(f"{'rag_trained':16} {report['rag_trained']['accuracy']:.3f}", flush=True)
         kb.close()
     summarize(report)
     save()
