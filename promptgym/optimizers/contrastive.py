@@ -37,7 +37,7 @@ class ContrastiveRow:
 class QueryMapResult:
     matrix: np.ndarray
     losses: list[float] = field(default_factory=list)
-    """The loss (without the l2 term) before the first step and after each step."""
+    """The loss (without the l2 term) before the first step and after each step (``matrix`` is the lowest's)."""
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -81,9 +81,10 @@ def _loss_and_gradient(matrix: np.ndarray, queries: np.ndarray, candidates: np.n
     return loss, d_mapped.T @ queries
 
 
-def train_query_map(rows: list[ContrastiveRow], *, steps: int = 200, learning_rate: float = 0.01,
-                    temperature: float = 0.05, l2: float = 0.01, seed: int = 0) -> QueryMapResult:
-    """``W`` (d x d, from the identity) that ranks each row's positive above its negatives (see the module doc)."""
+def train_query_map(rows: list[ContrastiveRow], *, steps: int = 200, learning_rate: float = 0.0005,
+                    temperature: float = 0.05, l2: float = 0.1) -> QueryMapResult:
+    """``W`` (d x d, from the identity) that ranks each row's positive above its negatives (see the module doc);
+    the step with the lowest training loss is the one returned (Adam can overshoot on a few rows)."""
     if not rows:
         raise ValueError("train_query_map: no rows to train on")
     queries, candidates, mask = _batch(rows)
@@ -93,6 +94,7 @@ def train_query_map(rows: list[ContrastiveRow], *, steps: int = 200, learning_ra
     first, second = np.zeros_like(matrix), np.zeros_like(matrix)
     beta1, beta2 = 0.9, 0.999
     losses = [_loss_and_gradient(matrix, queries, candidates, mask, temperature)[0]]
+    best, best_loss = matrix.copy(), losses[0]
     for step in range(1, steps + 1):
         loss, gradient = _loss_and_gradient(matrix, queries, candidates, mask, temperature)
         gradient = gradient + 2.0 * l2 * (matrix - identity)
@@ -100,4 +102,6 @@ def train_query_map(rows: list[ContrastiveRow], *, steps: int = 200, learning_ra
         second = beta2 * second + (1 - beta2) * gradient ** 2
         matrix -= learning_rate * (first / (1 - beta1 ** step)) / (np.sqrt(second / (1 - beta2 ** step)) + 1e-8)
         losses.append(_loss_and_gradient(matrix, queries, candidates, mask, temperature)[0])
-    return QueryMapResult(matrix.astype(np.float32), losses)
+        if losses[-1] < best_loss:
+            best, best_loss = matrix.copy(), losses[-1]
+    return QueryMapResult(best.astype(np.float32), losses)
