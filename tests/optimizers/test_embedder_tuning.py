@@ -83,7 +83,7 @@ async def test_the_adapter_raises_recall_where_the_identity_fails(tmp_path: Path
     kb = await facts_kb(tmp_path)
     program = await rag_program(kb, search_type)
     # a strong, systematic signal ("hue" means "color" for every item): a bigger step than the defaults (tuned on e5)
-    tuning = FineTune(target="embedder", seed=0, holdout=0.25, learning_rate=0.01, l2=0.01)
+    tuning = FineTune(target="embedder", seed=0, folds=4, learning_rate=0.01, l2=0.01)
     assert isinstance(tuning, EmbedderTuning)
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=tuning)
     x_train, y_train = data(range(16))
@@ -91,7 +91,7 @@ async def test_the_adapter_raises_recall_where_the_identity_fails(tmp_path: Path
     assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 0.0  # the identity finds no fact
     await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
     report = tuning.report["retriever"]
-    assert report["examples"] == 12 and report["held_out"] == 3 and report["skipped"]["no_positive"] == 0
+    assert report["examples"] == 12 and report["folds"] == 4 and report["skipped"]["no_positive"] == 0
     assert report["recall_before"]["3"] == 0.0 and report["recall_after"]["3"] == 1.0 and report["kept"]
     assert report["loss_after"] < report["loss_before"]
     retriever = program.get_module("retriever")
@@ -150,10 +150,10 @@ async def test_no_positive_anywhere_is_a_clear_error(tmp_path: Path) -> None:
 async def test_bad_arguments_and_programs_without_a_vector_retriever(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="target must be 'lm' or 'embedder'"):
         FineTune(target="weights")
-    with pytest.raises(ValueError, match=r"takes EmbedderTuning's keyword arguments \(k, holdout.*got source"):
+    with pytest.raises(ValueError, match=r"takes EmbedderTuning's keyword arguments \(k, folds.*got source"):
         FineTune(target="embedder", source="labels")
-    with pytest.raises(ValueError, match="holdout must be in"):
-        FineTune(target="embedder", holdout=1.5)
+    with pytest.raises(ValueError, match="folds must be an integer >= 2"):
+        FineTune(target="embedder", folds=1)
     kb = await facts_kb(tmp_path)
     program = await rag_program(kb, "fulltext")
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=EmbedderTuning())
