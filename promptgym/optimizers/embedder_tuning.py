@@ -16,7 +16,7 @@ so the documents keep the vectors they were indexed with and nothing is re-embed
    cross-validation: each example is held out once and scored, recall@1/@k of its positive through the
    retriever's own search (its search type), by a ``W`` trained on the other folds; the identity is scored
    on the same examples. The adapter (then trained on every example) is kept only when held-out
-   recall@``k`` rises; otherwise the retriever keeps the identity and the report says so. (A single 30%
+   recall@``k`` rises with a paired test's p < ``max_p``; otherwise the retriever keeps the identity and the report says so. (A single 30%
    holdout, 5 examples on the RAG bench, let through an adapter that lowered recall on 100 test questions.)
 
 ::
@@ -41,6 +41,7 @@ from promptgym.modules.variable import variable_values
 from promptgym.optimizers.base import FitSizes, Optimizer, StageEstimate
 from promptgym.optimizers.contrastive import ContrastiveRow, train_query_map
 from promptgym.optimizers.kit import Budget, OptimizerContext
+from promptgym.stats import paired_test
 
 logger = logging.getLogger("promptgym")
 
@@ -92,6 +93,11 @@ class Mined:
     negatives: np.ndarray
 
 
+def recall_of(ranks: list[int], cutoffs: list[int]) -> dict[str, float]:
+    """``{"3": share of ranks < 3, ...}``: ``recall_of([0, 2, 5], [1, 3]) == {"1": 0.3333, "3": 0.6667}``."""
+    return {str(cutoff): round(sum(rank < cutoff for rank in ranks) / max(len(ranks), 1), 4) for cutoff in cutoffs}
+
+
 def retrievers_of(program: Any) -> list[Any]:
     """The program's modules that carry a query adapter and search with vectors (RetrieveKnowledge's)."""
     return [module for module in program.modules if getattr(module, "query_adapter", None) is not None
@@ -103,7 +109,8 @@ class EmbedderTuning(Optimizer):
     """Train the query adapter of each vector/hybrid RetrieveKnowledge contrastively; keep it if recall rises.
 
     Args:
-        k: the decision's cut-off: the adapter is kept when held-out recall@k rises.
+        k: the decision's cut-off: the adapter is kept when held-out recall@k rises, by a paired (McNemar exact)
+            test against the identity on the same examples with p < ``max_p`` (default 0.1).
         folds: the cross-validation folds that measure held-out recall (at most one per example).
         pool: how many chunks a hybrid search returns per example to mine the positive and hard negatives in.
         negatives: hard negatives per example.
@@ -115,7 +122,7 @@ class EmbedderTuning(Optimizer):
     """
 
     def __init__(self, k: int = 3, folds: int = 5, pool: int = 50, negatives: int = 8, steps: int = 200,
-                 learning_rate: float = 0.0005, temperature: float = 0.05, l2: float = 0.1,
+                 learning_rate: float = 0.0005, temperature: float = 0.05, l2: float = 0.1, max_p: float = 0.1,
                  seed: int | None = None, name: str | None = None, description: str | None = None) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"EmbedderTuning: k must be an integer >= 1, got {k!r}")
@@ -128,6 +135,9 @@ class EmbedderTuning(Optimizer):
         self.k, self.folds, self.pool, self.negatives = k, folds, int(pool), int(negatives)
         self.steps, self.learning_rate = int(steps), float(learning_rate)
         self.temperature, self.l2 = float(temperature), float(l2)
+        if not 0.0 < max_p <= 1.0:
+            raise ValueError(f"EmbedderTuning: max_p must be in (0, 1], got {max_p!r}")
+        self.max_p = float(max_p)
         self.queries: dict[int, dict[str, list[str]]] = {}
         """The search queries each retriever wrote for each training example (from the runs' traces)."""
         self.report: dict[str, Any] = {}
@@ -189,26 +199,27 @@ class EmbedderTuning(Optimizer):
         order = [int(i) for i in rng.permutation(len(mined))]
         folds = [order[start::min(self.folds, len(mined))] for start in range(min(self.folds, len(mined)))]
         cutoffs = sorted({1, self.k, retriever.k})
-        before = await self.recall(retriever, mined, OFF, cutoffs)
-        after = {str(cutoff): 0.0 for cutoff in cutoffs}
+        identity = await self.ranks(retriever, mined, OFF, max(cutoffs))
+        held_out = [0] * len(mined)
         for fold in folds:  # each example is scored by a W that was not trained on it
-            held = [mined[i] for i in fold]
             trained = self.train([mined[i] for i in order if i not in fold])
-            scored = await self.recall(retriever, held, adapter_value(trained.matrix), cutoffs)
-            for cutoff, value in scored.items():
-                after[cutoff] += value * len(held) / len(mined)
-        after = {cutoff: round(value, 4) for cutoff, value in after.items()}
-        kept = after[str(self.k)] > before[str(self.k)]
+            for i, rank in zip(fold, await self.ranks(retriever, [mined[i] for i in fold],
+                                                      adapter_value(trained.matrix), max(cutoffs))):
+                held_out[i] = rank
+        before, after = recall_of(identity, cutoffs), recall_of(held_out, cutoffs)
+        test = paired_test([float(rank < self.k) for rank in identity], [float(rank < self.k) for rank in held_out])
+        kept = test.difference > 0 and test.p_value < self.max_p
         final = self.train(mined)  # the adapter kept is trained on every example
         report = {"examples": len(mined), "folds": len(folds), "held_out": len(mined), "skipped": skipped,
                   "rows": sum(len(example.queries) for example in mined), "loss_before": round(final.losses[0], 4),
                   "loss_after": round(min(final.losses), 4), "recall_before": before, "recall_after": after,
                   "train_recall_after": await self.recall(retriever, mined, adapter_value(final.matrix), cutoffs),
-                  "kept": kept}
+                  "paired": str(test), "kept": kept}
         if kept:
             retriever.query_adapter.assign(adapter_value(final.matrix, recall_before=before, recall_after=after,
                                                          trained_on=len(mined)))
-        verdict = "kept" if kept else f"not kept (held-out recall@{self.k} did not rise): the identity stays"
+        verdict = "kept" if kept else (f"not kept (held-out recall@{self.k} did not rise with p < {self.max_p}: "
+                                       f"{test}): the identity stays")
         logger.info("EmbedderTuning: %s: held-out recall@%d %.2f -> %.2f over %d folds of %d examples; adapter %s",
                     retriever.name, self.k, before[str(self.k)], after[str(self.k)], len(folds), len(mined), verdict)
         return report
@@ -251,22 +262,25 @@ class EmbedderTuning(Optimizer):
         vss_key = kb.adapter.vss_key
         return np.asarray([record.get_json()[vss_key] for record in records], dtype=np.float32)
 
-    async def recall(self, retriever: Any, examples: list[Mined], adapter: dict[str, Any], cutoffs: list[int]
-                     ) -> dict[str, float]:
-        """recall@c for each cut-off: the share of ``examples`` whose positive the retriever's search ranks in the
-        top c, with ``adapter`` as its query adapter."""
-        settings = {**retriever.settings.value, "k": max(cutoffs)}
-        hits = {cutoff: 0 for cutoff in cutoffs}
+    async def ranks(self, retriever: Any, examples: list[Mined], adapter: dict[str, Any], depth: int) -> list[int]:
+        """Where the retriever's search ranks each example's positive (0 first; ``depth`` when not in the top
+        ``depth``), with ``adapter`` as its query adapter."""
+        settings = {**retriever.settings.value, "k": depth}
+        found = []
         with variable_values({retriever.query_adapter.name: adapter, retriever.settings.name: settings}):
             for example in examples:
                 table, key = example.key.split("/", 1)
                 id_key = next(iter(next(model.get_schema()["properties"] for model in retriever.data_models
                                         if model.get_schema().get("title") == table)))
                 rows = await retriever.search(example.terms, tables=[table])
-                ranks = [rank for rank, row in enumerate(rows) if str(row.get(id_key)) == key]
-                for cutoff in cutoffs:
-                    hits[cutoff] += bool(ranks) and ranks[0] < cutoff
-        return {str(cutoff): round(hits[cutoff] / max(len(examples), 1), 4) for cutoff in cutoffs}
+                found.append(next((rank for rank, row in enumerate(rows) if str(row.get(id_key)) == key), depth))
+        return found
+
+    async def recall(self, retriever: Any, examples: list[Mined], adapter: dict[str, Any], cutoffs: list[int]
+                     ) -> dict[str, float]:
+        """recall@c for each cut-off: the share of ``examples`` whose positive the retriever's search ranks in the
+        top c, with ``adapter`` as its query adapter."""
+        return recall_of(await self.ranks(retriever, examples, adapter, max(cutoffs)), cutoffs)
 
     def estimate(self, program: Any, sizes: FitSizes) -> list[StageEstimate]:
         return [StageEstimate("EmbedderTuning", lm_calls=0, training_runs=sizes.train,
@@ -275,7 +289,7 @@ class EmbedderTuning(Optimizer):
     def get_config(self) -> dict[str, Any]:
         return {"k": self.k, "folds": self.folds, "pool": self.pool, "negatives": self.negatives,
                 "steps": self.steps, "learning_rate": self.learning_rate, "temperature": self.temperature,
-                "l2": self.l2, "seed": self.seed, **self.naming_config()}
+                "l2": self.l2, "max_p": self.max_p, "seed": self.seed, **self.naming_config()}
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"report": self.report, "queries": {str(index): value for index, value in self.queries.items()}}
