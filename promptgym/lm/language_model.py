@@ -31,11 +31,14 @@ from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_backend import OpenAICompatibleBackend
 from promptgym.lm.prices import Price, resolve_price, warn_unknown_price
 from promptgym.lm.spend import SpendCapReached, active_caps
-from promptgym.lm.streaming import StreamingIterator
+from promptgym.lm.streaming import StreamingIterator, StreamMeter, estimate_prompt_tokens
 from promptgym.lm.traces import record_call
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 DEFAULT_MAX_TOKENS = 512
+STREAM_EXTENSION_TOKENS = 32
+"""A capped stream that outgrows its reservation (a server writing past ``max_tokens``) asks for this many
+more tokens' price at a time, keeping two chunks' worth ahead, so a cap stops it before a chunk crosses."""
 
 
 @dataclass
@@ -414,6 +417,8 @@ class LanguageModel(UsageCounters):
                 yield chunk
 
     async def _stream_chunks(self, request: LMRequest) -> AsyncIterator[LMChunk]:
+        """The backend's chunks, priced like a call made in one piece: reserved on the caps before, its tokens
+        (the server's usage chunk, else counted from the text) and dollars recorded after, however it ended."""
         backend_stream = getattr(self.backend, "stream", None)
         cache = self._response_cache() if self.cache and request.temperature == 0 else None
         key = self._cache_key(request) if cache is not None else ""
@@ -422,16 +427,20 @@ class LanguageModel(UsageCounters):
             yield LMChunk(response.content, response.reasoning or "", response.finish_reason,
                           response.prompt_tokens, response.completion_tokens)
             return
+        meter = StreamMeter(estimate_prompt_tokens(request.messages), getattr(self.backend, "count_tokens", None))
+        held = await self._reserve(request)
         started = time.perf_counter()
         first: float | None = None
         content: list[str] = []
         reasoning: list[str] = []
         end = LMChunk()
-        finished = False
+        outcome = "left"  # "done", "failed", or "left": a reader that stopped reading (or a cap that stopped it)
         own_slot = None if getattr(self.backend, "slots", None) is not None else await self._slots.get()
-        if own_slot is not None:
-            await own_slot.acquire()
+        holding = False
         try:
+            if own_slot is not None:
+                await own_slot.acquire()
+                holding = True
             chunks = backend_stream(request)
             try:
                 async for chunk in chunks:
@@ -439,27 +448,77 @@ class LanguageModel(UsageCounters):
                         first = time.perf_counter() - started
                     if chunk.finish_reason is not None or chunk.prompt_tokens or chunk.completion_tokens:
                         end = chunk
+                        meter.finish(chunk.prompt_tokens, chunk.completion_tokens)
+                    meter.add(chunk.content + chunk.reasoning)  # reasoning is billed as completion tokens
+                    if held:
+                        held = self._extend_stream_hold(held, meter)  # a cap stops the stream between chunks
                     content.append(chunk.content)
                     reasoning.append(chunk.reasoning)
                     yield chunk
             finally:
                 await chunks.aclose()  # a reader that left stops the backend's generation here
-            finished = True
+            outcome = "done"
         except Exception:
-            self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
+            outcome = "failed"
             raise
         finally:
-            if own_slot is not None:
+            if holding:
                 own_slot.release()
-            if not finished and first is not None:  # left mid-answer: the call happened, its tokens unknown
-                self._record(Usage(calls=1, latency_s=time.perf_counter() - started))
-        last = time.perf_counter() - started
-        response = LMResponse("".join(content), end.prompt_tokens, end.completion_tokens,
-                              "".join(reasoning) or None, end.finish_reason)
-        self.last_call_finish_reason = response.finish_reason
-        self._record(Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                           latency_s=last, streaming_calls=1, ttft_s=last if first is None else first, ttlt_s=last))
-        record_call(self.model, request, response, last, cached=False)
+            self._settle_stream(request, meter, held, outcome, first, time.perf_counter() - started,
+                                "".join(content), "".join(reasoning) or None, end.finish_reason, cache, key)
+
+    def _extend_stream_hold(self, held: float, meter: StreamMeter) -> float:
+        """Keep a stream's reservation two chunks ahead of what it has cost (see :data:`STREAM_EXTENSION_TOKENS`); raise
+        :class:`SpendCapReached` when a cap can't give more (a server writing past ``max_tokens``)."""
+        price = self.price
+        if price is None:
+            return held
+        ahead = price.usd(meter.prompt_tokens, meter.completion_tokens + 2 * meter.largest_chunk)
+        if ahead <= held:
+            return held
+        more = price.usd(0, STREAM_EXTENSION_TOKENS) + ahead - held
+        grown: list[Any] = []
+        for cap in active_caps():
+            if not cap.try_extend(more):
+                for done in grown:
+                    done.release(more)
+                raise SpendCapReached(f"max_usd ${cap.limit_usd:.6f}: a streamed answer of {self.model} reached "
+                                      f"{meter.completion_tokens} tokens and the next chunks would cross the cap")
+            grown.append(cap)
+        return held + more
+
+    def _settle_stream(self, request: LMRequest, meter: StreamMeter, held: float, outcome: str, first: float | None,
+                       seconds: float, content: str, reasoning: str | None, finish_reason: str | None,
+                       cache: Any, key: str) -> None:
+        """Record a stream that ended (read to the end, failed, or left half-way) and give its caps the real price.
+
+        Synchronous, so a cancelled reader still counts what was written. Nothing written: no tokens, $0.
+        """
+        wrote = first is not None or outcome == "done"
+        if wrote and not meter.exact:
+            meter.finish()  # the tokenizer's recount, when the engine has one
+        prompt, completion = (meter.prompt_tokens, meter.completion_tokens) if wrote else (0, 0)
+        priced = self._priced(prompt, completion) if wrote else Usage()
+        if held:
+            if meter.exact:
+                self._learn_prompt_size(request, prompt)
+            self._settle(held, priced.cost_usd)
+        local = self.model_string.provider == "local"
+        done = outcome == "done"
+        self._record(Usage(calls=1, failures=int(outcome == "failed"), prompt_tokens=prompt,
+                           completion_tokens=completion, latency_s=seconds, cost_usd=priced.cost_usd,
+                           unpriced_calls=priced.unpriced_calls, compute_s=seconds if local and wrote else 0.0,
+                           estimated_calls=int(wrote and not meter.exact), streaming_calls=int(done),
+                           ttft_s=(seconds if first is None else first) if done else 0.0,
+                           ttlt_s=seconds if done else 0.0))
+        self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
+        if not done:
+            return
+        self.last_call_finish_reason = finish_reason
+        self.last_call_prompt_tokens, self.last_call_completion_tokens = prompt, completion
+        self.last_call_tokens, self.last_call_elapsed_s = prompt + completion, seconds
+        response = LMResponse(content, prompt, completion, reasoning, finish_reason)
+        record_call(self.model, request, response, seconds, cached=False, cost_usd=self.last_call_cost_usd)
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
