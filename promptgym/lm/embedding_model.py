@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,10 @@ from promptgym.lm.cache import ResponseCache, request_key
 from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_backend import OpenAICompatibleBackend
-from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
+from promptgym.lm.prices import Price, resolve_embedding_price, warn_unknown_price
+from promptgym.lm.spend import SpendCapReached, active_caps
+from promptgym.lm.streaming import estimate_tokens
+from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
 DEFAULT_EMBEDDING_MODEL = "local/multilingual-e5-small"
@@ -47,12 +51,19 @@ class EmbeddingModel(UsageCounters):
     ``Embeddings`` value with the vectors as the model returned them.
     ``fallback=`` embeds when this model fails; ``retry=`` and ``caching=``
     are synalinks' names for ``retries`` and the on-disk cache switch.
+
+    Each call counts its input tokens (the server's ``usage``, else about 4
+    characters a token, see :func:`~promptgym.lm.streaming.estimate_tokens`)
+    and dollars (``price=``, else the pinned table; ``local/`` models cost $0
+    and count compute seconds) under the phase it runs in, and reserves its
+    price on an open ``max_usd`` cap first, as a LanguageModel's call does.
     """
 
     def __init__(self, model: str | None = None, api_base: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, retries: int = 3, fallback: "EmbeddingModel | None" = None,
                  cache_dir: str | None = None, retry: int | None = None, caching: bool | None = None,
-                 name: str | None = None, description: str | None = None, **_: Any) -> None:
+                 name: str | None = None, description: str | None = None,
+                 price: "Price | dict[str, Any] | None" = None, **_: Any) -> None:
         retries = retry if retry is not None else retries
         self.model = model or DEFAULT_EMBEDDING_MODEL
         self.model_string = parse_model_string(self.model)
@@ -68,6 +79,9 @@ class EmbeddingModel(UsageCounters):
         self.cache_dir = str(cache_dir) if cache_dir is not None and caching is not False else None
         self.name, self.description = name, description
         self.usage = UsageLedger()
+        self.price_override = Price.of(price, where=f"{self.model}: price") if price is not None else None
+        self._price: Price | None = None
+        self._price_resolved = False
         self._vectors: dict[str, np.ndarray] = {}  # as the model returned them
         self._http: Any = None
         self._file_cache: Any = None
@@ -97,7 +111,7 @@ class EmbeddingModel(UsageCounters):
         """Embed the texts not seen yet (from the disk cache when it has them)."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
         if texts and not missing:  # answered from memory: a call the cache served
-            self._record(Usage(calls=1, cache_hits=1))
+            self._record(self._cache_hit(texts))
             return
         if self._file_cache is not None:
             for text in list(missing):
@@ -105,22 +119,93 @@ class EmbeddingModel(UsageCounters):
                 if hit is not None:
                     self._vectors[text] = np.asarray(hit["vector"], dtype=np.float64)
                     missing.remove(text)
-                    self._record(Usage(calls=1, cache_hits=1))
+                    self._record(self._cache_hit([text]))
         if not missing:
             return
+        estimate = await self._reserve(missing)
+        started = time.perf_counter()
         try:
-            vectors = await self._embed(missing)
+            vectors, tokens = await self._embed_counted(missing)
         except LMError:
+            self._settle(estimate, 0.0)
             if self.fallback is None:
                 raise
             self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
-            vectors = [self.fallback._vectors[text] for text in missing]
+            vectors, tokens = [self.fallback._vectors[text] for text in missing], None
+            priced = None
+        except BaseException:
+            self._settle(estimate, 0.0)
+            raise
+        else:
+            priced = self._priced(tokens if tokens is not None else sum(estimate_tokens(t) for t in missing))
+            self._settle(estimate, priced.cost_usd)
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
                 self._file_cache.put(self._key(text), {"vector": [float(value) for value in vector]})
-        self._record(Usage(calls=1, vectors=len(missing)))
+        if priced is not None:  # the fallback counted its own call
+            seconds = time.perf_counter() - started
+            priced.calls, priced.vectors, priced.latency_s = 1, len(missing), seconds
+            priced.estimated_calls = int(tokens is None)
+            priced.compute_s = seconds if self.model_string.provider == "local" else 0.0
+            self._record(priced)
+
+    @property
+    def price(self) -> Price | None:
+        """Dollars per million input tokens (None: unknown, see docs/cost.md); looked up once, at first use."""
+        if not self._price_resolved:
+            self._price = resolve_embedding_price(self.model_string.provider, self.model_string.name,
+                                                  self.api_base, self.price_override)
+            self._price_resolved = True
+        return self._price
+
+    def _priced(self, tokens: int) -> Usage:
+        """A call's tokens and dollars; a model with no price is counted as unpriced, never as $0."""
+        price = self.price
+        if price is None:
+            warn_unknown_price(self.model)
+            return Usage(prompt_tokens=tokens, unpriced_calls=1)
+        return Usage(prompt_tokens=tokens, cost_usd=price.usd(tokens, 0))
+
+    def _cache_hit(self, texts: list[str]) -> Usage:
+        """A call the cache answered: $0, its tokens counted as if made (a rerun reports the same), the price saved."""
+        would = self._priced(sum(estimate_tokens(text) for text in dict.fromkeys(texts)))
+        return Usage(calls=1, cache_hits=1, prompt_tokens=would.prompt_tokens, saved_usd=would.cost_usd,
+                     unpriced_calls=would.unpriced_calls)
+
+    async def _reserve(self, texts: list[str]) -> float:
+        """Hold an upper estimate of the call's price (a token per UTF-8 byte) on every open cap; 0 with none."""
+        caps = active_caps()
+        if not caps:
+            return 0.0
+        price = self.price
+        if price is None:
+            warn_unknown_price(self.model)
+            raise SpendCapReached(f"max_usd is set but the embedding model {self.model} has no price: give it one "
+                                  "(EmbeddingModel(..., price={'input_per_mtok': ...}), or [prices] in the train "
+                                  "config) so its spend can be capped", reason="unpriced")
+        estimate = price.usd(sum(len(text.encode()) for text in texts) + 1, 0)
+        for index, cap in enumerate(caps):
+            try:
+                await cap.reserve(estimate, self.model)
+            except SpendCapReached:
+                for held in caps[:index]:
+                    held.settle(estimate, 0.0)
+                raise
+        return estimate
+
+    def _settle(self, estimate: float, actual_usd: float) -> None:
+        if estimate:
+            for cap in active_caps():
+                cap.settle(estimate, actual_usd)
+
+    async def _embed_counted(self, texts: list[str]) -> tuple[Any, int | None]:
+        """The vectors and the server's count of their tokens (None when nobody counted: estimated)."""
+        # a subclass that embeds its own way (a test double) overrides _embed: it is asked as it expects
+        if self.model_string.provider != "local" and type(self)._embed is EmbeddingModel._embed:
+            return await self._server().embed_with_usage(texts)
+        return await self._embed(texts), None
 
     def _key(self, text: str) -> str:
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
@@ -129,6 +214,7 @@ class EmbeddingModel(UsageCounters):
         usage.total_tokens = usage.total_tokens or usage.prompt_tokens
         self.usage.record(usage)
         LEDGER.record(usage)
+        record_in_scopes(usage, sampled=False)
 
     def _server(self) -> Any:
         if self._http is None:
@@ -161,6 +247,8 @@ class EmbeddingModel(UsageCounters):
             config["cache_dir"] = self.cache_dir
         if self.fallback is not None:
             config["fallback"] = serialize_object(self.fallback)
+        if self.price_override is not None:
+            config["price"] = self.price_override.as_dict()
         return config
 
     @classmethod

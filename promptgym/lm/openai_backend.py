@@ -361,12 +361,20 @@ class OpenAICompatibleBackend:
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        return (await self.embed_with_usage(texts))[0]
+
+    async def embed_with_usage(self, texts: list[str]) -> tuple[list[list[float]], int | None]:
+        """The vectors, and the input tokens the server counted (None when its answer has no ``usage``)."""
         response = await self._post("/embeddings", {"model": self.model, "input": texts})
         self.raise_for_status(response)
-        data = response.json().get("data")
+        body = response.json()
+        data = body.get("data")
         if not isinstance(data, list) or len(data) != len(texts):
             raise LMError(f"{response.url} answered without one embedding per text: {response.text[:200]!r}")
-        return [item["embedding"] for item in sorted(data, key=lambda item: item["index"])]
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        tokens = usage.get("prompt_tokens") or usage.get("total_tokens")
+        return [item["embedding"] for item in sorted(data, key=lambda item: item["index"])], \
+            int(tokens) if tokens else None
 
     async def check(self) -> None:
         """Raise an error naming the URL when the server can't be used: unreachable, or refusing the key.

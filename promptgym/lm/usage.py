@@ -294,11 +294,14 @@ def usage_scope() -> Iterator[Usage]:
         _scopes.reset(token)
 
 
-def record_in_scopes(usage: Usage) -> None:
-    """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record)."""
+def record_in_scopes(usage: Usage, sampled: bool = True) -> None:
+    """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record).
+
+    ``sampled=False`` keeps it out of :func:`cost_samples` (an embedding call: the preview prices chat calls).
+    """
     for scope in _scopes.get():
         scope.add(usage)
-    if usage.calls and not usage.failures:
+    if sampled and usage.calls and not usage.failures:
         for samples in _samples.get():
             samples.append(usage.cost_usd + usage.saved_usd)
 
