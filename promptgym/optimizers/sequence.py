@@ -19,7 +19,8 @@ from typing import Any
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.optimizers.base import Candidate, Optimizer
-from promptgym.optimizers.kit import Budget
+from promptgym.optimizers.kit import Budget, OptimizerContext
+from promptgym.optimizers.selection import Comparison, check_chain
 
 
 @register_builtin
@@ -78,6 +79,10 @@ class Sequence(Optimizer):
                     resolve()
                 except ValueError:  # no default set yet: the stage says which call to make when it runs
                     pass
+
+    async def check_chain(self, ctx: OptimizerContext) -> Comparison | None:
+        """After the last stage: the chain's end against its start (:func:`~promptgym.optimizers.selection.check_chain`)."""
+        return await check_chain(self.stages, ctx)
 
     def build(self, program: Any) -> None:
         self.current.build(program)

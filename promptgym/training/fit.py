@@ -243,6 +243,8 @@ class FitRun:
                 break
         await stage.on_train_end(ctx)
         await keep_if_better_than_start(stage, ctx, label)
+        if self.chained and index == len(stages) - 1:
+            await optimizer.check_chain(ctx)  # the chain's end against its start (issue 42)
         program_assign(self.program, stage.best.variables)
         if self.chained:
             await end_stage(self.callbacks, self.rollouts, stage, label, index, stage.last_check, stage_start)

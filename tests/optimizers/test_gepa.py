@@ -190,6 +190,7 @@ async def test_merge_combines_two_pool_candidates_sharing_an_ancestor():
     assert optimizer.metric_calls - before == 4  # subsample of 3, then the 1 remaining validation example
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_fit_runs_the_whole_budget_in_one_epoch_and_saves_state(tmp_path):
     lm = task_lm()
     pg.set_default_language_model(lm)

@@ -140,6 +140,7 @@ def test_presets_and_explicit_budgets():
     assert isinstance(pg.optimizers.get("miprov2"), MIPRO) and isinstance(pg.optimizers.get("mipro"), MIPRO)
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_fit_runs_every_trial_in_one_epoch():
     lm = task_lm()
     program = await program_for(lm)
@@ -152,6 +153,7 @@ async def test_fit_runs_every_trial_in_one_epoch():
     assert history.history["val_reward"][-1] == 1.0
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 @pytest.mark.parametrize(("slips", "close_call"), [((), "lead +0"), (("v0",), "lead -1")])
 async def test_a_close_call_on_full_validation_is_settled_on_held_out_training_examples(slips, close_call):
     def respond(request):
