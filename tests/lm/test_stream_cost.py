@@ -134,3 +134,23 @@ async def test_program_stream_is_priced():
     assert total.streaming_calls == 1 and total.cost_usd > 0
     assert total.cost_usd == pytest.approx(by_hand(total.prompt_tokens, total.completion_tokens))
     assert usage.cost_usd == pytest.approx(total.cost_usd)
+
+
+async def test_serve_counts_a_streamed_answers_dollars_per_program():
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from promptgym.serving import create_app
+    from promptgym.serving.metrics import sample_value
+    from tests.serving.programs import qa_program, shouting_model
+
+    priced = await qa_program("priced", language_model=shouting_model(price=PRICE))
+    app = create_app([priced])
+    body = {"model": "priced", "stream": True, "messages": [{"role": "user", "content": json.dumps({"question": "a b"})}]}
+    assert TestClient(app).post("/v1/chat/completions", json=body).status_code == 200
+    tokens = {kind: sample_value(app.state.metrics, "promptgym_tokens_total", program="priced", route="chat", kind=kind)
+              for kind in ("prompt", "completion")}
+    assert tokens["completion"] > 0
+    assert sample_value(app.state.metrics, "promptgym_cost_usd_total", program="priced", route="chat") == \
+        pytest.approx(by_hand(tokens["prompt"], tokens["completion"]))
