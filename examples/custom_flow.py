@@ -20,11 +20,11 @@ from rich.console import Console
 
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.cli.recorder import Listener
+from promptgym.runs.events import Listener
 from promptgym.cli.render import ChartRenderer, Renderer
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.session import RunSession
+from promptgym.runs.session import RunSession
 
 
 class CountingFlow:

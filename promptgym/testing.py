@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Callable
 import numpy as np
 
 from promptgym.core.serialization import register_builtin
-from promptgym.lm.backend import LMChunk, LMRequest, LMResponse
+from promptgym.lm.engine import LMChunk, LMRequest, LMResponse
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.errors import LMConnectionError
 from promptgym.lm.language_model import LanguageModel
@@ -62,7 +62,7 @@ def stream_pieces(text: str) -> list[str]:
     return re.findall(r"\s+|\S+\s*", text)
 
 
-class ScriptedBackend:
+class ScriptedEngine:
     def __init__(self, responses: list[Any] | None, respond: Responder | None, fail_on: Callable[[int], bool] | None,
                  concurrency: int, delay_s: float, native_tools: bool = False, stream_delay_s: float = 0.0) -> None:
         self.native_tools = native_tools
@@ -154,9 +154,9 @@ class ScriptedLanguageModel(LanguageModel):
         super().__init__(model=model, concurrency=concurrency, **kwargs)
         self.api_base = "scripted://"  # no server: set after the constructor, which checks server URLs
         self.responses = responses
-        self._scripted = ScriptedBackend(responses, respond, fail_on, concurrency, delay_s, native_tools,
+        self._scripted = ScriptedEngine(responses, respond, fail_on, concurrency, delay_s, native_tools,
                                          stream_delay_s)
-        self._backend = self._scripted
+        self._engine = self._scripted
 
     @property
     def requests(self) -> list[LMRequest]:

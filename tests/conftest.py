@@ -23,7 +23,7 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 @pytest.fixture(autouse=True)
 def clean_defaults() -> None:
     from promptgym.lm.defaults import clear_defaults
-    from promptgym.lm.openai_backend import forget_structured_modes
+    from promptgym.lm.openai_engine import forget_structured_modes
 
     clear_defaults()
     forget_structured_modes()

@@ -8,9 +8,9 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "promptgym"
-ORDER = ["core", "tree", "tracing", "stats", "utils", "traces", "datasets", "initializers", "lm", "language_models", "embedding_models", "testing",
-         "modules", "knowledge_bases", "ops", "session", "backend", "config", "rewards", "metrics", "rollouts", "optimizers", "training",
-         "callbacks", "programs", "saving", "finetune", "distributed", "taskapp", "serving", "ui", "export", "cli"]
+ORDER = ["core", "tree", "tracing", "stats", "utils", "traces", "datasets", "initializers", "lm", "runs", "language_models", "embedding_models", "testing",
+         "modules", "knowledge_bases", "ops", "session", "backend", "config", "rewards", "metrics", "rollouts", "finetune", "optimizers",
+         "training", "callbacks", "programs", "saving", "distributed", "taskapp", "serving", "ui", "export", "cli"]
 """Packages and top-level modules, lowest first; ``promptgym/__init__.py`` (the public API) sits above them all."""
 
 
@@ -168,3 +168,38 @@ def test_the_checks_see_an_upward_import_a_cycle_and_a_missing_name(tmp_path: Pa
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     module.write_text("import os\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    X = 1\nclass Y: ...\nZ: int = 2\n")
     assert top_level_names(module) == {"os", "TYPE_CHECKING", "Y", "Z"}
+
+
+def module_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """What :func:`import_time_statements` finds, plus the ``if TYPE_CHECKING:`` blocks (a type-only import is
+    still a dependency: a loop through one means two modules that each need the other)."""
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found += module_level_statements(node.body) + module_level_statements(node.orelse)
+        elif isinstance(node, (ast.If, ast.Try)):
+            found += import_time_statements([node])
+        else:
+            found.append(node)
+    return found
+
+
+def dependency_graph() -> dict[str, set[str]]:
+    """Module -> the promptgym modules it imports at module level, type-only imports included."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for node in module_level_statements(ast.parse(path.read_text(encoding="utf-8")).body):
+            for target in imported_modules(node):
+                if target in MODULES and target != name and not name.startswith(target + "."):
+                    graph[name].add(target)
+    return graph
+
+
+def test_no_import_cycle_even_through_type_only_imports() -> None:
+    assert cycles(dependency_graph()) == []
+
+
+def test_the_type_only_check_sees_a_loop_through_type_checking(tmp_path: Path) -> None:
+    body = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from promptgym.a import B\n").body
+    assert [imported_modules(node) for node in module_level_statements(body)][-1] == ["promptgym.a"]
+    assert import_time_statements(body)[-1:] != module_level_statements(body)[-1:]

@@ -145,16 +145,16 @@ def test_custom_object_scope_and_registry_lookups():
 # -- streaming counters and cost ------------------------------------------------------------
 
 
-class _StreamingBackend:
+class _StreamingEngine:
     concurrency = 1
 
     async def complete(self, request):
-        from promptgym.lm.backend import LMResponse
+        from promptgym.lm.engine import LMResponse
 
         return LMResponse(content="whole", cost=0.002)
 
     async def stream(self, request):
-        from promptgym.lm.backend import LMChunk
+        from promptgym.lm.engine import LMChunk
 
         for piece in ("Hel", "lo"):
             yield LMChunk(content=piece)
@@ -162,7 +162,7 @@ class _StreamingBackend:
 
 async def test_streamed_answers_are_counted_when_read_to_the_end():
     lm = ScriptedLanguageModel(responses=["x"])
-    lm._backend = _StreamingBackend()
+    lm._engine = _StreamingEngine()
     messages = [{"role": "user", "content": "hi"}]
     assert [chunk.get("content") async for chunk in await lm(messages, streaming=True)] == ["Hel", "lo"]
     assert lm.cumulated_streaming_calls == 1

@@ -19,10 +19,10 @@ import sys
 import types
 from typing import Any
 
-from promptgym.lm.backend import LMRequest, LMResponse
+from promptgym.lm.engine import LMRequest, LMResponse
 
 try:
-    from promptgym.lm.backend import LMChunk
+    from promptgym.lm.engine import LMChunk
 except ImportError:  # a promptgym from before streaming (measuring the "before" numbers of issue 19)
     LMChunk = None  # type: ignore[assignment,misc]
 
@@ -213,10 +213,19 @@ class LiteLLMBackend:
                           reasoning=_get(message, "reasoning_content"), finish_reason=_get(choices[0], "finish_reason"),
                           **extra)
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str]) -> tuple[list[list[float]], Any]:
+        """The vectors and what litellm's response says the call cost (tokens, cached tokens, cost)."""
+        from promptgym.lm.usage import Usage
+
         litellm = sys.modules["litellm"]
         response = await self._retrying(lambda: litellm.aembedding(model=self.model, input=texts))
-        return [list(_get(item, "embedding")) for item in _get(response, "data")]
+        usage = _get(response, "usage")
+        details = _plain(_get(usage, "prompt_tokens_details")) or {}
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost = float(hidden.get("response_cost") or 0.0) if isinstance(hidden, dict) else 0.0
+        spent = Usage(prompt_tokens=int(_get(usage, "prompt_tokens", 0) or 0),
+                      cached_tokens=int(_get(details, "cached_tokens", 0) or 0), cost=cost)
+        return [list(_get(item, "embedding")) for item in _get(response, "data")], spent
 
 
 def install() -> None:
@@ -229,7 +238,7 @@ def install() -> None:
         return LiteLLMBackend(self.model, concurrency=self.concurrency or 8, attempts=self.retries)
 
     async def embed(self: EmbeddingModel, texts: list[str]) -> Any:
-        return await LiteLLMBackend(self.model, attempts=self.retries).embed(texts)
+        return await LiteLLMBackend(self.model, attempts=self.retries).embed(texts)  # (vectors, usage)
 
-    LanguageModel._make_backend = make_backend  # type: ignore[method-assign]
-    EmbeddingModel._embed = embed  # type: ignore[method-assign]
+    LanguageModel._make_engine = make_backend  # type: ignore[method-assign]
+    EmbeddingModel._embed_with_usage = embed  # type: ignore[method-assign]

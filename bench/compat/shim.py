@@ -78,6 +78,14 @@ INTERNAL_ALIASES: dict[str, str] = {
         "promptgym.metrics.operational.collect_language_models",
     "synalinks.src.metrics.em_metrics._collect_embedding_models":
         "promptgym.metrics.operational.collect_embedding_models",
+    "synalinks.src.modules.core.tool.json_schema_type": "promptgym.modules.tool.json_schema_type",
+    "synalinks.src.modules.language_models.language_model.StreamingIterator": "promptgym.lm.streaming.StreamingIterator",
+    # OMEGA's request texts and its embedding distance (promptgym keeps them beside OMEGA, in omega_*.py)
+    "synalinks.src.optimizers.omega.base_instructions": "promptgym.optimizers.omega_prompts.base_instructions",
+    "synalinks.src.optimizers.omega.mutation_instructions": "promptgym.optimizers.omega_prompts.mutation_instructions",
+    "synalinks.src.optimizers.omega.crossover_instructions":
+        "promptgym.optimizers.omega_prompts.crossover_instructions",
+    "synalinks.src.optimizers.omega.similarity_distance": "promptgym.optimizers.omega_population.similarity_distance",
 }
 """synalinks' internal names that have a promptgym counterpart of the same concept (not public in
 synalinks, but its tests import them): ``synalinks.src.M.N`` -> ``promptgym.P.N``."""

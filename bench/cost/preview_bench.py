@@ -25,7 +25,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from bench.fake_openai_server import start_fake_server  # noqa: E402
 from promptgym.cli.main import app  # noqa: E402
-from promptgym.cli.runs import list_runs  # noqa: E402
+from promptgym.runs.folder import list_runs  # noqa: E402
 from promptgym.lm.prices import table_price  # noqa: E402
 
 PRICE = table_price("gpt-4o-mini")

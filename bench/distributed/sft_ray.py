@@ -54,12 +54,12 @@ def settings_for(model: str, folder: Path, rows: int) -> Any:
 
 
 def one_setting(name: str, settings: Any, folder: Path, backend: Any) -> dict[str, Any]:
-    from promptgym.finetune import SFTJob
+    from promptgym.finetune import SFTJob, run_sft
     from promptgym.finetune.history import StepHistory
 
     started = time.perf_counter()
     job = SFTJob.prepare(settings, name="bench")
-    result = job.run(folder, backend=backend)
+    result = run_sft(job, folder, backend=backend)
     wall = time.perf_counter() - started
     steps = [row for row in StepHistory(folder / "history.csv").rows() if row.get("seconds") is not None]
     seconds = [float(row["seconds"]) for row in steps[1:]] or [float(steps[0]["seconds"])]

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 
 import promptgym as pg
-from promptgym.lm.local_backend import shared_local_backend
+from promptgym.lm.local_engine import shared_local_engine
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, ensure_local_model
 
 MODEL = f"local/{DEFAULT_LOCAL_MODEL}"
@@ -59,7 +59,7 @@ def build(shots: bool) -> tuple[pg.Program, pg.Generator]:
 
 
 def time_raw(generator: pg.Generator, x: list[Review], reset_each_call: bool) -> float:
-    backend = shared_local_backend(ensure_local_model(DEFAULT_LOCAL_MODEL))
+    backend = shared_local_engine(ensure_local_model(DEFAULT_LOCAL_MODEL))
     llama = backend._engine()
     grammar = backend._grammar(generator._schema)
     started = time.perf_counter()

@@ -32,7 +32,7 @@ async def main():
     except Exception as error:
         print("RESULT " + json.dumps({"raised": type(error).__name__, "message": str(error)}))
         return
-    backend = lm._backend
+    backend = lm._engine
     print("RESULT " + json.dumps({"raised": None, "ok": sum(p is not None for p in predictions),
         "failed": len(predictions.failures), "errors": sorted(set(predictions.failures.values())),
         "mode": getattr(backend, "structured_mode", None), "seconds": time.time() - started,

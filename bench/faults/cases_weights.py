@@ -238,7 +238,7 @@ def runs_cases() -> list[Case]:
         return None if alive else "runs stop killed an unrelated process that got the run's old pid"
 
     partial_events = (
-        "from pathlib import Path\nimport json\nfrom promptgym.cli.runs import RunFolder\n"
+        "from pathlib import Path\nimport json\nfrom promptgym.runs.folder import RunFolder\n"
         "run = RunFolder.create(Path('runs'), 'killed')\nrun.append_event({'event': 'run_started'})\n"
         "open(run.events_path, 'a').write('{\"event\": \"sft_st')\n"
         "run.append_event({'event': 'run_started', 'resume': True})\n"

@@ -3,6 +3,7 @@
     .venv/bin/python bench/faults/run.py                       # everything (about 5 minutes on 2 cores)
     .venv/bin/python bench/faults/run.py --only config,data    # some categories
     .venv/bin/python bench/faults/run.py --only tools,mcp,serve,program_edit   # issue 44's surfaces
+    .venv/bin/python bench/faults/run.py --only kb             # knowledge bases (issue 39)
     .venv/bin/python bench/faults/run.py --label after --json bench/results/faults_after.json
 
 Outcomes (see common.py): ``clear`` (refused with a clear error), ``ok`` (accepted as it should
@@ -26,8 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cases_inputs  # noqa: E402
+import cases_knowledge  # noqa: E402
 import cases_lm  # noqa: E402
 import cases_programs  # noqa: E402
+import cases_stages  # noqa: E402
 import cases_surfaces  # noqa: E402
 import cases_taskapp  # noqa: E402
 import cases_weights  # noqa: E402
@@ -35,11 +38,12 @@ import kills  # noqa: E402
 from common import OUTCOMES, Verdict, run_case  # noqa: E402
 from servers import start_broken_task_app, start_fault_server  # noqa: E402
 
-CATEGORIES = ("config", "data", "cli", "program_file", "lm", "cache", "taskapp", "kill",
+CATEGORIES = ("config", "data", "cli", "program_file", "lm", "cache", "taskapp", "kill", "kb",
               *cases_surfaces.SURFACE_CATEGORIES)
-WEIGHT_CATEGORIES = (*cases_weights.WEIGHT_CATEGORIES, "weight_kill")
+WEIGHT_CATEGORIES = (*cases_weights.WEIGHT_CATEGORIES, "weight_kill", "stage_kill")
 """The weight flows' surfaces (issue 27): ``--only sft,rl,registry,runs,ray,export,weight_kill``; ``--only weights``
-is all of them. They are not in the default set (they train a tiny model: about 5 more minutes)."""
+is all of them. They are not in the default set (they train a tiny model: about 5 more minutes).
+``stage_kill`` (issue 44): FineTune and Sequence killed at each stage boundary, then fitted again."""
 
 
 def main() -> None:
@@ -59,10 +63,12 @@ def main() -> None:
     try:
         tiny = cases_weights.build_tiny_model(Path(model_folder.name)) if only & set(WEIGHT_CATEGORIES) else None
         cases = [case for case in [*cases_inputs.cases(), *cases_programs.cli_cases(), *cases_lm.cases(server),
-                                   *cases_taskapp.cases(broken_app), *cases_surfaces.cases(server)]
+                                   *cases_taskapp.cases(broken_app), *cases_surfaces.cases(server),
+                                   *cases_knowledge.cases()]
                  if case.category in only]
         if tiny is not None:
             cases += cases_weights.cases(tiny, server, only)
+            cases += cases_stages.cases(tiny) if "stage_kill" in only else []
         verdicts: list[Verdict] = []
         with ThreadPoolExecutor(args.workers) as pool:
             for verdict in pool.map(run_case, cases):

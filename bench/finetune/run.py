@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import promptgym as pg
-from promptgym.finetune.optimizer import FineTune
+from promptgym.optimizers.finetune import FineTune
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL
 from promptgym.lm.usage import LEDGER
 from promptgym.stats import confidence_interval, paired_test

@@ -4,7 +4,7 @@ The embedded models' architectures are built from their configs with random weig
 depend on the values), so nothing is downloaded or carried but code; the token ids are synthetic. Prints one
 JSON line per row (and writes them to ``--out``):
 
-- ``sft``: promptgym's SFT loop (``SFTJob.train``: LoRA r 16 on the 7 projections, chunked loss, the device
+- ``sft``: promptgym's SFT loop (``SFTRun.train``: LoRA r 16 on the 7 projections, chunked loss, the device
   plan's formats) against a plain transformers + peft step (full logits, ``model(..., labels=...)``, AdamW,
   the same formats) on the same batches. ``rows = "program"``: rows that share a system message (most of each
   row, as in a program's own SFT data; promptgym encodes it once per batch), ``rows = "distinct"``: rows with
@@ -42,7 +42,7 @@ from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.rl.update import TrainingRow, grpo_update
 from promptgym.finetune.settings import SFTSettings
 from promptgym.finetune.sft_data import SFTData
-from promptgym.finetune.sft_flow import SFTJob
+from promptgym.finetune.sft_flow import SFTJob, SFTRun
 
 # Qwen2.5-0.5B-Instruct's architecture (the embedded default, local/qwen2.5-coder-0.5b-instruct), written out so
 # that nothing is read from a hub or a model file.
@@ -114,7 +114,7 @@ class _PadOnly:
 
 def promptgym_sft(architecture: dict[str, Any], plan: DevicePlan, rows: list[EncodedConversation], batch: int,
                   steps: int, share_prefix: bool | str) -> dict[str, Any]:
-    """promptgym's own loop (``SFTJob.train``) on ``rows``; seconds per step after one warm-up step."""
+    """promptgym's own loop (``SFTRun.train``) on ``rows``; seconds per step after one warm-up step."""
     result: dict[str, Any] = {}
     with measured_memory(plan, result):
         settings = SFTSettings(base_model="random", train_file="-", batch_size=batch, n_epochs=1, save_steps=10 ** 6,
@@ -132,7 +132,7 @@ def promptgym_sft(architecture: dict[str, Any], plan: DevicePlan, rows: list[Enc
         with tempfile.TemporaryDirectory() as folder:
             synchronize(plan)
             marks.append(time.perf_counter())
-            job.train(Path(folder), on_event, lambda **_: None, False, StopRequest(), time.time())
+            SFTRun(job, Path(folder), on_event, lambda **_: None, StopRequest(), time.time(), job.replicas).train(False)
     seconds = [b - a for a, b in zip(marks, marks[1:])][1:]  # the first step warms up kernels and allocator
     tokens = sum(len(row.input_ids) for row in rows[:batch])
     step = statistics.median(seconds)
@@ -150,17 +150,20 @@ def profile_step(architecture: dict[str, Any], plan: DevicePlan, rows: list[Enco
     job = SFTJob(settings, BaseModelSource("random", None, Path("."), ""), model, _PadOnly(),
                  SFTData(train=rows[:batch], validation=[], train_rows=[], validation_rows=[]), 0, "profile", plan)
     optimizer, scheduler = make_optimizer(model, settings, 100)
-    training = TrainingParts(model, optimizer, scheduler)
+    scratch = tempfile.TemporaryDirectory()
+    trainer = SFTRun(job, scratch.name)  # the trainer owns the step; its folder is never written here
+    trainer.training = training = TrainingParts(model, optimizer, scheduler)
     forward = job.replicas.loss_function(model, job.model_loss)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if plan.is_cuda else [])
     sort = "cuda_time_total" if plan.is_cuda else "cpu_time_total"
     for _ in range(2):
-        job._train_step([list(range(batch))], training, forward)
+        trainer.optimizer_step([list(range(batch))], forward)
     synchronize(plan)
     with profile(activities=activities) as ours:
-        job._train_step([list(range(batch))], training, forward)
+        trainer.optimizer_step([list(range(batch))], forward)
         synchronize(plan)
-    del job, model, optimizer, training, forward
+    scratch.cleanup()
+    del job, trainer, model, optimizer, training, forward
     plain_step = PlainStep(architecture, plan)
     for _ in range(2):
         plain_step(rows[:batch])

@@ -78,7 +78,7 @@ async def measure(url: str, n: int, batch_size: int, offset: int) -> dict[str, f
 def hold_slot_in_backoff() -> None:
     """Make every retry loop keep its slot through the backoff sleeps, as the clients did before core/retry.py."""
     import promptgym.core.retry as retry
-    import promptgym.lm.openai_backend as backend
+    import promptgym.lm.openai_engine as backend
 
     plain = retry.retrying
 

@@ -282,11 +282,11 @@ def program_stream_check(client: Any, index: int) -> dict[str, Any]:
 def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     import openai  # deferred: only this mode needs the client
 
-    from promptgym.lm.local_backend import shared_local_backend
+    from promptgym.lm.local_engine import shared_local_engine
     from promptgym.lm.local_models import resolve_local_model
 
     files = resolve_local_model(LOCAL_MODEL.removeprefix("local/"))
-    llama = shared_local_backend(files.model_path)._engine()
+    llama = shared_local_engine(files.model_path)._engine()
     folder = tempfile.TemporaryDirectory()
     program = Path(folder.name) / "qa.json"
     asyncio.run(save_local_program(program))

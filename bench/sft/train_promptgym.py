@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from promptgym.finetune import SFTJob, SFTSettings
+from promptgym.finetune import SFTJob, SFTSettings, run_sft
 
 
 def main() -> None:
@@ -52,7 +52,7 @@ def main() -> None:
                 sys.stdin.readline()  # the other trainer's step runs meanwhile
             cpu_marks.append(time.process_time())
 
-    result = job.run(Path(args.out), on_event=record)
+    result = run_sft(job, Path(args.out), on_event=record)
     print(json.dumps({
         "framework": "promptgym", "load_s": round(loaded, 2), "steps": len(steps),
         "step_seconds": [s["seconds"] for s in steps],

@@ -1,9 +1,9 @@
 """``promptgym train``: TOML config -> the library's objects -> ``fit()``, with run folders and live progress.
 
 See docs/cli.md. The pieces: ``main`` (the typer app), ``commands/`` (one command per file), ``flows/`` (one
-flow per job type, and the one table keyed by job type), ``launch`` (train, resume, worker and
-run-with-renderer, written once), ``session`` (one run session: status, signals, how it ended), ``config``
-(pydantic schema), ``build`` (config -> objects), ``runner`` (a prompt-learning run: fit with checkpoints,
-resume), ``sft_runner`` / ``rl_runner`` (the weight runs), ``recorder`` (events.jsonl), ``artifacts``
-(summary.md, plots), ``render`` (live output), ``execution`` (``--backend``: where a run executes).
+file per job type, SFT and RL whole, and the one table keyed by job type), ``launch`` (train, resume, worker and
+run-with-renderer, written once), ``config`` (pydantic schema), ``build`` (config -> objects), ``runner`` (the
+prompt-learning flow's run: baseline, fit, evaluation), ``artifacts`` (summary.md, plots), ``render`` (live
+output), ``execution`` (``--backend``: where a run executes). The run engine the flows drive (run folder,
+status, events, history, checkpoints, stop requests, sessions, loggers) is :mod:`promptgym.runs`.
 """

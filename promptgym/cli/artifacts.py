@@ -7,13 +7,13 @@ import logging
 from typing import Any
 
 from promptgym.cli.build import RunPlan
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.core.atomic import atomic_write_json
 from promptgym.modules.retrieval import describe_retrieval
 from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.stats import Evaluation, format_p
-from promptgym.training.history_csv import history_columns
+from promptgym.runs.history import history_columns
 from promptgym.training.spend import format_usd
 from promptgym.utils import (  # matplotlib loads when plotting
     cost_points,

@@ -20,6 +20,7 @@ from promptgym import datasets
 from promptgym import metrics as metrics_module
 from promptgym import optimizers
 from promptgym import rewards as rewards_module
+from promptgym.cli.commands.kb_config import attach_knowledge_base, open_knowledge_base, retriever_for
 from promptgym.cli.config import ConfigError, DataSection, FieldSpec, GeneratorSpec, JobConfig
 from promptgym.core.data_model import DataModel
 from promptgym.core.identifiers import normalize_identifier
@@ -115,12 +116,14 @@ def dataset_module(name: str) -> Any:
 
 
 def build_generator_program(spec: GeneratorSpec, inputs: type[DataModel] | None, outputs: type[DataModel] | None,
-                            lm: LanguageModel) -> Program:
+                            lm: LanguageModel, retriever: Any = None) -> Program:
+    """``Input -> [retriever ->] Generator``: the retriever is the ``[knowledge]`` table's (a RAG program)."""
     if inputs is None or outputs is None:
         raise ConfigError("program.generator: give inputs and outputs fields (or use a built-in data.dataset)")
     cls = ChainOfThought if spec.kind == "chain_of_thought" else Generator
     module = cls(data_model=outputs, language_model=lm, instructions=spec.instructions, name=spec.name)
-    return Sequential([Input(data_model=inputs), module], name=spec.name + "_program")
+    steps = [Input(data_model=inputs), *([retriever] if retriever is not None else []), module]
+    return Sequential(steps, name=spec.name + "_program")
 
 
 def load_factory(reference: str) -> Any:
@@ -137,12 +140,17 @@ def load_factory(reference: str) -> Any:
     return function
 
 
-async def call_factory(reference: str, kwargs: dict[str, Any], lm: LanguageModel) -> Program:
-    """The Program ``module:function(**factory_args)`` returns (awaited if async), or a ConfigError saying why not."""
+async def call_factory(reference: str, kwargs: dict[str, Any], lm: LanguageModel,
+                       knowledge_base: Any = None) -> Program:
+    """The Program ``module:function(**factory_args)`` returns (awaited if async), or a ConfigError saying why not.
+
+    It gets ``language_model=`` (and the ``[knowledge]`` table's ``knowledge_base=``) when it takes them."""
     function = load_factory(reference)
     try:
-        if "language_model" in inspect.signature(function).parameters:
-            kwargs.setdefault("language_model", lm)
+        parameters = inspect.signature(function).parameters
+        for name, value in (("language_model", lm), ("knowledge_base", knowledge_base)):
+            if name in parameters and value is not None:
+                kwargs.setdefault(name, value)
     except (TypeError, ValueError):  # a callable without a signature: call it as it is
         pass
     try:
@@ -160,6 +168,7 @@ async def call_factory(reference: str, kwargs: dict[str, Any], lm: LanguageModel
 async def build_program(config: JobConfig, lm: LanguageModel, data: Data) -> Program:
     section = config.program
     assert section is not None
+    knowledge = (await open_knowledge_base(config.knowledge))[0] if config.knowledge is not None else None
     if section.path:
         if not Path(section.path).is_file():
             raise ConfigError(f"program.path: {section.path}: no such file"
@@ -170,12 +179,18 @@ async def build_program(config: JobConfig, lm: LanguageModel, data: Data) -> Pro
             message = str(error) if section.path in str(error) else f"{section.path}: {type(error).__name__}: {error}"
             raise ConfigError(f"program.path: {message}") from None
         program.training_setup = None  # the config's reward/optimizer apply, not the file's
-        return program
+        return attach_knowledge_base(program, knowledge, "program.path") if knowledge is not None else program
     if section.factory:
-        return await call_factory(section.factory, dict(section.factory_args), lm)
+        args = dict(section.factory_args)
+        program = await call_factory(section.factory, args, lm, knowledge)
+        if knowledge is not None and args.get("knowledge_base") is not knowledge:
+            attach_knowledge_base(program, knowledge, "program.factory")
+        return program
     assert section.generator is not None
     inputs, outputs = io_models(config)
-    return build_generator_program(section.generator, inputs or data.input_model, outputs or data.output_model, lm)
+    retriever = retriever_for(config.knowledge, knowledge, lm) if config.knowledge and knowledge else None
+    return build_generator_program(section.generator, inputs or data.input_model, outputs or data.output_model, lm,
+                                   retriever)
 
 
 def _limit(x: np.ndarray, y: np.ndarray, count: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -301,7 +316,6 @@ def build_optimizer(config: JobConfig) -> Optimizer:
             params.setdefault("seed", config.job.seed)
         return {"class_name": name, "config": params}
 
-    optimizers.load_lazy_optimizers()  # FineTune's name resolves
     if config.optimizer.stages:
         stages = []
         for index, stage in enumerate(config.optimizer.stages):

@@ -179,6 +179,26 @@ class DataSection(Section):
         return self.task_url is not None or self.task_app is not None
 
 
+class KnowledgeSection(Section):
+    """The knowledge base a RAG program searches (docs/knowledge.md): opened, or built/refreshed from ``sources``."""
+
+    path: str = Field(..., description="the DuckDB file (`promptgym kb build` makes one)")
+    embedding_model: str | dict[str, Any] | None = Field(
+        None, description="a model string, 'none', or {class_name, config}; default: the one the file was built with")
+    sources: list[str] = Field(default_factory=list, description="files/folders ingested before the run (resumable)")
+    chunk_size: int = Field(1000, ge=50)
+    overlap: int = Field(100, ge=0)
+    table: str = "Chunk"
+    k: int = Field(5, ge=1, description="chunks retrieved per query ([program.generator] programs)")
+    search_type: Literal["hybrid_fts", "fulltext", "similarity"] = "hybrid_fts"
+
+    @model_validator(mode="after")
+    def _overlap_below_chunk_size(self) -> "KnowledgeSection":
+        if self.overlap >= self.chunk_size:
+            raise ValueError(f"overlap ({self.overlap}) must be below chunk_size ({self.chunk_size})")
+        return self
+
+
 class ScorerSpec(Section):
     name: str = "exactmatch"
     params: dict[str, Any] = Field(default_factory=dict)
@@ -264,6 +284,7 @@ class JobConfig(Section):
     job: JobSection = Field(default_factory=JobSection)
     model: ModelSection = Field(default_factory=ModelSection)
     program: ProgramSection | None = None
+    knowledge: KnowledgeSection | None = None
     data: DataSection | None = None
     reward: ScorerSpec = Field(default_factory=ScorerSpec)
     metrics: list[ScorerSpec] = Field(default_factory=list)
@@ -338,7 +359,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 PATH_KEYS = (("data", "train"), ("data", "validation"), ("data", "test"), ("data", "traces"), ("data", "task_app"), ("program", "path"),
-             ("sft", "train_file"), ("sft", "validation_file"), ("logging", "tensorboard"))
+             ("sft", "train_file"), ("sft", "validation_file"), ("logging", "tensorboard"), ("knowledge", "path"))
 
 
 def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -347,6 +368,11 @@ def absolute_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None
         if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
             raw[section][key] = str((base / value).resolve())
+    knowledge = raw.get("knowledge")
+    if isinstance(knowledge, dict) and isinstance(knowledge.get("sources"), list):
+        knowledge["sources"] = [str((base / item).resolve()) if isinstance(item, str) and item
+                                and not Path(item).expanduser().is_absolute() else item
+                                for item in knowledge["sources"]]
     return raw
 
 

@@ -23,9 +23,9 @@ from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
 from promptgym.cli.config import ConfigError, JobConfig, read_toml, resolved_dict, validate_config
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.flows import Flow, flow_for
-from promptgym.cli.process_identity import process_identity
+from promptgym.runs.process_identity import process_identity
 from promptgym.cli.render import make_renderer
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.task_app_process import running_task_app
 from promptgym.lm.finetuned_models import name_taken_problem

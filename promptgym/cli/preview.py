@@ -15,6 +15,7 @@ from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.secrets import Masker
 from promptgym.lm.usage import Usage, cost_samples, usage_scope
 from promptgym.modules.variable import variable_values
+from promptgym.optimizers.base import FitSizes, StageEstimate
 from promptgym.optimizers.kit import trainable_prompts
 from promptgym.programs.program import Program
 from promptgym.training.headroom import check_headroom
@@ -26,73 +27,67 @@ def generator_count(program: Program) -> int:
     return max(1, len(trainable_prompts(program)))
 
 
-def estimate_lm_calls(job: RunPlan) -> dict[str, int]:
-    """An upper bound on LM calls, by part (cached calls cost nothing and are not subtracted).
-
-    An optimizer may give its own number with ``estimate_lm_calls(train_size, val_size, epochs, batch_size,
-    minibatch_size)``; otherwise the few-shot loop is assumed: every training example each epoch, two
-    candidates on one validation minibatch per step, and the validation set each ``validation_freq`` epochs.
-    """
+def fit_sizes(job: RunPlan) -> FitSizes:
+    """What the job's fit() will see: the training and validation sizes (validation_split held out of train)."""
     training, sizes = job.config.training, job.data.sizes()
-    calls_per_run = generator_count(job.program)
     train, val = sizes["train"], sizes["validation"]
     if not val and job.config.data:
         val = int(math.floor(train * job.config.data.validation_split))
         train -= val
-    steps = math.ceil(train / training.batch_size) if train else 0
-    epochs = training.epochs
-    estimate = getattr(job.optimizer, "estimate_lm_calls", None)
-    if callable(estimate):
-        optimizer_calls = int(estimate(train_size=train, val_size=val, epochs=epochs, batch_size=training.batch_size,
-                                       minibatch_size=training.minibatch_size))
-    else:
-        optimizer_calls = epochs * steps * 2 * min(training.minibatch_size, val or train) * calls_per_run
-    eval_size = sizes["test"] or val or train
-    runs = getattr(job.optimizer, "estimate_training_runs", None)  # an optimizer that knows it runs fewer
-    training_runs = (int(runs(job.program, train_size=train, epochs=epochs)) if callable(runs) else epochs * train) \
-        * calls_per_run
-    budget = job.optimizer.budget.limit
-    if budget is not None and not callable(estimate):  # the few-shot loop stops at its budget of program runs
-        training_runs = min(training_runs, budget * calls_per_run)
-        optimizer_calls = min(optimizer_calls, budget * calls_per_run - training_runs)
+    return FitSizes(train=train, val=val, epochs=training.epochs, batch_size=training.batch_size,
+                    minibatch_size=training.minibatch_size, calls_per_run=generator_count(job.program))
+
+
+def stage_calls(estimate: StageEstimate, sizes: FitSizes, budget: int | None) -> tuple[int, int]:
+    """(training-run calls, candidate-scoring calls) of one stage; the few-shot loop where it gives no number:
+    every training example each epoch, two candidates on one validation minibatch per step, within its budget."""
+    steps = math.ceil(sizes.train / sizes.batch_size) if sizes.train else 0
+    runs = estimate.training_runs if estimate.training_runs is not None else sizes.epochs * sizes.train
+    training_runs = runs * sizes.calls_per_run
+    if estimate.lm_calls is not None:
+        return training_runs, int(estimate.lm_calls)
+    scoring = sizes.epochs * steps * 2 * min(sizes.minibatch_size, sizes.val or sizes.train) * sizes.calls_per_run
+    if budget is not None:  # the few-shot loop stops at its budget of program runs
+        training_runs = min(training_runs, budget * sizes.calls_per_run)
+        scoring = min(scoring, budget * sizes.calls_per_run - training_runs)
+    return training_runs, scoring
+
+
+def estimate_lm_calls(job: RunPlan) -> dict[str, int]:
+    """An upper bound on LM calls, by part (cached calls cost nothing and are not subtracted).
+
+    Each stage of the optimizer gives its own numbers (``Optimizer.estimate``); where it gives none, the
+    few-shot loop is assumed (:func:`stage_calls`).
+    """
+    training, sizes = job.config.training, fit_sizes(job)
+    estimates = job.optimizer.estimate(job.program, sizes)
+    budget = job.optimizer.budget.limit if len(estimates) == 1 else None
+    calls = [stage_calls(estimate, sizes, budget) for estimate in estimates]
+    eval_size = job.data.sizes()["test"] or sizes.val or sizes.train
     parts = {
-        "headroom check": min(training.minibatch_size, val or train) * calls_per_run,
-        "training runs": training_runs,
-        "candidate scoring": optimizer_calls,
-        "validation": (epochs // training.validation_freq) * val * calls_per_run,
-        "baseline + final evaluation": (2 if training.evaluate_baseline else 1) * eval_size * calls_per_run,
+        "headroom check": min(training.minibatch_size, sizes.val or sizes.train) * sizes.calls_per_run,
+        "training runs": sum(runs for runs, _ in calls),
+        "candidate scoring": sum(scoring for _, scoring in calls),
+        "validation": (training.epochs // training.validation_freq) * sizes.val * sizes.calls_per_run,
+        "baseline + final evaluation": (2 if training.evaluate_baseline else 1) * eval_size * sizes.calls_per_run,
     }
     parts["total"] = sum(parts.values())
     return parts
 
 
 def stage_estimates(job: RunPlan) -> list[tuple[str, str]]:
-    """Per stage of a chain (or for a lone FineTune): what it will cost in LM calls and SFT steps."""
-    stages = getattr(job.optimizer, "stages", None)
-    if not stages and not hasattr(job.optimizer, "estimate_sft_steps"):
+    """A row per stage of a chain, or one for a lone optimizer with more to say than model calls (FineTune's
+    SFT steps): what it will cost."""
+    sizes = fit_sizes(job)
+    estimates = job.optimizer.estimate(job.program, sizes)
+    if len(estimates) == 1 and not estimates[0].note:
         return []
-    training, sizes = job.config.training, job.data.sizes()
-    train, val = sizes["train"], sizes["validation"]
-    if not val and job.config.data:
-        val = int(math.floor(train * job.config.data.validation_split))
-        train -= val
-    calls_per_run = generator_count(job.program)
     rows = []
-    for index, stage in enumerate(stages or [job.optimizer]):
-        estimate = getattr(stage, "estimate_lm_calls", None)
-        calls = int(estimate(train_size=train, val_size=val, epochs=training.epochs, batch_size=training.batch_size,
-                             minibatch_size=training.minibatch_size)) if callable(estimate) else 0
-        runs = getattr(stage, "estimate_training_runs", None)
-        calls += (int(runs(job.program, train_size=train, epochs=training.epochs)) if callable(runs)
-                  else training.epochs * train) * calls_per_run
-        text = f"{type(stage).__name__}: <= {calls} LM calls (check against its start on {val} validation examples included)"
-        steps = getattr(stage, "estimate_sft_steps", None)
-        if callable(steps):
-            text += (f"; SFT <= {steps(train * calls_per_run)} steps per base model "
-                     f"({train} rows, batch {stage.batch_size}, {stage.n_epochs} epoch(s)); the step time is measured "
-                     "when training starts" + (f", stopped at max_train_seconds={stage.max_train_seconds:g}"
-                                                if stage.max_train_seconds else ""))
-        rows.append((f"stage {index + 1}" if stages else "weights", text))
+    for index, estimate in enumerate(estimates):
+        runs, scoring = stage_calls(estimate, sizes, None)
+        text = (f"{estimate.optimizer}: <= {runs + scoring} LM calls (check against its start on {sizes.val} "
+                "validation examples included)" + (f"; {estimate.note}" if estimate.note else ""))
+        rows.append((f"stage {index + 1}" if len(estimates) > 1 else "weights", text))
     return rows
 
 
@@ -158,29 +153,15 @@ def print_preview(job: RunPlan, masker: Masker, console: Console | None = None,
     (console or Console()).print(table)
 
 
-def print_sft_step_times(job: RunPlan, console: Console | None = None) -> dict[str, float]:
-    """Time one SFT step for each FineTune stage (it loads the base model) and print what training will take.
+def print_checks_before_run(job: RunPlan, console: Console | None = None) -> list[str]:
+    """The optimizer's slow checks before the run (FineTune times one SFT step: it loads the base model), printed.
 
-    Raises the stage's error (a model it cannot train, no labels) before the run starts.
+    Raises the optimizer's error (a model it cannot train, no labels) before the run starts.
     """
-    import tempfile
-
-    console = console or Console()
-    stages = getattr(job.optimizer, "stages", None) or [job.optimizer]
-    measured: dict[str, float] = {}
-    train = len(job.data.x_train)
-    for index, stage in enumerate(stages):
-        if not hasattr(stage, "measure_step_seconds"):
-            continue
-        with tempfile.TemporaryDirectory(prefix="promptgym-step-") as folder:
-            seconds = stage.measure_step_seconds(job.program, job.data.x_train, job.data.y_train, folder)
-        steps = stage.estimate_sft_steps(train * generator_count(job.program))
-        for base, step_s in seconds.items():
-            budget = f", stopped at max_train_seconds={stage.max_train_seconds:g}" if stage.max_train_seconds else ""
-            console.print(f"stage {index + 1} FineTune: one SFT step of {base} takes {step_s:.1f} s here: about "
-                          f"{steps * step_s / 60:.0f} min for <= {steps} steps{budget}")
-            measured[base] = step_s
-    return measured
+    lines = job.optimizer.check_before_run(job.program, job.data.x_train, job.data.y_train)
+    for line in lines:
+        (console or Console()).print(line, markup=False, soft_wrap=True)
+    return lines
 
 
 def validation_sample(job: RunPlan) -> tuple[Any, Any]:

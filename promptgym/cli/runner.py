@@ -10,29 +10,26 @@ import asyncio
 import contextlib
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 from promptgym.cli.artifacts import failure_counts, write_artifacts, write_budget_summary, write_failure_summary
 from promptgym.cli.build import RunPlan, build_run_plan
 from promptgym.cli.config import JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.cli.recorder import Listener, RunRecorder
+from promptgym.runs.events import Listener
+from promptgym.training.run_recorder import RunRecorder
 from promptgym.cli.run_loggers import with_run_loggers
-from promptgym.cli.runs import SESSION_CALLS, RunFolder
+from promptgym.runs.folder import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.cli.session import RunSession
+from promptgym.runs.session import RunSession
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
 from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage
-from promptgym.optimizers import Optimizer
-from promptgym.programs.program import Program
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.callback import Callback
 from promptgym.training.callbacks_builtin import EarlyStopping
-from promptgym.training.checkpoints import restore_checkpoint
-from promptgym.training.history_csv import drop_history_rows
+from promptgym.training.fit_folder import resume_point
 
 logger = logging.getLogger("promptgym")
 
@@ -92,23 +89,6 @@ def usable_evaluation(entry: Any) -> bool:
     return isinstance(entry, dict) and not (entry.get("size") and entry.get("failures", 0) >= entry["size"])
 
 
-def resume_point(run: RunFolder, program: Program) -> tuple[int, int, str, str]:
-    """(epoch, step, checkpoint used, a note on dropped history rows) after restoring the newest usable checkpoint.
-
-    Rows of ``history.csv`` for epochs the checkpoint hasn't finished are dropped: those epochs run again.
-    """
-    path, _ = run.usable_checkpoint()  # the CLI said which one before asking to resume
-    epoch, step = restore_checkpoint(program, path) if path is not None else (0, 0)
-    dropped = drop_history_after(run.path / "history.csv", epoch)
-    note = f"{dropped} history row(s) from epoch {epoch + 1} on dropped: they run again" if dropped else ""
-    return epoch, step, str(path.relative_to(run.path)) if path else "(none)", note
-
-
-def drop_history_after(path: Path, epochs_done: int) -> int:
-    """Keep the rows of epochs ``< epochs_done``; returns how many were dropped."""
-    return drop_history_rows(path, lambda row: str(row.get("epoch", "")).isdigit() and int(row["epoch"]) < epochs_done)
-
-
 def fit_arguments(job: RunPlan, initial_epoch: int, callbacks: list[Callback], initial_step: int = 0,
                   executor: Executor | None = None) -> dict[str, Any]:
     training, data = job.config.training, job.data
@@ -124,13 +104,6 @@ def fit_arguments(job: RunPlan, initial_epoch: int, callbacks: list[Callback], i
     else:
         arguments["validation_split"] = job.config.data.validation_split if job.config.data else 0.0
     return arguments
-
-
-def place_weight_runs(optimizer: Optimizer, run_path: Path) -> None:
-    """A FineTune stage without its own ``output_dir`` keeps its SFT runs inside the run folder."""
-    for index, stage in enumerate(getattr(optimizer, "stages", None) or [optimizer]):
-        if hasattr(stage, "output_dir") and stage.output_dir is None:
-            stage.output_dir = str(run_path / "finetune" / f"stage-{index + 1}")
 
 
 class PromptAccounting:
@@ -161,15 +134,15 @@ class PromptAccounting:
         return {**counts, **spend, "failures": failure_counts({**previous, **changes, **counts})}
 
 
-async def train_program(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
-                        executor: Executor | None, spent_usd: float = 0.0) -> dict[str, Any] | None:
+async def train_program(job: RunPlan, session: RunSession, recorder: RunRecorder, training: FailureTally,
+                        resume: bool, executor: Executor | None, spent_usd: float = 0.0) -> dict[str, Any] | None:
     """:func:`train_and_evaluate` under ``[budget] max_usd`` (counting what earlier sessions spent): None when
     the cap stopped it (the status says so; ``--resume`` goes on from the last checkpoint)."""
     max_usd = job.config.budget.max_usd
     cap = SpendCap(max_usd, spent_usd=spent_usd) if max_usd is not None else None
     try:
         with cap.active() if cap is not None else contextlib.nullcontext():
-            final = await train_and_evaluate(job, session, training, resume, executor)
+            final = await train_and_evaluate(job, session, recorder, training, resume, executor)
     except SpendCapReached as reached:  # outside fit() (the baseline or final evaluation)
         if reached.reason == "unpriced":
             raise ValueError(str(reached)) from None
@@ -181,11 +154,11 @@ async def train_program(job: RunPlan, session: RunSession, training: FailureTall
     return final
 
 
-async def train_and_evaluate(job: RunPlan, session: RunSession, training: FailureTally, resume: bool,
-                             executor: Executor | None) -> dict[str, Any] | None:
+async def train_and_evaluate(job: RunPlan, session: RunSession, recorder: RunRecorder, training: FailureTally,
+                             resume: bool, executor: Executor | None) -> dict[str, Any] | None:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
-    run, recorder, config = session.run, session.recorder, job.config
-    place_weight_runs(job.optimizer, run.path)
+    run, config = session.run, job.config
+    job.optimizer.place_outputs(run.path / "finetune")  # a FineTune's SFT runs stay inside the run folder
     job.program.compile(reward=job.reward, optimizer=job.optimizer, metrics=job.metrics)
     recorder.set_program(job.program)
     epoch, step = 0, 0
@@ -220,7 +193,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     accounting = PromptAccounting(run, training)
     session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume, accounting=accounting,
                          runs_on=execution.describe() if execution is not None else None)
-    recorder = session.recorder
+    recorder = RunRecorder(run, session.events)
     executor = execution.executor() if execution is not None else None
 
     def save_interrupted() -> None:
@@ -231,7 +204,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
         with session.ending(on_interrupt=save_interrupted, on_failure=lambda status: write_failure_summary(run, status)), \
                 session.signals(asyncio.current_task()):
             job = job or await build_run_plan(config)
-            final = await train_program(job, session, training, resume, executor, accounting.spent_usd())
+            final = await train_program(job, session, recorder, training, resume, executor, accounting.spent_usd())
     finally:
         if executor is not None:
             await executor.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.cli.common import console
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.finetune.checkpoint import find_checkpoint, last_checkpoint, read_progress
 

@@ -5,8 +5,8 @@ and a user may call ``asyncio.run`` many times. ``asyncio.run`` finalises the
 loop's live async generators before closing it, so a generator parked on the
 resource closes it in the right loop::
 
-    sessions = LoopScoped(aiohttp.ClientSession, lambda session: session.close())
-    session = await sessions.get()
+    clients = LoopScoped(HttpClient, lambda client: client.close())
+    client = await clients.get()
     slots = loop_semaphore(8)                # an asyncio.Semaphore(8) per loop
     async with await slots.get(): ...
 """

@@ -8,7 +8,7 @@ needs to name Python code.
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 import pydantic
 
@@ -58,10 +58,8 @@ def _python_type(prop: dict[str, Any], defs: dict[str, Any], name: str) -> Any:
     for key in ("anyOf", "oneOf"):
         if key in prop:
             options = [_python_type(option, defs, name) for option in prop[key]]
-            union = options[0]
-            for option in options[1:]:
-                union = union | option  # type: ignore[operator]
-            return union
+            # Union[...], not `|`: on DataModel classes `|` is synalinks' symbolic "or", not a type union.
+            return Union[tuple(options)] if len(options) > 1 else options[0]  # type: ignore[return-value]
     kind = prop.get("type")
     if kind == "array":
         return list[_python_type(prop.get("items", {}), defs, name)]  # type: ignore[misc]
@@ -80,6 +78,15 @@ def _python_type(prop: dict[str, Any], defs: dict[str, Any], name: str) -> Any:
     if kind not in _SIMPLE_TYPES:
         raise ValueError(f"schema field {name!r}: unsupported type {kind!r}")
     return _SIMPLE_TYPES[kind]
+
+
+def python_type_of_schema(schema: dict[str, Any]) -> Any:
+    """The Python type (for pydantic) of any JSON ``schema``: a DataModel for an object, a union for ``anyOf``...
+
+    >>> python_type_of_schema({"anyOf": [{"type": "string"}, {"type": "integer"}]})
+    typing.Union[str, int]
+    """
+    return _python_type(schema, schema.get("$defs", {}), schema.get("title") or "(root)")
 
 
 def data_model_from_schema(

@@ -26,7 +26,7 @@ from promptgym.core.serialization import serialize_object
 from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
 from promptgym.distributed.wire import outcome_from_wire, rollout_to_wire, user_modules
 from promptgym.distributed.worker import remote_worker_class
-from promptgym.lm.local_backend import LOCAL_THREADS_ENV
+from promptgym.lm.local_engine import LOCAL_THREADS_ENV
 from promptgym.lm.usage import LEDGER
 from promptgym.rollouts.executor import OnOutcome, OnStart, Outcome, Rollout
 

@@ -2,10 +2,10 @@
 
     from promptgym.distributed import RayTrainBackend
     job = SFTJob.prepare(settings)
-    result = job.run("runs/my-sft", backend=RayTrainBackend(num_workers=2))
+    result = run_sft(job, "runs/my-sft", backend=RayTrainBackend(num_workers=2))
 
 Each worker builds the model from the job's base model and the rows this process already checked
-and encoded, and runs the same loop as a local run (:meth:`SFTJob.train`) on its share of every
+and encoded, and runs the same loop as a local run (:meth:`SFTRun.train`) on its share of every
 micro-batch; DDP averages the gradients, so every copy takes the same optimiser step. The first
 worker writes the run folder as a local run does (checkpoints, ``history.csv``) and also reports
 each checkpoint to Ray (``ray.train.report``, kept under ``<run>/ray/``); its events and status
@@ -32,10 +32,11 @@ from typing import Any, Iterator, Sequence
 from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
 from promptgym.finetune.base_model import load_base_model, quiet_transformers
 from promptgym.finetune.device import plan_device
-from promptgym.finetune.loop import EventSink, StopRequest, TrainingInterrupted
+from promptgym.finetune.loop import EventSink
+from promptgym.runs.stop import StopRequest, TrainingInterrupted
 from promptgym.finetune.lora import add_lora
 from promptgym.finetune.replicas import SingleProcess
-from promptgym.finetune.sft_flow import SFTJob
+from promptgym.finetune.sft_flow import SFTJob, SFTRun
 from promptgym.finetune.weight_run import StatusSink
 
 logger = logging.getLogger("promptgym")
@@ -177,8 +178,8 @@ def _train_worker(config: dict[str, Any]) -> None:
         pass
 
     try:
-        job.train(folder, on_event if main else ignore, status if main else ignore, config["resume"],
-                  RelayedStop(relay) if main else StopRequest(), config["started"])
+        SFTRun(job, folder, on_event if main else ignore, status if main else ignore,
+               RelayedStop(relay) if main else StopRequest(), config["started"], job.replicas).train(config["resume"])
     except TrainingInterrupted as stopped:
         if main:
             relay.put.remote("interrupted", {"step": stopped.step, "checkpoint": str(stopped.checkpoint)})

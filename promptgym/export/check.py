@@ -17,9 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-import httpx
-
 from promptgym.export.prompts import ExportedPrompt, export_prompts
+from promptgym.lm.http_client import HttpClient, HttpError, HttpStatusError
 from promptgym.modules.generator import as_json
 from promptgym.stats import Interval, PairedTest, confidence_interval, paired_test
 
@@ -64,19 +63,19 @@ def _normal(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def http_caller(api_base: str, api_key: str | None = None, client: httpx.AsyncClient | None = None,
+def http_caller(api_base: str, api_key: str | None = None, client: HttpClient | None = None,
                 timeout: float = 300.0) -> Caller:
     """POST each body to ``{api_base}/chat/completions`` and return the assistant's content."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = f"{api_base.rstrip('/')}/chat/completions"
 
     async def call(body: dict[str, Any]) -> str:
-        session = client or httpx.AsyncClient(timeout=timeout)
+        session = client or HttpClient(timeout=timeout)
         try:
-            response = await session.post(url, json=body, headers=headers, timeout=timeout)
+            response = await session.request("POST", url, json=body, headers=headers, timeout=timeout)
         finally:
             if client is None:
-                await session.aclose()
+                await session.close()
         response.raise_for_status()
         return response.json()["choices"][0]["message"]["content"]
 
@@ -109,7 +108,7 @@ async def _exported_answers(exported: ExportedPrompt, x: list[dict[str, Any]], c
         async with gate:
             try:
                 return json.loads(await caller(exported.request(inputs, model=model)))
-            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+            except (HttpError, HttpStatusError, asyncio.TimeoutError, ValueError, KeyError, IndexError, TypeError):
                 return None  # a failed call or an answer that isn't JSON scores 0, as a failed prediction does
 
     return await asyncio.gather(*(one(inputs) for inputs in x))

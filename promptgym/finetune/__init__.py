@@ -16,11 +16,15 @@ from promptgym.finetune.settings import ExportSettings, LoraSettings, SFTSetting
 
 _LAZY = {
     "sft": "promptgym.finetune.sft_flow",
-    "SFTJob": "promptgym.finetune.sft_flow",
-    "SFTResult": "promptgym.finetune.sft_flow",
-    "StopRequest": "promptgym.finetune.loop",
-    "TrainingInterrupted": "promptgym.finetune.loop",
+    "run_sft": "promptgym.finetune.sft_flow",
+    "SFTJob": "promptgym.finetune.sft_job",
+    "SFTResult": "promptgym.finetune.sft_finish",
+    "StopRequest": "promptgym.runs.stop",
+    "TrainingInterrupted": "promptgym.runs.stop",
     "ChatDataError": "promptgym.finetune.chat_data",
+    # the weight optimizer sits one layer up, in optimizers/ (it drives this package's SFT engine)
+    "FineTune": "promptgym.optimizers.finetune",
+    "FineTuneError": "promptgym.optimizers.finetune",
 }
 
 __all__ = ["ExportSettings", "LoraSettings", "SFTSettings", "WeightTrainingSettings", *_LAZY]

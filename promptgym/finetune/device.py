@@ -157,7 +157,7 @@ def plan_device(device: str = "auto", precision: Precision = "auto", accelerator
         return _cpu_plan(precision, cpu_bf16)
     if not gpus:
         raise DeviceError(f"device {device!r}: torch sees no CUDA GPU ({accelerator.torch_build()}); use device = "
-                          f"'cpu' or 'auto', or install torch's CUDA build (see the README, 'Training on a GPU')")
+                          f"'cpu' or 'auto', or install torch's CUDA build (see docs/sft.md, 'Training on a GPU')")
     index = int(device.split(":")[1]) if ":" in device else 0
     if index >= len(gpus):
         raise DeviceError(f"device {device!r}: there are {len(gpus)} GPU(s), cuda:0 to cuda:{len(gpus) - 1}")

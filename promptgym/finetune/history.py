@@ -1,4 +1,4 @@
-"""``history.csv`` of a weight-training run (one row per optimiser step) and its loss plot.
+"""The loss plot of a weight-training run's ``history.csv`` (one row per optimiser step; :mod:`promptgym.runs.history`).
 
     history = StepHistory(folder / "history.csv")
     history.truncate_after(step)       # on resume: rows past the checkpoint were not kept
@@ -11,42 +11,12 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any
 
-from promptgym.training.history_csv import append_history_row, drop_history_rows, read_history
+from promptgym.runs.history import COLUMNS, StepHistory
 from promptgym.utils.plotting import _new_figure, save_figure
 
+__all__ = ["COLUMNS", "StepHistory", "plot_losses"]  # the history itself is the run skeleton's (runs/history.py)
 logger = logging.getLogger("promptgym")
-COLUMNS = ("step", "epoch", "loss", "eval_loss", "lr", "tokens_per_s", "grad_norm", "seconds", "elapsed_s")
-
-
-class StepHistory:
-    """A weight run's ``history.csv`` as numbers, over the one reader/writer (:mod:`promptgym.training.history_csv`)."""
-
-    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS, key: str = "step") -> None:
-        self.path = path
-        self.columns = columns
-        self.key = key  # the column that counts progress (an RL run's is "iteration")
-
-    def rows(self) -> list[dict[str, float | None]]:
-        rows, _ = read_history(self.path)
-        return [{key: _number(value) for key, value in row.items() if key in self.columns} for row in rows]
-
-    def append(self, row: dict[str, Any]) -> None:
-        append_history_row(self.path, row, self.columns)
-
-    def truncate_after(self, step: int) -> None:
-        """Drop rows of steps after ``step`` (done before a kill, after the last checkpoint)."""
-        drop_history_rows(self.path, lambda row: (_number(row.get(self.key)) or 0) <= step)
-
-
-def _number(value: str | None) -> float | None:
-    if value is None or value == "":
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
 
 
 def plot_losses(rows: list[dict[str, float | None]], target: Path, title: str = "loss") -> Path | None:

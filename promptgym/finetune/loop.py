@@ -1,28 +1,22 @@
-"""Pieces every weight-training loop shares: optimiser and schedule, stop requests, event sinks.
+"""Pieces every weight-training loop shares: optimiser and schedule, event sinks, peak memory.
 
     optimizer, scheduler = make_optimizer(model, settings, total_steps)
-    with stop_on_signals() as stop:
-        ...
-        if stop.requested:
-            save_checkpoint(...); raise TrainingInterrupted(step)
 
-Ctrl-C or SIGTERM asks the loop to stop after the current step, with a checkpoint; a second Ctrl-C
-stops at once (losing the steps since the last checkpoint).
+Stop requests and signals are the run skeleton's (:mod:`promptgym.runs.stop`), as is the status file
+(:mod:`promptgym.runs.status`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import signal
-import threading
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from promptgym.core.atomic import atomic_write_json, read_json
 from promptgym.core.events import Event
 from promptgym.finetune.settings import WeightTrainingSettings
+from promptgym.runs.stop import StopRequest, TrainingInterrupted
+
+__all__ = ["EventSink", "StopRequest", "TrainingInterrupted", "ignore_event", "make_optimizer", "peak_rss_mb"]
+# StopRequest, TrainingInterrupted: the run skeleton's (promptgym.runs.stop), importable here as before
 
 EventSink = Callable[[Event], None]
 """Receives each typed event (``promptgym.core.events``); the CLI writes them to the run's events.jsonl."""
@@ -30,47 +24,6 @@ EventSink = Callable[[Event], None]
 
 def ignore_event(event: Event) -> None:
     """The default sink: events are dropped."""
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on request after a checkpoint; resume continues from it."""
-
-    def __init__(self, step: int, checkpoint: Path | None) -> None:
-        super().__init__(f"stopped after step {step}" + (f"; checkpoint {checkpoint}" if checkpoint else ""))
-        self.step = step
-        self.checkpoint = checkpoint
-
-
-class StopRequest:
-    """A flag the loop checks between steps."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.reason = ""
-
-    def request(self, reason: str = "requested") -> None:
-        self.requested, self.reason = True, reason
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: StopRequest | None = None) -> Iterator[StopRequest]:
-    """SIGINT/SIGTERM set ``stop.requested``; a second SIGINT raises KeyboardInterrupt. Main thread only."""
-    stop = stop or StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        if stop.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.request("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C")
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def make_optimizer(model: Any, settings: WeightTrainingSettings, total_steps: int) -> tuple[Any, Any]:
@@ -82,21 +35,6 @@ def make_optimizer(model: Any, settings: WeightTrainingSettings, total_steps: in
     optimizer = torch.optim.AdamW(parameters, lr=settings.learning_rate, weight_decay=settings.weight_decay)
     warmup = math.ceil(total_steps * settings.warmup_ratio)
     return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, max(total_steps, 1))
-
-
-class JsonStatus:
-    """A status file updated by merging keys, atomically (the CLI's run.json has the same shape)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def read(self) -> dict[str, Any]:
-        return read_json(self.path) if self.path.is_file() else {}
-
-    def __call__(self, **changes: Any) -> dict[str, Any]:
-        data = {**self.read(), **changes}
-        atomic_write_json(self.path, json.loads(json.dumps(data, default=str)))
-        return data
 
 
 def peak_rss_mb() -> float:

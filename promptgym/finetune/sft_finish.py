@@ -1,4 +1,5 @@
-"""What an SFT run's finish writes of its own: ``summary.md`` (losses, sample answers, skipped rows, files).
+"""What an SFT run's finish leaves of its own: its result (:class:`SFTResult`) and ``summary.md`` (losses, sample
+answers, skipped rows, files).
 
 The finish itself (export, registry entry, final status) is the weight-run skeleton's
 (:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.sft_flow.SFTRun`
@@ -8,16 +9,31 @@ calls :func:`summary_markdown` from it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from promptgym.finetune.chat_data import describe_problems
-from promptgym.finetune.history import StepHistory
-from promptgym.finetune.weight_run import export_files
+from promptgym.finetune.sft_job import SFTJob
+from promptgym.finetune.weight_run import WeightRunResult, export_files
+from promptgym.runs.history import StepHistory
 
-if TYPE_CHECKING:  # sft_flow imports this module for the summary; the types only close the loop for the checker
-    from promptgym.finetune.sft_flow import SFTJob, SFTResult
+__all__ = ["SFTResult", "export_files", "summary_markdown"]  # export_files: now the skeleton's, kept importable here
 
-__all__ = ["export_files", "summary_markdown"]  # export_files: now the skeleton's, kept importable here
+
+@dataclass(kw_only=True)
+class SFTResult(WeightRunResult):
+    """What a finished (or stopped) run left: the model id, losses, checkpoints and files."""
+
+    steps: int
+    final_loss: float | None
+    final_eval_loss: float | None
+    initial_eval_loss: float | None
+    device: str = "cpu"
+
+    def status_fields(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["output_dir"] = str(self.output_dir)
+        return data
 
 
 def _loss(value: float | None) -> str:

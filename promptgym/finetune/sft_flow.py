@@ -4,9 +4,11 @@
                  output_dir="runs/dates-sft")
     LanguageModel(model=result.model_id)
 
-In two phases when you want a preview first (the CLI does): ``job = SFTJob.prepare(settings)`` loads the
-base model, checks and encodes every row and adds the adapters; ``job.measure_step_seconds()`` times one
-step; ``job.run(output_dir)`` trains, checkpoints, exports GGUF files and registers the model.
+In two phases when you want a preview first (the CLI does): ``job = SFTJob.prepare(settings)``
+(:mod:`promptgym.finetune.sft_job`) loads the base model, checks and encodes every row and adds the adapters;
+``job.measure_step_seconds()`` times one step; ``run_sft(job, output_dir)`` trains, checkpoints, exports GGUF
+files and registers the model. The trainer, :class:`SFTRun`, owns its optimiser step; the job holds the model
+and the data.
 
 ``backend=RayTrainBackend(num_workers=2)`` (``promptgym.distributed``) runs the training part on Ray
 Train's workers (the same loop, data parallel); the preparation and the finish stay in this process.
@@ -14,46 +16,26 @@ Train's workers (the same loop, data parallel); the preparation and the finish s
 
 from __future__ import annotations
 
-import gc
-import math
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from promptgym.core.events import Event, SFTEval, SFTStarted, SFTStep
-from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
-from promptgym.finetune.batches import Batch, batches_of, collate, epoch_order
-from promptgym.finetune.checkpoint import Progress, TrainingParts, last_checkpoint, read_adapter, read_progress
-from promptgym.finetune.device import DevicePlan, is_out_of_memory, plan_device, to_device
+from promptgym.finetune.batches import collate
+from promptgym.finetune.checkpoint import last_checkpoint, read_adapter, read_progress
+from promptgym.finetune.device import is_out_of_memory
 from promptgym.finetune.history import plot_losses
-from promptgym.finetune.lora import add_lora, load_adapter_state, parameter_counts
-from promptgym.finetune.loop import EventSink, StopRequest, TrainingInterrupted, ignore_event
-from promptgym.finetune.loss import sft_loss
-from promptgym.finetune.replicas import SingleProcess
+from promptgym.finetune.lora import load_adapter_state
+from promptgym.finetune.loop import EventSink, ignore_event
 from promptgym.finetune.samples import sample_answers
 from promptgym.finetune.settings import SFTSettings
-from promptgym.finetune.sft_data import SFTData, prepare_sft_data
-from promptgym.finetune.sft_finish import summary_markdown
-from promptgym.finetune.weight_run import StatusSink, WeightRun, WeightRunResult, default_model_name
+from promptgym.finetune.sft_finish import SFTResult, summary_markdown
+from promptgym.finetune.sft_job import SFTJob
+from promptgym.finetune.weight_run import StatusSink, WeightRun, default_model_name
+from promptgym.runs.stop import StopRequest, TrainingInterrupted
 
-__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingBackend", "TrainingInterrupted", "default_model_name", "sft"]
-
-
-@dataclass(kw_only=True)
-class SFTResult(WeightRunResult):
-    """What a finished (or stopped) run left: the model id, losses, checkpoints and files."""
-
-    steps: int
-    final_loss: float | None
-    final_eval_loss: float | None
-    initial_eval_loss: float | None
-    device: str = "cpu"
-
-    def status_fields(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["output_dir"] = str(self.output_dir)
-        return data
+__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingBackend", "TrainingInterrupted", "default_model_name",
+           "run_sft", "sft"]
 
 
 class TrainingBackend(Protocol):
@@ -65,177 +47,6 @@ class TrainingBackend(Protocol):
 
 def _round(value: float | None, digits: int = 5) -> float | None:
     return None if value is None else round(float(value), digits)
-
-
-class SFTJob:
-    """A prepared SFT job: base model with fresh adapters, checked and encoded data."""
-
-    def __init__(self, settings: SFTSettings, source: BaseModelSource, model: Any, tokenizer: Any, data: SFTData,
-                 seed: int, name: str, plan: DevicePlan | None = None) -> None:
-        self.settings, self.source, self.model, self.tokenizer, self.data = settings, source, model, tokenizer, data
-        self.seed, self.name = seed, name
-        self.plan = plan or DevicePlan(device="cpu", compute="fp32")
-        self.trainable_parameters, self.total_parameters = parameter_counts(model)
-        self.replicas: Any = SingleProcess()  # a Ray Train worker sets its data-parallel copy here
-
-    @classmethod
-    def prepare(cls, settings: SFTSettings, seed: int | None = None, name: str = "sft") -> "SFTJob":
-        """Load the base model, check every row (raises ChatDataError), add the adapters."""
-        seed = settings.seed if settings.seed is not None else (seed or 0)
-        plan = plan_device(settings.device, settings.precision)  # a device the machine lacks fails before any loading
-        source = resolve_base_model(settings.base_model)
-        if settings.export.merged == "none" and source.gguf is None:
-            raise BaseModelError(f"export.merged = 'none' keeps only the adapter, which llama.cpp applies to a GGUF base; "
-                                 f"base_model {settings.base_model!r} has none: export a merged model (q8_0 or f16)")
-        model, tokenizer = load_base_model(source, gradient_checkpointing=settings.gradient_checkpointing, plan=plan)
-        data = prepare_sft_data(settings, tokenizer)
-        return cls(settings, source, add_lora(model, settings.lora, seed), tokenizer, data, seed, name, plan)
-
-    @property
-    def shares_prefix(self) -> bool:
-        """Whether batches encode their common prefix once (activation checkpointing can't keep a shared cache)."""
-        wanted = self.settings.share_prefix
-        return (not self.plan.is_cuda if wanted == "auto" else wanted) and not self.settings.gradient_checkpointing
-
-    def loss(self, batch: Batch) -> tuple[Any, int]:
-        """``(sum of token losses, trained tokens)`` of a batch, on the plan's device and in its formats."""
-        return self.model_loss(self.model, batch.input_ids, batch.attention_mask, batch.labels)
-
-    def model_loss(self, model: Any, input_ids: Any, attention_mask: Any, labels: Any) -> tuple[Any, int]:
-        """The same, for ``model`` (a data-parallel wrapper's own copy on a Ray worker)."""
-        input_ids, attention_mask, labels = to_device(self.plan, input_ids, attention_mask, labels)
-        with self.plan.autocast():
-            return sft_loss(model, input_ids, attention_mask, labels, self.settings.loss_chunk_size, self.shares_prefix)
-
-    # -- sizes ----------------------------------------------------------------------------
-
-    def step_groups(self, epoch: int) -> list[list[list[int]]]:
-        """The optimiser steps of one epoch, each a list of micro-batches (lists of row indices)."""
-        micro = batches_of(epoch_order(len(self.data.train), self.seed, epoch), self.settings.batch_size)
-        return batches_of(micro, self.settings.gradient_accumulation_steps)  # type: ignore[arg-type]
-
-    @property
-    def steps_per_epoch(self) -> int:
-        micro = math.ceil(len(self.data.train) / self.settings.batch_size)
-        return math.ceil(micro / self.settings.gradient_accumulation_steps)
-
-    @property
-    def total_steps(self) -> int:
-        return self.steps_per_epoch * self.settings.n_epochs
-
-    def measure_step_seconds(self) -> float:
-        """Time one forward+backward pass on the first batch; no weight, RNG or optimiser state changes."""
-        import torch  # deferred: heavy, loaded when a job runs
-
-        rng = torch.get_rng_state()
-        batch = collate([self.data.train[i] for i in self.step_groups(0)[0][0]], self.tokenizer.pad_token_id)
-        self.model.train()
-
-        def forward_backward() -> None:
-            loss_sum, count = self.loss(batch)
-            (loss_sum / max(count, 1)).backward()
-            if self.plan.is_cuda:
-                torch.cuda.synchronize(self.plan.device)
-
-        if self.plan.is_cuda:  # the first CUDA step compiles and allocates: warm up once, then time
-            forward_backward()
-            self.model.zero_grad(set_to_none=True)
-        started = time.perf_counter()
-        forward_backward()
-        seconds = time.perf_counter() - started
-        self.model.zero_grad(set_to_none=True)
-        torch.set_rng_state(rng)
-        return seconds * self.settings.gradient_accumulation_steps
-
-    # -- evaluation -----------------------------------------------------------------------
-
-    def evaluate(self) -> float | None:
-        """Mean loss per trained token over the validation rows (None without validation rows)."""
-        import torch  # deferred: heavy, loaded when a job runs
-
-        if not self.data.validation:
-            return None
-        self.model.eval()
-        total, count = 0.0, 0
-        batches = batches_of(list(range(len(self.data.validation))), self.settings.batch_size)
-        with torch.no_grad():
-            for indices in batches[self.replicas.rank::self.replicas.world_size]:
-                loss_sum, tokens = self.loss(collate([self.data.validation[i] for i in indices], self.tokenizer.pad_token_id))
-                total, count = total + float(loss_sum), count + tokens
-        self.model.train()
-        total, count = self.replicas.sum([total, count])
-        return total / count if count else None
-
-    # -- training -------------------------------------------------------------------------
-
-    def _train_step(self, groups: list[list[int]], training: TrainingParts, forward: Any) -> dict[str, Any]:
-        import torch  # deferred: heavy, loaded when a job runs
-
-        started = time.perf_counter()
-        replicas, pad = self.replicas, self.tokenizer.pad_token_id
-        batches = [collate([self.data.train[i] for i in indices], pad) for indices in groups]
-        trained = sum(batch.trained_tokens for batch in batches)  # of the whole step, over every copy
-        total = 0.0
-        for position, indices in enumerate(groups):
-            mine = replicas.shard(indices)
-            # a copy without rows in this micro-batch still joins the gradient all-reduce, with weight 0
-            batch = batches[position] if len(mine) == len(indices) else collate([self.data.train[i] for i in mine or indices[:1]], pad)
-            with replicas.accumulating(forward, last=position == len(groups) - 1):
-                loss_sum = forward(batch.input_ids, batch.attention_mask, batch.labels)
-                # DDP averages the copies' gradients: scaled by their number, the average is the gradient of the
-                # step's mean token loss, exactly as one process computes it
-                ((loss_sum * replicas.world_size if mine else loss_sum * 0.0) / max(trained, 1)).backward()
-            total += float(loss_sum.detach()) if mine else 0.0
-        total = replicas.sum([total])[0]
-        parameters = [p for p in self.model.parameters() if p.requires_grad]
-        clip = self.settings.max_grad_norm or float("inf")
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, clip))
-        lr = training.scheduler.get_last_lr()[0]
-        training.optimizer.step()
-        training.scheduler.step()
-        training.optimizer.zero_grad(set_to_none=True)
-        seconds = time.perf_counter() - started
-        return {"loss": total / max(trained, 1), "lr": lr, "grad_norm": grad_norm, "seconds": seconds,
-                "tokens_per_s": sum(batch.tokens for batch in batches) / seconds if seconds > 0 else None}
-
-    def run(self, output_dir: str | Path, on_event: EventSink = ignore_event, status: StatusSink | None = None,
-            resume: bool = False, stop: StopRequest | None = None, backend: TrainingBackend | None = None) -> SFTResult:
-        """Train (continuing from the last checkpoint when ``resume``), then export and register the model.
-
-        ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
-        ``backend`` (e.g. ``promptgym.distributed.RayTrainBackend``) trains elsewhere; None trains here.
-        Raises TrainingInterrupted, after a checkpoint, when ``stop`` is requested.
-        """
-        run = SFTRun(self, output_dir, on_event, status, stop, replicas=self.replicas)
-        if backend is None:
-            return run.run(resume)
-        backend.train(self, run.folder, on_event=on_event, status=run.status, resume=resume, stop=run.stop,
-                      started=run.started)
-        checkpoint = last_checkpoint(run.folder / "checkpoints")
-        load_adapter_state(self.model, read_adapter(checkpoint))  # what the workers trained, for samples and export
-        return run.finish(read_progress(checkpoint))
-
-    def finish(self, output_dir: str | Path, progress: Progress, on_event: EventSink = ignore_event,
-               status: StatusSink | None = None) -> SFTResult:
-        """Export, register and summarise a run whose training ended at ``progress`` (its last checkpoint)."""
-        return SFTRun(self, output_dir, on_event, status).finish(progress)
-
-    def model_id(self, folder: Path) -> str:
-        return f"local/{self.settings.model_name or default_model_name(self.name, folder)}"
-
-    def train(self, folder: Path, on_event: EventSink, status: StatusSink, resume: bool, stop: StopRequest,
-              started: float) -> Progress:
-        """The training loop, on this copy of the model (``self.replicas``); returns where it ended.
-
-        Every copy runs it; only the main one writes history and checkpoints and sends events and status.
-        ``started`` is the session's start (wall clock), for the elapsed time kept in checkpoints.
-        """
-        return SFTRun(self, folder, on_event, status, stop, started, self.replicas).train(resume)
-
-    def release(self) -> None:
-        """Drop the model from memory (before an export, which loads the weights afresh)."""
-        self.model = None
-        gc.collect()
 
 
 class SFTRun(WeightRun):
@@ -279,9 +90,8 @@ class SFTRun(WeightRun):
     def _step(self, groups: list[list[int]], epoch: int, fraction: float, forward: Any) -> None:
         """One optimiser step (its micro-batches ``groups``), its history row and events."""
         job, progress = self.job, self.progress
-        assert self.training is not None
         try:
-            measured = job._train_step(groups, self.training, forward)
+            measured = self.optimizer_step(groups, forward)
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
@@ -300,6 +110,41 @@ class SFTRun(WeightRun):
         self.on_event(SFTStep(total_steps=job.total_steps, **row))
         if row.get("eval_loss") is not None:
             self.on_event(SFTEval(step=progress.step, eval_loss=row["eval_loss"], label="step"))
+
+    def optimizer_step(self, groups: list[list[int]], forward: Any) -> dict[str, Any]:
+        """One optimiser step over the micro-batches ``groups`` (row indices): gradients accumulated over them
+        (and over the data-parallel copies), clipped, applied; returns what the history row shows."""
+        import torch  # deferred: heavy, loaded when a job runs
+
+        job, training = self.job, self.training
+        assert training is not None, "begin() first"
+
+        started = time.perf_counter()
+        replicas, pad = self.replicas, job.tokenizer.pad_token_id
+        batches = [collate([job.data.train[i] for i in indices], pad) for indices in groups]
+        trained = sum(batch.trained_tokens for batch in batches)  # of the whole step, over every copy
+        total = 0.0
+        for position, indices in enumerate(groups):
+            mine = replicas.shard(indices)
+            # a copy without rows in this micro-batch still joins the gradient all-reduce, with weight 0
+            batch = batches[position] if len(mine) == len(indices) else collate([job.data.train[i] for i in mine or indices[:1]], pad)
+            with replicas.accumulating(forward, last=position == len(groups) - 1):
+                loss_sum = forward(batch.input_ids, batch.attention_mask, batch.labels)
+                # DDP averages the copies' gradients: scaled by their number, the average is the gradient of the
+                # step's mean token loss, exactly as one process computes it
+                ((loss_sum * replicas.world_size if mine else loss_sum * 0.0) / max(trained, 1)).backward()
+            total += float(loss_sum.detach()) if mine else 0.0
+        total = replicas.sum([total])[0]
+        parameters = [p for p in job.model.parameters() if p.requires_grad]
+        clip = self.settings.max_grad_norm or float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, clip))
+        lr = training.scheduler.get_last_lr()[0]
+        training.optimizer.step()
+        training.scheduler.step()
+        training.optimizer.zero_grad(set_to_none=True)
+        seconds = time.perf_counter() - started
+        return {"loss": total / max(trained, 1), "lr": lr, "grad_norm": grad_norm, "seconds": seconds,
+                "tokens_per_s": sum(batch.tokens for batch in batches) / seconds if seconds > 0 else None}
 
     def _emit_eval(self, loss: float | None, label: str) -> None:
         if loss is None:
@@ -337,6 +182,24 @@ class SFTRun(WeightRun):
         return {**fields, "samples": self.samples}
 
 
+def run_sft(job: SFTJob, output_dir: str | Path, on_event: EventSink = ignore_event, status: StatusSink | None = None,
+            resume: bool = False, stop: StopRequest | None = None, backend: TrainingBackend | None = None) -> SFTResult:
+    """Train ``job`` (continuing from the last checkpoint when ``resume``), then export and register the model.
+
+    ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
+    ``backend`` (e.g. ``promptgym.distributed.RayTrainBackend``) trains elsewhere; None trains here.
+    Raises TrainingInterrupted, after a checkpoint, when ``stop`` is requested.
+    """
+    run = SFTRun(job, output_dir, on_event, status, stop, replicas=job.replicas)
+    if backend is None:
+        return run.run(resume)
+    backend.train(job, run.folder, on_event=on_event, status=run.status, resume=resume, stop=run.stop,
+                  started=run.started)
+    checkpoint = last_checkpoint(run.folder / "checkpoints")
+    load_adapter_state(job.model, read_adapter(checkpoint))  # what the workers trained, for samples and export
+    return run.finish(read_progress(checkpoint))
+
+
 def sft(settings: SFTSettings, output_dir: str | Path, name: str = "sft", seed: int | None = None,
         on_event: EventSink = ignore_event, resume: bool = False, stop: StopRequest | None = None,
         backend: TrainingBackend | None = None) -> SFTResult:
@@ -350,5 +213,5 @@ def sft(settings: SFTSettings, output_dir: str | Path, name: str = "sft", seed: 
     >>> result = sft(settings, "out-ray", backend=RayTrainBackend(num_workers=2))  # doctest: +SKIP
     """
     job = SFTJob.prepare(settings, seed=seed, name=name)
-    return job.run(output_dir, on_event=on_event, resume=resume, stop=stop, backend=backend)
+    return run_sft(job, output_dir, on_event=on_event, resume=resume, stop=stop, backend=backend)
 

@@ -68,22 +68,17 @@ from promptgym.finetune.checkpoint import (
 from promptgym.finetune.device import DeviceOutOfMemory, DevicePlan, out_of_memory_message, peak_gpu_memory_mb
 from promptgym.finetune.export import export_adapter, export_merged
 from promptgym.finetune.history import COLUMNS, StepHistory
-from promptgym.finetune.loop import (
-    EventSink,
-    JsonStatus,
-    StopRequest,
-    TrainingInterrupted,
-    ignore_event,
-    make_optimizer,
-    peak_rss_mb,
-)
+from promptgym.finetune.loop import EventSink, ignore_event, make_optimizer, peak_rss_mb
 from promptgym.finetune.replicas import SingleProcess
 from promptgym.finetune.settings import WeightTrainingSettings
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
 from promptgym.lm.usage import record_compute
+from promptgym.runs.status import StatusFile
+from promptgym.runs.stop import StopRequest, TrainingInterrupted
 
 StatusSink = Any
-"""A callable taking keyword changes to the run's status (``JsonStatus``, the CLI's ``RunFolder.update_status``)."""
+"""A callable taking keyword changes to the run's status (a :class:`promptgym.runs.status.StatusFile`, or
+``RunFolder.update_status``, which writes through one)."""
 
 
 class WeightJob(Protocol):
@@ -155,7 +150,7 @@ class WeightRun:
         self.job, self.settings, self.folder = job, job.settings, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.on_event, self.stop = on_event, stop or StopRequest()
-        self.status = status or JsonStatus(self.folder / "run.json")
+        self.status = status or StatusFile(self.folder / "run.json")
         self.started = time.time() if started is None else started  # the session's start, for the elapsed time
         self.replicas = replicas or SingleProcess()
         self.history = StepHistory(self.folder / "history.csv", self.history_columns, key=self.step_key)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.core.serialization import custom_object_scope, deserialize_object, serialize_object
-from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter, KnowledgeBaseError
+from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter
+from promptgym.knowledge_bases.errors import KnowledgeBaseError, ReadOnlyKnowledgeBaseError
 from promptgym.knowledge_bases.knowledge_base import KnowledgeBase
+from promptgym.modules.knowledge.read_only import read_only_knowledge_bases
 
 _DEFAULT: list[Any] = []
 
@@ -52,5 +54,5 @@ def default_knowledge_base() -> KnowledgeBase | None:
     return _DEFAULT[0] if _DEFAULT else None
 
 
-__all__ = ["DuckDBAdapter", "KnowledgeBase", "KnowledgeBaseError", "default_knowledge_base", "deserialize", "get",
-           "serialize", "set_default_knowledge_base"]
+__all__ = ["DuckDBAdapter", "KnowledgeBase", "KnowledgeBaseError", "ReadOnlyKnowledgeBaseError", "default_knowledge_base",
+           "deserialize", "get", "read_only_knowledge_bases", "serialize", "set_default_knowledge_base"]

@@ -88,4 +88,6 @@ async def ingest(knowledge_base: Any, paths: list[str | Path], *, table_name: st
                 on_batch(len(batch))
         report.removed += await adapter.delete_others([chunk.id for chunk in chunks], table_name=table,
                                                       where={"source": source})
+    if report.added or report.removed:  # index now: a read-only reader (a served program) can't rebuild it
+        await adapter.refresh_fulltext_index(table_name=table)
     return report

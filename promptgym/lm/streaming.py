@@ -4,7 +4,7 @@
         print(chunk.get("content", ""), end="")
 
 Each chunk is a dict with ``content`` (and ``reasoning_content`` for the
-model's reasoning, when the server streams it). A backend that cannot
+model's reasoning, when the server streams it). An engine that cannot
 stream hands the whole answer over as one chunk. Once read to the end,
 ``finish_reason``, ``prompt_tokens`` and ``completion_tokens`` say how it
 ended; ``aclose()`` (or leaving ``async with``) stops the generation.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Callable
 
-from promptgym.lm.backend import LMChunk
+from promptgym.lm.engine import LMChunk
 
 
 class StreamingIterator:
@@ -50,7 +50,7 @@ class StreamingIterator:
             return out
 
     async def aclose(self) -> None:
-        """Stop reading: the backend stops generating and frees its slot."""
+        """Stop reading: the engine stops generating and frees its slot."""
         closing = getattr(self._chunks, "aclose", None)
         if closing is not None:
             await closing()

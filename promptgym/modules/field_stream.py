@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import jiter
 
 from promptgym.lm.errors import LMOutputError
-from promptgym.lm.json_output import parse_json_object, validation_error
+from promptgym.lm.json_output import Expected, checked_answer, parse_json_object
 from promptgym.lm.language_model import LanguageModel
 
 
@@ -89,9 +89,10 @@ class FieldReader:
 
 
 async def streamed_answer(tap: FieldTap, language_model: LanguageModel, messages: list[dict[str, Any]],
-                          schema: dict[str, Any], validation_schema: dict[str, Any],
-                          **options: Any) -> tuple[Any, str | None]:
-    """The parsed answer (and the model's reasoning) of one structured call, its field streamed to the tap.
+                          schema: dict[str, Any], validation_schema: Expected,
+                          **options: Any) -> tuple[Any, str | None, Any]:
+    """The parsed answer, the model's reasoning and the answer as its validated model, of one structured call,
+    its field streamed to the tap.
 
     An answer that doesn't parse or validate is asked for again the usual way
     (``respond``, with its re-asks); the text already streamed stays, and what the
@@ -106,16 +107,16 @@ async def streamed_answer(tap: FieldTap, language_model: LanguageModel, messages
     reasoning = stream.reasoning_content or None
     try:
         value = parse_json_object(stream.content)
-        problem = validation_error(value, validation_schema)
+        model, problem = checked_answer(value, validation_schema)
     except LMOutputError as error:
-        problem = str(error)
+        model, problem = None, str(error)
     if problem:
         answer = await language_model.respond(messages, schema=schema, validation_schema=validation_schema, **options)
-        value, reasoning = answer.value, answer.reasoning
+        value, reasoning, model = answer.value, answer.reasoning, answer.model
     rest = reader.rest(value.get(tap.field) if isinstance(value, dict) else None)
     if rest:
         tap.emit(rest)
-    return value, reasoning
+    return value, reasoning, model
 
 
 async def streamed_chat(tap: FieldTap, language_model: LanguageModel, messages: list[dict[str, Any]],

@@ -36,7 +36,7 @@ from promptgym.core.schema import data_model_from_schema, describe_schema_fields
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.language_model import LanguageModel
-from promptgym.lm.openai_backend import wire_tool_calls
+from promptgym.lm.openai_engine import wire_tool_calls
 from promptgym.modules.agent_context import (
     READ_SKILL,
     agents_md_message,

@@ -317,13 +317,16 @@ class Generator(Module):
             output: Any = ChatMessage(role="assistant", content=content, reasoning_content=reasoning)
         else:
             if tap is not None:
-                value, reasoning = await streamed_answer(tap, language_model, messages, self._schema,
-                                                         self.data_model.get_schema(), **options)
+                value, reasoning, model = await streamed_answer(tap, language_model, messages, self._schema,
+                                                                self.data_model, **options)
             else:
                 answer = await language_model.respond(messages, schema=self._schema,
-                                                      validation_schema=self.data_model.get_schema(), **options)
-                value, reasoning = answer.value, answer.reasoning
-            output = self._validated(self._with_reasoning(value, reasoning))
+                                                      validation_schema=self.data_model, **options)
+                value, reasoning, model = answer.value, answer.reasoning, answer.model
+            with_reasoning = self._with_reasoning(value, reasoning)
+            # The LM layer validated the answer as this DataModel (once); only a merged reasoning needs another look.
+            output = model if with_reasoning is value and isinstance(model, self.data_model) else \
+                self._validated(with_reasoning)
         record_step(self.name, input_json, output.model_dump(mode="json"), schema)
         if self.return_inputs:
             if not callable(getattr(inputs, "get_schema", None)):

@@ -121,10 +121,10 @@ async def open_session(connection: dict[str, Any]) -> AsyncIterator[Any]:
                                                    env=connection.get("env"), cwd=connection.get("cwd"))
             read, write = await stack.enter_async_context(stdio_client(parameters))
         else:
-            import httpx
+            import httpx2  # the MCP SDK's own HTTP client (its transport takes no other), installed with it
             from mcp.client.streamable_http import streamable_http_client
 
-            client = await stack.enter_async_context(httpx.AsyncClient(
+            client = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=connection.get("headers"), timeout=float(connection.get("timeout", 30.0)),
                 follow_redirects=True))
             streams = await stack.enter_async_context(streamable_http_client(connection["url"], http_client=client))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from promptgym.core import json_ops
 from promptgym.core.data_model import DataModel, is_data_model_class
@@ -26,8 +26,13 @@ from promptgym.core.operators import DataModelOperators, JsonOperations
 from promptgym.core.schema import data_model_from_schema
 from promptgym.core.tree import flatten
 
-if TYPE_CHECKING:
-    from promptgym.modules.module import Module
+
+
+class Module(Protocol):
+    """The module a call node records (a ``promptgym.modules.module.Module``, which imports this file: named
+    here by the shape the graph reads, so the two files do not need each other)."""
+
+    name: str
 
 _ids = itertools.count()
 

@@ -138,6 +138,17 @@ def json_schema_of_type(hint: Any, where: str) -> dict[str, Any]:
                               "list[...], dict[str, ...], Literal[...], an Enum or Optional[...] of those")
 
 
+def json_schema_type(py_type: Any) -> str | dict[str, Any]:
+    """synalinks' spelling: a scalar's JSON type name, a container's schema (a ValueError for a type with no
+    JSON form).
+
+    >>> json_schema_type(int), json_schema_type(list[str])
+    ('integer', {'type': 'array', 'items': {'type': 'string'}})
+    """
+    schema = json_schema_of_type(py_type, repr(py_type))
+    return schema["type"] if set(schema) == {"type"} else schema
+
+
 def _is_awaitable_function(func: Callable[..., Any]) -> bool:
     target = func.func if isinstance(func, functools.partial) else func
     return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))

@@ -1,6 +1,11 @@
-"""The optimizer protocol shared by RandomFewShot, Greedy, OMEGA, GEPA and MIPRO, and its kit.
+"""The optimizer protocol shared by RandomFewShot, Greedy, OMEGA, GEPA, MIPRO, FineTune and Sequence, and its kit.
 
-The trainer calls, in order::
+``fit()`` hands the optimizer its run: ``await optimizer.run(trainer)``. A lone
+optimizer runs as one stage (the base class's ``run``); ``Sequence`` runs each of
+its stages in turn, through the same call. ``trainer`` is a
+:class:`StageRunner`: ``await trainer.run_stage(optimizer, stage)`` trains one
+optimizer to its kept best, and ``trainer.stop_training`` says the run was
+stopped (an early stop, a spend cap). Inside a stage the trainer calls, in order::
 
     build(program)                      once, before the first fit
     await on_train_begin(ctx)
@@ -11,6 +16,16 @@ The trainer calls, in order::
         await on_epoch_end(ctx, epoch)
     await on_train_end(ctx)
 
+Before a run, the CLI asks three more things of the same protocol (each stage of
+a Sequence answers for itself):
+
+- ``estimate(program, sizes)``: a :class:`StageEstimate` per stage (model calls,
+  training runs, a note such as FineTune's SFT steps) for the preview;
+- ``check_before_run(program, x, y)``: the slow checks worth making before paying
+  for a run (FineTune times one SFT step: it loads the model), as lines to show;
+- ``place_outputs(folder)``: where the optimizer writes what it makes (FineTune:
+  its SFT runs), inside the run folder.
+
 ``ctx`` is an :class:`~promptgym.optimizers.kit.OptimizerContext`. The
 optimizer keeps every candidate it scored (``candidates``), the current best
 (``best``), and its state (``get_state`` / ``set_state``), which
@@ -19,8 +34,8 @@ optimizer the same kit: a :class:`~promptgym.optimizers.kit.Budget`
 (``self.budget``; :meth:`Optimizer.score` charges it), pacing over the
 trainer's steps (:meth:`Optimizer.share`), a random generator whose state is
 saved with the optimizer's (:meth:`Optimizer.start_rng`), and the program's
-prompt states (``self.prompts``). docs/optimizers/writing_an_optimizer.md
-shows a complete optimizer built on it.
+prompt states (``self.prompts``). docs/writing_an_optimizer.md shows a complete
+prompt optimizer and a complete weight optimizer built on it.
 """
 
 from __future__ import annotations
@@ -29,7 +44,9 @@ import copy
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from pathlib import Path
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -37,6 +54,7 @@ from promptgym.core.events import CandidateAccepted
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts, variable_owners
+from promptgym.optimizers.variable_population import VariablePopulation
 from promptgym.rollouts import ExampleResult
 
 
@@ -65,16 +83,77 @@ class Candidate:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Stage:
+    """Where an optimizer runs in a chain: ``label`` ``"2:FineTune"``, ``index`` 1 of ``count`` 3."""
+
+    label: str
+    index: int
+    count: int
+    finish: Callable[[Any], Awaitable[Any]] | None = None
+    """What the chain checks after this (its last) stage, with the stage's context, before its best is placed."""
+
+
+class StageRunner(Protocol):
+    """What ``Optimizer.run`` is handed: the trainer (``fit()``'s run), which trains one optimizer at a time."""
+
+    @property
+    def stop_training(self) -> bool:
+        """The run was stopped (early stopping, a spend cap): no further stage should start."""
+
+    async def run_stage(self, optimizer: "Optimizer", stage: Stage | None = None) -> None:
+        """Train ``optimizer`` from its ``on_train_begin`` to its kept best (``stage``: its place in a chain)."""
+
+
+@dataclass(frozen=True)
+class FitSizes:
+    """What a fit will see, for the estimates made before it starts (the CLI preview)."""
+
+    train: int
+    val: int
+    epochs: int
+    batch_size: int
+    minibatch_size: int
+    calls_per_run: int = 1
+    """Model calls one program run makes (its Generators)."""
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    """One stage's cost before it runs. ``None``: the optimizer gives no number, the preview assumes the few-shot
+    loop (every training example each epoch; two candidates on one validation minibatch a step)."""
+
+    optimizer: str
+    lm_calls: int | None = None
+    """Program runs it scores beyond the training runs (candidates, its checks on validation)."""
+    training_runs: int | None = None
+    """Program runs on training examples."""
+    note: str = ""
+    """Anything else it will cost (FineTune: SFT steps)."""
+
+
 def lm_calls_since(snapshot: dict[str, Any]) -> int:
     """Model calls made (all phases) since ``snapshot``, not counting response-cache hits."""
     return sum(usage.calls - usage.cache_hits for usage in LEDGER.since(snapshot).values())
 
 
-class Optimizer:
-    """Base class: candidates, the best one, the kit, and the saved state."""
+class Optimizer(VariablePopulation):
+    """Base class: candidates, the best one, the kit, and the saved state; and synalinks' variable-level hooks
+    (:mod:`promptgym.optimizers.variable_population`), with its ``population_size`` (the most candidates a
+    variable keeps there) and ``sampling_temperature`` (how the variable to change is drawn)."""
 
     def __init__(self, seed: int | None = None, budget: Budget | None = None, name: str | None = None,
-                 description: str | None = None) -> None:
+                 description: str | None = None, population_size: int = 10,
+                 sampling_temperature: float = 0.3) -> None:
+        if isinstance(population_size, bool) or not isinstance(population_size, int) or population_size < 1:
+            raise ValueError(f"{type(self).__name__}: population_size must be an integer >= 1, got "
+                             f"{population_size!r}")
+        if isinstance(sampling_temperature, bool) or not isinstance(sampling_temperature, (int, float)) \
+                or sampling_temperature <= 0:
+            raise ValueError(f"{type(self).__name__}: sampling_temperature must be > 0 (it divides the scores of "
+                             f"a softmax), got {sampling_temperature!r}")
+        self.population_size = population_size
+        self._sampling_temperature = float(sampling_temperature)
         self.seed = seed
         self.name = name or "".join(f"_{c.lower()}" if c.isupper() and i and not type(self).__name__[i - 1].isupper()
                                     else c.lower() for i, c in enumerate(type(self).__name__))
@@ -98,10 +177,20 @@ class Optimizer:
         self._rng_state: dict[str, Any] | None = None
         self._seed_used: int | None = None
 
+    @property  # type: ignore[override]
+    def sampling_temperature(self) -> float:
+        """The softmax temperature at which the variable to change is drawn (synalinks' argument)."""
+        return self._sampling_temperature
+
+    @sampling_temperature.setter
+    def sampling_temperature(self, value: float) -> None:
+        self._sampling_temperature = float(value)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def build(self, program: Any) -> None:
         """Find the program's prompt states; remember its starting variables as the first candidate."""
+        self.set_program(program)
         self.prompts = trainable_prompts(program)
         self.owners = variable_owners(program)
         if self.built:
@@ -110,17 +199,57 @@ class Optimizer:
         self.best_id = start.id
         self.built = True
 
-    async def on_train_begin(self, ctx: OptimizerContext) -> None: ...
+    async def run(self, trainer: StageRunner) -> None:
+        """Train the program: a lone optimizer is one stage (``Sequence`` runs its stages, in turn, here)."""
+        await trainer.run_stage(self)
 
-    async def on_epoch_begin(self, ctx: OptimizerContext, epoch: int) -> None: ...
+    @property
+    def in_progress(self) -> bool:
+        """Its saved state puts it inside a run that is not over (a Sequence past its first stage): a resumed
+        ``fit()`` goes on without the checks made at a run's start."""
+        return False
+
+    @property
+    def stage_index(self) -> int:
+        """The stage its saved state is in (a Sequence's current stage; 0 for a lone optimizer): a resumed
+        ``fit()`` keeps the history rows of the stages before it."""
+        return 0
+
+    def estimate(self, program: Any, sizes: FitSizes) -> list[StageEstimate]:
+        """What its run will cost, per stage (one here); override to give numbers."""
+        return [StageEstimate(type(self).__name__)]
+
+    def check_before_run(self, program: Any, x: Any, y: Any) -> list[str]:
+        """Slow checks worth making before a run is paid for, as lines to show (none here); raise ValueError
+        for a run that cannot work."""
+        return []
+
+    def place_outputs(self, folder: Path) -> None:
+        """Write what it makes (beyond the program's variables) under ``folder`` (nothing here)."""
+
+    # ``ctx`` is fit()'s OptimizerContext; anything else is synalinks' variable form of the same hook
+    # (``on_epoch_end(epoch, trainable_variables)``, see optimizers.variable_population)
+
+    async def on_train_begin(self, ctx: OptimizerContext) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.seed_population(ctx)
+
+    async def on_epoch_begin(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.start_variable_epoch(ctx, epoch)  # type: ignore[arg-type]
 
     async def train_step(self, ctx: OptimizerContext, batch: list[int]) -> dict[str, float]:
         raise NotImplementedError
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.select_population(ctx, epoch)  # type: ignore[arg-type]
+            return
         self.epochs_done += 1
 
-    async def on_train_end(self, ctx: OptimizerContext) -> None: ...
+    async def on_train_end(self, ctx: OptimizerContext) -> None:
+        if not isinstance(ctx, OptimizerContext):
+            await self.keep_best_value(ctx)
 
     # -- the kit: prompt states -----------------------------------------------------------
 

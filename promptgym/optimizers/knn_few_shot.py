@@ -30,7 +30,7 @@ from promptgym.core.serialization import deserialize_object, register_builtin, s
 from promptgym.lm.defaults import get_default_embedding_model
 from promptgym.lm.embedding_model import DEFAULT_EMBEDDING_MODEL, EmbeddingModel
 from promptgym.modules.retrieval import example_text, retrieval_state
-from promptgym.optimizers.base import Candidate
+from promptgym.optimizers.base import Candidate, FitSizes, StageEstimate
 from promptgym.optimizers.few_shot import FewShotOptimizer
 from promptgym.optimizers.kit import OptimizerContext, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
@@ -84,6 +84,8 @@ class KNNFewShot(FewShotOptimizer):
         return {"metric_calls": self.metric_calls, "demo_pool": self.demos.pool.size()}
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):  # synalinks' variable form (optimizers.variable_population)
+            return await super().on_epoch_end(ctx, epoch)
         """Race the retrieval (and a fixed set of ``k`` pool demonstrations) against the incumbent on validation.
 
         The better of the two replaces the incumbent only when it is strictly ahead on every validation
@@ -136,17 +138,15 @@ class KNNFewShot(FewShotOptimizer):
     def propose(self, ctx: OptimizerContext) -> Candidate | None:
         return None
 
-    def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
-                          minibatch_size: int) -> int:
-        """Program runs beyond the training ones: the retrieval and a fixed set on every validation example."""
-        return 2 * val_size * epochs
-
-    def estimate_training_runs(self, program: Any, train_size: int, epochs: int) -> int:
-        """None when labels serve every Generator; otherwise each training example once an epoch (within budget)."""
+    def estimate(self, program: Any, sizes: FitSizes) -> list[StageEstimate]:
+        """Beyond training: the retrieval and a fixed set on every validation example, each epoch. Training runs:
+        none when labels serve every Generator; otherwise each training example once an epoch (within budget)."""
+        runs = sizes.epochs * sizes.train
         if self.use_labels and all(state.answer_fields for state in trainable_prompts(program)):
-            return 0
-        runs = epochs * train_size
-        return runs if self.budget.limit is None else min(runs, self.budget.limit)
+            runs = 0
+        elif self.budget.limit is not None:
+            runs = min(runs, self.budget.limit)
+        return [StageEstimate(type(self).__name__, lm_calls=2 * sizes.val * sizes.epochs, training_runs=runs)]
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

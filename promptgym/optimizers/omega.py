@@ -55,7 +55,15 @@ from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.omega_breeding import ChildWriter, VariableCredit, crossover_examples, sample_examples
 from promptgym.optimizers.omega_population import CandidateDistances, DistanceFunction, Population
-from promptgym.optimizers.omega_prompts import LABEL_LENGTH, candidate_text, mutable_schema, shorten, string_leaves
+from promptgym.optimizers.omega_prompts import (
+    LABEL_LENGTH,
+    candidate_text,
+    mutable_schema,
+    shorten,
+    step_request,
+    string_leaves,
+)
+from promptgym.optimizers.variable_population import STATE_FIELDS
 from promptgym.rewards.base import to_json
 from promptgym.rollouts import ExampleResult
 
@@ -209,6 +217,9 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         self.fallback_few_shot = fallback_few_shot
         self.grounded_start = grounded_start
         self.grounded_attempts: dict[str, int] = {}
+        self.mutation_programs: dict[str, Any] = {}
+        """The variable-level hooks' mutation writers, by variable schema (see rewrite_program)."""
+        self.crossover_programs: dict[str, Any] = {}
         self.stats = {"mutations": 0, "crossovers": 0, "few_shot": 0, "grounded": 0, "rejected": 0,
                       "lm_failures": 0}
         self._fitness_split = "val"
@@ -238,6 +249,59 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         """
         return await compete_candidate_dicts(candidates, self.embedding_model, self.k_nearest_fitter,
                                              self.population_size)
+
+    # -- synalinks' variable-level hooks (optimizers.variable_population) ----------------------
+
+    async def survivors(self, candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A variable's surviving candidates at an epoch's end: DNS (``algorithm="dns"``) or the fittest."""
+        if self.algorithm == "dns":
+            return await self.competition(candidates)
+        return await super().survivors(candidates)
+
+    def rewrite_program(self, operation: str, trainable_variable: Any) -> Any:
+        """The program that writes ``trainable_variable``'s mutation or crossover, kept per variable schema in
+        ``mutation_programs`` / ``crossover_programs`` (one may be replaced there). synalinks keys them by
+        ``id(schema)``; here ``get_schema()`` returns a copy, so the key is the schema's JSON text."""
+        programs = self.mutation_programs if operation == "mutation" else self.crossover_programs
+        key = json.dumps(trainable_variable.get_schema(), sort_keys=True)
+        if key not in programs:
+            programs[key] = RewriteProgram(self, operation)
+        return programs[key]
+
+    async def mutate_candidate(self, step: int, trainable_variable: Any, selected_candidate: dict[str, Any] | None,
+                               x: Any = None, y: Any = None, y_pred: Any = None, training: bool = False) -> Any:
+        """A mutation of ``selected_candidate`` written by the language model; None (with a warning) when the call
+        fails, so the variable keeps its value."""
+        inputs = self.rewrite_inputs(trainable_variable, x, y, y_pred, current_variable=selected_candidate)
+        return await self.run_rewrite("mutation", step, trainable_variable, inputs, training)
+
+    async def merge_candidate(self, step: int, trainable_variable: Any, current_candidate: dict[str, Any] | None,
+                              other_candidate: dict[str, Any] | None, x: Any = None, y: Any = None, y_pred: Any = None,
+                              training: bool = False) -> Any:
+        """A crossover of the two candidates written by the language model; None (with a warning) on failure."""
+        inputs = self.rewrite_inputs(trainable_variable, x, y, y_pred, current_variable=current_candidate,
+                                     other_variable=other_candidate)
+        return await self.run_rewrite("crossover", step, trainable_variable, inputs, training)
+
+    def rewrite_inputs(self, trainable_variable: Any, x: Any, y: Any, y_pred: Any, **variables: Any) -> dict[str, Any]:
+        """What a mutation or crossover request shows: the program, the batch, the variable and its value(s)."""
+        return {"program_description": getattr(self.program, "description", "") or "",
+                "program_inputs": [json_of(item) for item in x or []],
+                "program_predicted_outputs": [json_of(item) for item in y_pred or []],
+                "program_ground_truth": [json_of(item) for item in y or []],
+                "variable_description": getattr(trainable_variable, "description", "") or "",
+                **{key: {k: v for k, v in (value or {}).items() if k not in STATE_FIELDS and k != "reward"}
+                   for key, value in variables.items()}}
+
+    async def run_rewrite(self, operation: str, step: int, trainable_variable: Any, inputs: dict[str, Any],
+                          training: bool) -> Any:
+        program = self.rewrite_program(operation, trainable_variable)
+        try:
+            return await program(inputs, training=training)
+        except Exception as error:  # noqa: BLE001 - a failed LM call (timeout, rate limit) costs this step only
+            warnings.warn(f"OMEGA {operation} at step {step} failed and was skipped (the variable keeps its value): "
+                          f"{type(error).__name__}: {error}", stacklevel=3)
+            return None
 
     def build(self, program: Any) -> None:
         self.resolve_models()
@@ -275,6 +339,8 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         return {"metric_calls": self.metric_calls, "population": len(self.population)}
 
     async def on_epoch_end(self, ctx: OptimizerContext, epoch: int) -> None:
+        if not isinstance(ctx, OptimizerContext):  # synalinks' variable form (optimizers.variable_population)
+            return await super().on_epoch_end(ctx, epoch)
         await self.compete_population(ctx)
         await super().on_epoch_end(ctx, epoch)
 
@@ -470,3 +536,31 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
             if isinstance(config.get(key), dict):
                 config[key] = deserialize_object(config[key], expected=expected)
         return cls(**config)
+
+
+def json_of(item: Any) -> Any:
+    return item.get_json() if callable(getattr(item, "get_json", None)) else item
+
+
+class RewriteProgram:
+    """OMEGA's writer of a variable's new value for the variable-level hooks: ``await program(inputs)`` asks the
+    language model (the request of :func:`~promptgym.optimizers.omega_prompts.step_request`) for new values of the
+    current value's text fields, and returns the value with them."""
+
+    def __init__(self, optimizer: OMEGA, operation: str) -> None:
+        self.optimizer, self.operation = optimizer, operation
+
+    async def __call__(self, inputs: dict[str, Any], training: bool = False) -> dict[str, Any] | None:
+        current = inputs.get("current_variable") or {}
+        schema = self.optimizer.writer.schema_for(current)
+        if schema is None:  # nothing a model can rewrite (no text field)
+            return None
+        messages, constrained, validation = step_request(self.operation, schema, inputs, self.optimizer.instructions)
+        optimizer = self.optimizer
+        temperature = optimizer.crossover_temperature if self.operation == "crossover" else optimizer.mutation_temperature
+        if optimizer.language_model is None:
+            optimizer.resolve_models()
+        with lm_phase("optimizer"):
+            answer = await optimizer.language_model(messages, schema=constrained, validation_schema=validation,
+                                                    temperature=temperature)
+        return {**current, **{key: cut_repetition(answer.get(key)) for key in schema["properties"]}}

@@ -36,6 +36,39 @@ Fitness = Callable[[Candidate], float]
 Emit = Callable[[Any], Awaitable[None]]
 
 
+async def similarity_distance(candidate1: dict[str, Any], candidate2: dict[str, Any], embedding_model: Any = None,
+                              axis: int = -1) -> float:
+    """The distance of two candidates' values, from 0 (same direction) to 1 (opposite): each value's leaves are
+    embedded, normalised and averaged, and the distance is ``(1 - cosine) / 2`` (synalinks' default
+    ``distance_function``; pass it as ``OMEGA(distance_function=similarity_distance)``)."""
+    if embedding_model is None:
+        raise ValueError("similarity_distance needs an embedding_model (OMEGA passes its own)")
+    first, second = [mean_direction(await embedding_model(leaf_texts(c)), axis) for c in (candidate1, candidate2)]
+    return float(1.0 - (float(np.sum(first * second, axis=axis)) + 1.0) / 2.0)
+
+
+def leaf_texts(value: Any) -> list[str]:
+    """Every leaf of a JSON value, as text (a dict's keys are not leaves).
+
+    >>> leaf_texts({"instructions": "Be brief.", "examples": [1, {"a": True}]})
+    ['Be brief.', '1', 'True']
+    """
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in leaf_texts(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in leaf_texts(item)]
+    return [str(value)]
+
+
+def mean_direction(embeddings: Any, axis: int = -1) -> np.ndarray:
+    """The mean of unit-normalised embedding rows (an array, or ``{"embeddings": [...]}``), normalised again."""
+    rows = embeddings.get("embeddings") if isinstance(embeddings, dict) else embeddings
+    vectors = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=axis, keepdims=True), 1e-12)
+    mean = vectors.mean(axis=0)
+    return mean / max(float(np.linalg.norm(mean)), 1e-12)
+
+
 class CandidateDistances:
     """Pairwise distances between candidates: ``distance_function`` on their variables, or the cosine distance
     of their embeddings (one vector per candidate, computed once)."""

@@ -25,13 +25,13 @@ EVIDENCE_TEXT_LENGTH = 300
 LABEL_LENGTH = 60
 
 BASE_INSTRUCTIONS = (
-    "You improve one JSON variable of an LM program (its instructions, or another part of its state). "
+    "You are part of a prompt optimization system: you improve one JSON variable of an LM program (its instructions, or another part of its state). "
     "You see how the program did on a batch of examples: the inputs, what it predicted, the expected output, "
     "the reward (1 = correct, 0 = wrong) and the reward's feedback."
 )
 MUTATION_INSTRUCTIONS = (
-    "First think briefly about why the wrong predictions are wrong. Then write a new value for the variable "
-    "that fixes ONE such failure while keeping what already works. Write general instructions for every input "
+    "First think briefly about why the wrong predictions are wrong. Then enhance the variable: write a new value "
+    "for it that fixes ONE such failure while keeping what already works. Write general instructions for every input "
     "of this kind: never an answer, never a label alone, never a copy of the current value, no repetition. "
     "The instructions are read by the model that does the task: tell it what to do, in the imperative; "
     "do not discuss the fix, and write no code."
@@ -50,7 +50,7 @@ GROUNDED_THINKING_DESCRIPTION = ("Brief description of the task and of the exact
                                  "written before the new value")
 CROSSOVER_INSTRUCTIONS = (
     "Two good values of the variable are given. First think briefly about the strengths of each. Then write "
-    "one new value that combines the strengths of both. Write general instructions for every input of this "
+    "one new value combining the strengths of both. Write general instructions for every input of this "
     "kind: never an answer, never a label alone, never a copy of either value, no repetition. "
     "The instructions are read by the model that does the task: tell it what to do, in the imperative."
 )
@@ -58,6 +58,30 @@ FIELD_DESCRIPTIONS = {
     "instructions": ("The new instructions, addressed to the model that does the task: what to do with any "
                      "input to produce a correct output (not a discussion of the fix)"),
 }
+
+
+def base_instructions() -> str:
+    """What every OMEGA request says first: the system it is part of and what it sees.
+
+    >>> "optimization" in base_instructions()
+    True
+    """
+    return BASE_INSTRUCTIONS
+
+
+def mutation_instructions(variables_keys: list[str]) -> str:
+    """How a mutation rewrites a variable with ``variables_keys``."""
+    return f"{MUTATION_INSTRUCTIONS} Include all specified keys: {variables_keys}."
+
+
+def crossover_instructions(variables_keys: list[str]) -> str:
+    """How a crossover combines two values of a variable with ``variables_keys``."""
+    return f"{CROSSOVER_INSTRUCTIONS} Include all specified keys: {variables_keys}."
+
+
+def grounded_instructions(variables_keys: list[str]) -> str:
+    """How a grounded rewrite describes the task from labelled examples, for a variable with ``variables_keys``."""
+    return f"{GROUNDED_INSTRUCTIONS} Include all specified keys: {variables_keys}."
 
 
 def mutable_schema(value: dict[str, Any], max_length: int) -> dict[str, Any] | None:
@@ -170,12 +194,13 @@ def step_request(operation: str, schema: dict[str, Any], inputs: dict[str, Any],
     rails and is rejected at once instead of being re-asked. ``instructions``
     is the user's task-specific guidance for OMEGA, placed first.
     """
-    guidance = {"mutation": MUTATION_INSTRUCTIONS, "grounded": GROUNDED_INSTRUCTIONS,
-                "crossover": CROSSOVER_INSTRUCTIONS}[operation]
+    keys = list(schema["properties"])
+    guidance = {"mutation": mutation_instructions, "grounded": grounded_instructions,
+                "crossover": crossover_instructions}[operation](keys)
     thinking_description = GROUNDED_THINKING_DESCRIPTION if operation == "grounded" else THINKING_DESCRIPTION
     lines = [f"- thinking (string): {thinking_description}"]
     lines += [f"- {key} ({prop['type']}): {prop.get('description', '')}" for key, prop in schema["properties"].items()]
-    system = "\n".join(filter(None, [instructions, BASE_INSTRUCTIONS, guidance]))
+    system = "\n".join(filter(None, [instructions, base_instructions(), guidance]))
     system += "\n\nAnswer with a JSON object with these fields:\n" + "\n".join(lines)
     messages = [{"role": "system", "content": system},
                 {"role": "user", "content": json.dumps(inputs, ensure_ascii=False)}]

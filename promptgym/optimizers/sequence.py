@@ -15,10 +15,11 @@ each stage's state: a resumed ``fit()`` goes on inside the stage it was in.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
-from promptgym.optimizers.base import Candidate, Optimizer
+from promptgym.optimizers.base import Candidate, FitSizes, Optimizer, Stage, StageEstimate, StageRunner
 from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.selection import Comparison, check_chain
 
@@ -48,6 +49,40 @@ class Sequence(Optimizer):
 
     def stage_label(self, index: int) -> str:
         return f"{index + 1}:{type(self.stages[index]).__name__}"
+
+    # -- the optimizer protocol (optimizers.base), each part answered by the stages ------------
+
+    async def run(self, trainer: StageRunner) -> None:
+        """Each stage from the one reached (a resumed ``fit()`` goes on inside it) to the last, or to a stop."""
+        first = self.stage if self.stage < len(self.stages) else 0  # a finished chain fitted again runs again
+        for index in range(first, len(self.stages)):
+            self.stage = index
+            last = index == len(self.stages) - 1
+            await trainer.run_stage(self.stages[index], Stage(self.stage_label(index), index, len(self.stages),
+                                                              finish=self.check_chain if last else None))
+            self.stage = index + 1
+            if trainer.stop_training:
+                break
+
+    @property
+    def in_progress(self) -> bool:
+        return 0 < self.stage < len(self.stages)
+
+    @property
+    def stage_index(self) -> int:
+        return self.stage
+
+    def estimate(self, program: Any, sizes: FitSizes) -> list[StageEstimate]:
+        return [estimate for stage in self.stages for estimate in stage.estimate(program, sizes)]
+
+    def check_before_run(self, program: Any, x: Any, y: Any) -> list[str]:
+        return [f"stage {index + 1} {line}" for index, stage in enumerate(self.stages)
+                for line in stage.check_before_run(program, x, y)]
+
+    def place_outputs(self, folder: Path) -> None:
+        """Stage ``i`` writes under ``folder/stage-i``."""
+        for index, stage in enumerate(self.stages):
+            stage.place_outputs(Path(folder) / f"stage-{index + 1}")
 
     @property
     def current(self) -> Optimizer:
@@ -87,11 +122,6 @@ class Sequence(Optimizer):
     def build(self, program: Any) -> None:
         self.current.build(program)
         self.built = True
-
-    def estimate_lm_calls(self, train_size: int, val_size: int, epochs: int, batch_size: int,
-                          minibatch_size: int) -> int:
-        return sum(int(stage.estimate_lm_calls(train_size, val_size, epochs, batch_size, minibatch_size))
-                   for stage in self.stages if hasattr(stage, "estimate_lm_calls"))
 
     def get_state(self) -> dict[str, Any]:
         return {"stage": self.stage, "stages": [stage.get_state() for stage in self.stages]}

@@ -20,6 +20,11 @@ from promptgym.modules.module import Module
 from promptgym.modules.symbolic import CallNode, SymbolicDataModel
 
 
+class NotSymbolicError(TypeError, ValueError):
+    """A program's inputs or outputs hold something that is not a symbolic data model (a TypeError, and the
+    ValueError synalinks raises, so either ``except`` catches it)."""
+
+
 class FunctionalGraph:
     """The calls from ``inputs`` to ``outputs`` (nested structures of symbolic data models)."""
 
@@ -31,8 +36,8 @@ class FunctionalGraph:
         for where, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for value in values:
                 if not isinstance(value, SymbolicDataModel):
-                    raise TypeError(f"Program {where} must be symbolic data models (from Input() and module calls), "
-                                    f"got {value!r}")
+                    raise NotSymbolicError(f"All `{where}` values must be SymbolicDataModels (from Input() and module "
+                                           f"calls), got {value!r}")
         input_ids = {symbolic.id for symbolic in self.inputs}
         self.nodes: list[CallNode] = []
         seen: set[int] = set()

@@ -10,15 +10,29 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from promptgym.core.atomic import atomic_write_json, read_json
 from promptgym.core.deprecation import renamed_names
 from promptgym.core.serialization import deserialize_object, json_path, registered_name, serialize_object, where_failed
 from promptgym.programs.synalinks_files import is_synalinks_file, synalinks_load_problem, variables_from_synalinks
 
-if TYPE_CHECKING:
-    from promptgym.programs.program import Program
+
+
+class Program(Protocol):
+    """What a program file is written from and read into (``programs.program`` imports this module: named by
+    shape, so the two do not need each other)."""
+
+    def get_variables(self) -> dict[str, Any]: ...
+
+    def set_variables(self, variables: dict[str, Any], source: str = ...) -> None: ...
+
+    def get_compile_config(self) -> dict[str, Any] | None: ...
+
+    def get_training_progress(self) -> dict[str, Any]: ...
+
+    def compile_from_config(self, config: dict[str, Any], optimizer_state: dict[str, Any] | None = None,
+                            trainer_state: dict[str, Any] | None = None) -> None: ...
 
 PROGRAM_FORMAT = "promptgym.program"
 VARIABLES_FORMAT = "promptgym.variables"

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 from promptgym.modules.retrieval import describe_retrieval
 
-if TYPE_CHECKING:
-    from promptgym.programs.program import Program
+
+
+class Program(Protocol):
+    """What the summary reads of a program (``programs.program`` imports this module: named by shape)."""
+
+    name: str
+    description: str | None
+    modules: list[Any]
+    input_data_model: Any
+    trainable_variables: list[Any]
 
 
 def _fields(data_model: object) -> str:

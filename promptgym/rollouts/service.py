@@ -214,11 +214,13 @@ class RolloutService:
     # -- state ----------------------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
-        """What a resumed ``fit()`` needs to go on as if never stopped: every memoised result, the failed
-        examples, the held-out order and the random generator's state (JSON)."""
+        """What a resumed ``fit()`` needs to go on as if never stopped: every memoised result, the models the
+        fit started on (the memo's keys are relative to them), the failed examples, the held-out order and the
+        random generator's state (JSON)."""
         return {
             "memo": [{"key": key, "split": split, "index": index, **result_to_json(result)}
                      for (key, split, index), result in self._memo.items()],
+            "start_models": dict(self._start_models),
             "failed": sorted([split, index] for split, index in self.failed),
             "held_out_order": self._held_out_order,
             "rng": json.loads(json.dumps(self.rng.bit_generator.state)),
@@ -229,6 +231,9 @@ class RolloutService:
         self._memo = {(item["key"], item["split"], int(item["index"])): result_from_json(item, output)
                       for item in state.get("memo", [])}
         self.failed = {(split, int(index)) for split, index in state.get("failed", [])}
+        # a resumed fit may start on other models (a FineTune stage's tuned one): the keys stay the first run's
+        if isinstance(state.get("start_models"), dict):
+            self._start_models = dict(state["start_models"])
         order = state.get("held_out_order")
         self._held_out_order = [int(i) for i in order] if order is not None else None
         if state.get("rng") is not None:

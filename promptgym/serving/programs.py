@@ -24,6 +24,7 @@ from promptgym.core.serialization import serialize_object
 from promptgym.lm.language_model import LanguageModel
 from promptgym.lm.usage import Usage, usage_scope
 from promptgym.modules.generator import as_json
+from promptgym.modules.knowledge.read_only import read_only_knowledge_bases
 from promptgym.modules.tracing import TraceStep, tracing
 from promptgym.programs.program import Program
 from promptgym.programs.streaming import ProgramStream, stream_program
@@ -167,7 +168,8 @@ def load_program_file(path: str | Path, name: str | None = None) -> ServedProgra
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such program file")
     try:
-        program = Program.load(str(source))
+        with read_only_knowledge_bases():  # a served program reads its knowledge base, never writes it
+            program = Program.load(str(source))
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{source}: can't load the program: {error}") from None
     return ServedProgram.of(program, name=name, source=str(source))

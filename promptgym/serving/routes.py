@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from promptgym.lm.errors import LMError
 from promptgym.lm.usage import Usage, usage_scope
+from promptgym.modules.knowledge.read_only import KnowledgeBaseWriteRefused
 from promptgym.serving.admission import Busy
 from promptgym.serving.chat import (
     ChatCompletionRequest, completion, plain_messages, program_input, requested_schema,
@@ -233,6 +234,8 @@ def error_answer(request: Request, what: str, error: Exception) -> Response:
         return _failed(request, 502, "no_output", str(error))
     if isinstance(error, LMError):
         return _failed(request, 502, "model_error", f"the language model failed: {error}")
+    if isinstance(error, KnowledgeBaseWriteRefused):  # served programs open their knowledge base read-only
+        return _failed(request, 409, "read_only_knowledge_base", f"{what} tried to write its knowledge base: {error}")
     return _failed(request, 500, "internal", f"{what} failed: {type(error).__name__}: {error}")
 
 

@@ -13,11 +13,11 @@ import json
 import logging
 from typing import Any, Callable, TypeVar
 
-import httpx
 import pydantic
 
 from promptgym.core.loop_scoped import LoopScoped, loop_semaphore
 from promptgym.core.retry import RetriesExhausted, Retry, RetryPolicy, retrying
+from promptgym.lm.http_client import HttpClient, HttpError, RawReply
 from promptgym.taskapp.protocol import API_KEY_HEADER, Health, RolloutRequest, RolloutResponse, TaskInfo
 
 T = TypeVar("T", bound=pydantic.BaseModel)
@@ -50,7 +50,7 @@ class TaskAppClient:
         self.backoff_s = backoff_s
         self._slots = loop_semaphore(lambda: self.concurrency)
         # One connection pool per event loop, not a new client (and connection) per request.
-        self._clients = LoopScoped(lambda: httpx.AsyncClient(timeout=self.timeout), lambda client: client.aclose())
+        self._clients = LoopScoped(lambda: HttpClient(timeout=self.timeout), lambda client: client.close())
 
     def _headers(self) -> dict[str, str]:
         return {API_KEY_HEADER: self.api_key} if self.api_key else {}
@@ -60,30 +60,30 @@ class TaskAppClient:
         """``payload`` may be a function: it is called for each attempt (a retry sends what it returns then)."""
         url = f"{self.base_url}{path}"
 
-        async def attempt() -> httpx.Response:
+        async def attempt() -> RawReply:
             try:
                 http = await self._clients.get()
                 body = payload() if callable(payload) else payload
                 response = await http.request(method, url, json=body, headers=self._headers())
-            except httpx.TimeoutException as error:
+            except asyncio.TimeoutError as error:
                 raise Retry(f"{type(error).__name__}: no answer within {self.timeout:g} s (the client's timeout; "
                             "data.task_timeout in a config)") from None
-            except httpx.HTTPError as error:
+            except HttpError as error:
                 raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
-            if response.status_code >= 500 or response.status_code == 429:
-                raise Retry(f"HTTP {response.status_code}: {response.text[:200]}", rate_limited=response.status_code == 429)
+            if response.status >= 500 or response.status == 429:
+                raise Retry(f"HTTP {response.status}: {response.text[:200]}", rate_limited=response.status == 429)
             return response
 
         try:
             response = await retrying(attempt, RetryPolicy(retries=self.retries, backoff_s=self.backoff_s), slot=slot)
         except RetriesExhausted as exhausted:
             raise TaskAppError(f"{method} {url}: failed after {exhausted.attempts} attempts ({exhausted.last.reason})") from None
-        if response.status_code >= 400:
-            raise TaskAppError(f"{method} {url}: HTTP {response.status_code}: {response.text[:200]}", response.status_code)
+        if response.status >= 400:
+            raise TaskAppError(f"{method} {url}: HTTP {response.status}: {response.text[:200]}", response.status)
         try:
             return response.json()
         except ValueError:
-            raise TaskAppError(f"{method} {url}: the answer is not JSON (HTTP {response.status_code}): "
+            raise TaskAppError(f"{method} {url}: the answer is not JSON (HTTP {response.status}): "
                                f"{response.text[:200]!r}") from None
 
     async def _validated(self, model: type[T], method: str, path: str,

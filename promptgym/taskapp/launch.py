@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from promptgym.lm.http_client import probe_status
 
 
 class TaskAppLaunchError(RuntimeError):
@@ -100,10 +100,7 @@ def launch_task_app(path: Path, env: dict[str, str], log: Path, timeout_s: float
 
 
 def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return probe_status(f"{url}/health", timeout=2.0) == 200
 
 
 # -- the child --------------------------------------------------------------------------------

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from promptgym.core.loop_scoped import LoopScoped
+from promptgym.lm.http_client import HttpClient
 from promptgym.lm.language_model import LanguageModel
 from promptgym.taskapp.protocol import Policy
 
-_clients: LoopScoped[httpx.AsyncClient] = LoopScoped(lambda: httpx.AsyncClient(timeout=600.0), lambda c: c.aclose())
+_clients: LoopScoped[HttpClient] = LoopScoped(lambda: HttpClient(timeout=600.0), lambda client: client.close())
 _models: dict[tuple[str, int], Any] = {}
 
 
 async def ask_policy(policy: Policy, messages: list[dict[str, str]], max_tokens: int = 64) -> str:
-    """The policy's reply to ``messages``; an HTTP error (a closed rollout's 404, say) raises."""
+    """The policy's reply to ``messages``; an HTTP error (a closed rollout's 404, say) raises ``HttpStatusError``."""
     if policy.inference_url:
         client = await _clients.get()
-        response = await client.post(f"{policy.inference_url.rstrip('/')}/chat/completions",
-                                     json={"model": policy.model, "messages": messages, "max_tokens": max_tokens})
+        response = await client.request("POST", f"{policy.inference_url.rstrip('/')}/chat/completions",
+                                        json={"model": policy.model, "messages": messages, "max_tokens": max_tokens})
         response.raise_for_status()
         return response.json()["choices"][0]["message"].get("content") or ""
     key = (policy.model, max_tokens)
@@ -48,7 +47,7 @@ async def ask_policy_turn(policy: Policy, messages: list[dict[str, Any]], tools:
         body: dict[str, Any] = {"model": policy.model, "messages": messages, "max_tokens": max_tokens}
         if tools:
             body["tools"] = tools
-        response = await client.post(f"{policy.inference_url.rstrip('/')}/chat/completions", json=body)
+        response = await client.request("POST", f"{policy.inference_url.rstrip('/')}/chat/completions", json=body)
         response.raise_for_status()
         message = response.json()["choices"][0]["message"]
         return {"role": "assistant", "content": message.get("content"), **(

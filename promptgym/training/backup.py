@@ -16,7 +16,8 @@ from typing import Any
 
 from promptgym.core.atomic import atomic_write_json, read_json
 from promptgym.training.callback import Callback
-from promptgym.training.checkpoints import Checkpointable, restore_checkpoint, write_checkpoint
+from promptgym.runs.checkpoints import Checkpointable, write_checkpoint
+from promptgym.training.fit_folder import restore_program
 
 
 class BackupAndRestore(Callback):
@@ -45,7 +46,7 @@ class BackupAndRestore(Callback):
         """Restore ``program`` from the backup, if there is one: the (epoch, step) ``fit()`` goes on from."""
         if not self.backup_path.exists():
             return None
-        return restore_checkpoint(program, self.backup_path)
+        return restore_program(program, self.backup_path)
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._batches = 0

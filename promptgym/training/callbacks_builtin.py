@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from promptgym.training.callback import Callback
-from promptgym.training.checkpoints import write_checkpoint
-from promptgym.training.history_csv import read_history, write_history
+from promptgym.runs.checkpoints import write_checkpoint
+from promptgym.runs.history import read_history, write_history
 
 
 def _check_mode(mode: str, owner: str) -> str:

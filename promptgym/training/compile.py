@@ -106,7 +106,6 @@ def restore_setup(config: dict[str, Any], optimizer_state: dict[str, Any] | None
                   trainer_state: dict[str, Any] | None = None) -> TrainingSetup:
     """The compiled state of a loaded program, with the optimizer's progress and the trainer's."""
     reward = deserialize_object(config["reward"], expected="reward")
-    optimizers_module.load_lazy_optimizers()  # a saved FineTune (or a Sequence holding one) resolves by name
     optimizer = deserialize_object(config["optimizer"], expected="optimizer")
     metrics = [deserialize_object(item, expected="metric") for item in config.get("metrics", [])]
     optimizer.set_state(optimizer_state)

@@ -1,6 +1,6 @@
 """A callback that is also an event sink, so one logger serves every flow.
 
-``fit()`` calls ``on_event(event)``; the SFT and RL flows (``job.run(..., on_event=logger)``)
+``fit()`` calls ``on_event(event)``; the SFT and RL flows (``run_sft(job, ..., on_event=logger)``, ``rl_job.run(...)``)
 and the CLI's run listeners call the logger itself, with an event or its ``events.jsonl`` record.
 """
 

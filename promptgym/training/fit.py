@@ -9,25 +9,30 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from promptgym.core.events import EpochEnd, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
+from promptgym.core.events import EpochEnd, Resumed, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
 from promptgym.lm.spend import SpendCap, SpendCapReached, active_caps
 from promptgym.lm.usage import LEDGER
 from promptgym.modules.model_choice import MODELS_KEY, assign_models
+from promptgym.optimizers.base import Stage
 from promptgym.optimizers.kit import OptimizerContext
 from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
+from promptgym.runs.session import RunSession
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.headroom import check_starting_candidate
 from promptgym.training.history import History
 from promptgym.stats import Evaluation, confidence_interval
 from promptgym.training.logs import scored_evaluation, scored_logs, usage_logs
+from promptgym.training.fit_folder import JOB_TYPE, open_run_folder, resume_point
 from promptgym.training.progress import ProgressBar
+from promptgym.training.run_recorder import RunRecorder
 from promptgym.training.spend import RunSpend
 
 logger = logging.getLogger("promptgym")
@@ -67,6 +72,7 @@ class FitSettings:
     executor: Executor | None = None
     max_usd: float | None = None
     budget: Any = None
+    run_dir: str | Path | None = None
 
     @classmethod
     def from_arguments(cls, arguments: dict[str, Any]) -> "FitSettings":
@@ -97,12 +103,42 @@ class FitSettings:
 
 async def fit_program(program: Any, x: Any = None, y: Any = None, settings: FitSettings | None = None) -> History:
     """Train ``program`` on ``(x, y)`` as ``settings`` say; returns a :class:`History` (see ``Trainer.fit``)."""
-    return await FitRun(program, x, y, settings or FitSettings()).train()
+    settings = settings or FitSettings()
+    if settings.run_dir is not None:
+        return await fit_in_run_folder(program, x, y, settings)
+    return await FitRun(program, x, y, settings).train()
+
+
+async def fit_in_run_folder(program: Any, x: Any, y: Any, settings: FitSettings) -> History:
+    """``fit(run_dir=...)``: the fit with its run folder (status, events, history, checkpoints), resumed from
+    its last checkpoint when it has one (:mod:`promptgym.training.fit_folder`, docs/runs.md)."""
+    run, resume = open_run_folder(settings.run_dir, getattr(program, "name", None) or "fit")
+    session = RunSession(run, None, None, job_type=JOB_TYPE, resume=resume)
+    recorder = RunRecorder(run, session.events)
+
+    def save_interrupted() -> None:
+        if recorder.program is not None and recorder.program.get_compile_config() is not None:
+            recorder.save_checkpoint("interrupted")
+
+    with session.ending(on_interrupt=save_interrupted):
+        if resume:
+            epoch, step, checkpoint, note = resume_point(run, program)
+            settings.initial_epoch, settings.initial_step = epoch, step
+            session.events.emit(Resumed(from_epoch=epoch, checkpoint=checkpoint, from_step=step))
+            if note:
+                logger.warning("fit(run_dir=%s): %s", settings.run_dir, note)
+        program.training_setup.optimizer.place_outputs(run.path / "finetune")
+        settings.callbacks = [recorder, *(settings.callbacks or [])]
+        history = await FitRun(program, x, y, settings).train()
+        program.save(str(run.path / "best_program.json"))
+    session.finish(status="completed", stopped_by=getattr(program, "stop_reason", None))
+    return history
 
 
 class FitRun:
-    """One ``fit()`` call: its checked data, callbacks, rollouts and position, and the loop over its
-    optimizer's stages (one, or a Sequence's), epochs and steps."""
+    """One ``fit()`` call: its checked data, callbacks, rollouts and position, and the loop over a stage's
+    epochs and steps. The optimizer runs its own stages (one, or a Sequence's) through :meth:`run_stage`:
+    this is the ``StageRunner`` of :mod:`promptgym.optimizers.base`."""
 
     def __init__(self, program: Any, x: Any, y: Any, settings: FitSettings) -> None:
         self.program, self.settings = program, settings
@@ -139,6 +175,9 @@ class FitRun:
         self.spend = RunSpend()
         self.cap: SpendCap | None = None
         self.current_stage: Any = None
+        self.chained = False
+        """A stage of a chain ran: one History with a stage column."""
+        self.resumed = False
 
     def resume_from_backup(self) -> None:
         """BackupAndRestore: an interrupted run goes on from its backup."""
@@ -153,12 +192,7 @@ class FitRun:
 
     async def train(self) -> History:
         compiled, optimizer = self.compiled, self.compiled.optimizer
-        stages: list[Any] = list(getattr(optimizer, "stages", None) or [optimizer])
-        self.chained = stages[0] is not optimizer  # an optimizers.Sequence: one History, a stage column
-        first_stage = getattr(optimizer, "stage", 0) if self.chained else 0
-        if first_stage >= len(stages):  # a finished chain fitted again runs again
-            first_stage = 0
-        resumed = bool(self.initial_epoch or self.initial_step or first_stage)
+        resumed = self.resumed = bool(self.initial_epoch or self.initial_step or optimizer.in_progress)
         if resumed and compiled.restored:  # resumed: the rollouts it paid for
             self.rollouts.set_state(compiled.restored.get("rollouts") or {})
         restored_spend = (compiled.restored or {}).get("spend") if resumed else None
@@ -180,11 +214,7 @@ class FitRun:
         self.usage_start = LEDGER.snapshot()  # what on_train_begin spends (a baseline, bootstrapping) counts in epoch 1
         try:
             with self.cap.active() if self.cap is not None else contextlib.nullcontext():
-                for index in range(first_stage, len(stages)):
-                    await self.run_stage(stages, index, resumed)
-                    self.initial_epoch = self.initial_step = 0
-                    if self.program.stop_training:
-                        break
+                await optimizer.run(self)
         except SpendCapReached as reached:
             await self.stop_at_cap(reached)
         caps = [self.cap] if self.cap is not None else list(active_caps())
@@ -219,13 +249,17 @@ class FitRun:
                                               epoch=int(position["epoch"]), step=int(position["step"]),
                                               message=str(reached)))
 
-    async def run_stage(self, stages: list[Any], index: int, resumed: bool) -> None:
-        """One optimizer (a Sequence's stage ``index``) from its ``on_train_begin`` to its kept best."""
-        optimizer, stage = self.compiled.optimizer, stages[index]
-        label = optimizer.stage_label(index) if self.chained else None
-        if self.chained:
-            optimizer.stage = index
-            await self.callbacks.emit(StageStarted(stage=label, index=index, stages=len(stages),
+    @property
+    def stop_training(self) -> bool:
+        return bool(self.program.stop_training)
+
+    async def run_stage(self, stage: Any, place: Stage | None = None) -> None:
+        """One optimizer (alone, or a chain's stage at ``place``) from its ``on_train_begin`` to its kept best;
+        the next stage starts at epoch 0."""
+        label = place.label if place is not None else None
+        if place is not None:
+            self.chained = True
+            await self.callbacks.emit(StageStarted(stage=place.label, index=place.index, stages=place.count,
                                                    optimizer=type(stage).__name__))
         stage_start = (LEDGER.snapshot(), time.monotonic())
         self.current_stage = stage
@@ -234,7 +268,7 @@ class FitRun:
                                epochs=self.settings.epochs, step=self.initial_step, steps=self.steps)
         stage.build(self.program)
         await stage.on_train_begin(ctx)
-        if self.settings.shows_progress and not resumed:
+        if self.settings.shows_progress and not self.resumed:
             for warning in await check_starting_candidate(stage, ctx, self.settings.minibatch_size):
                 print(f"promptgym: {warning.message}", file=sys.stderr, flush=True)
         for epoch in range(self.initial_epoch, self.settings.epochs):
@@ -243,13 +277,14 @@ class FitRun:
                 break
         await stage.on_train_end(ctx)
         await keep_if_better_than_start(stage, ctx, label)
-        if self.chained and index == len(stages) - 1:
-            await optimizer.check_chain(ctx)  # the chain's end against its start (issue 42)
+        if place is not None and place.finish is not None:
+            await place.finish(ctx)  # the chain's end against its start
         program_assign(self.program, stage.best.variables)
-        if self.chained:
-            await end_stage(self.callbacks, self.rollouts, stage, label, index, stage.last_check, stage_start)
-            optimizer.stage = index + 1
+        if place is not None:
+            await end_stage(self.callbacks, self.rollouts, stage, place.label, place.index, stage.last_check,
+                            stage_start)
             self.compiled.position = {"epoch": 0, "step": 0}
+        self.initial_epoch = self.initial_step = 0
 
     async def run_epoch(self, stage: Any, ctx: OptimizerContext, epoch: int, label: str | None) -> None:
         settings = self.settings

@@ -23,6 +23,7 @@ from typing import Any
 
 from promptgym.core.atomic import atomic_write_text
 from promptgym.core.deprecation import renamed_names
+from promptgym.optimizers.finetune import step_conversation
 from promptgym.rollouts import RolloutService
 from promptgym.rollouts.executor import Executor
 from promptgym.training.data import as_object_array, validate_inputs, validate_targets
@@ -66,16 +67,6 @@ def check_min_reward(min_reward: Any) -> float:
             or not 0.0 <= min_reward <= 1.0:
         raise ValueError(f"min_reward: expected a number between 0 and 1 (rewards score in [0, 1]), got {min_reward!r}")
     return float(min_reward)
-
-
-async def step_conversation(program: Any, step: Any, with_demonstrations: bool) -> list[dict[str, str]] | None:
-    """The messages a Generator step sent plus its answer; None for a module that builds no chat prompt."""
-    module = program.get_module(step.module)
-    if not callable(getattr(module, "messages", None)):
-        return None
-    examples = await module.demonstrations(step.inputs) if with_demonstrations else []
-    messages = module.messages(step.inputs, examples, input_schema=step.schema)
-    return [*messages, {"role": "assistant", "content": json.dumps(step.outputs, ensure_ascii=False)}]
 
 
 async def export_sft_data(program: Any, x: Any, y: Any, path: str | Path, min_reward: float = 1.0,

@@ -1,7 +1,7 @@
 """``TensorBoard``: scalars per step for prompt learning, SFT and RL, in a TensorBoard log folder.
 
     await program.fit(x, y, callbacks=[callbacks.TensorBoard(log_dir="logs/dates")])
-    sft_job.run("out", on_event=callbacks.TensorBoard(log_dir="logs/sft"))
+    run_sft(sft_job, "out", on_event=callbacks.TensorBoard(log_dir="logs/sft"))
     # tensorboard --logdir logs
 
 Tags (``train/step_reward``, ``epoch/val_reward``, ``sft/loss``, ``rl/mean_reward``, ...) are

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import warnings
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from promptgym.modules.model_choice import current_models
 from promptgym.rollouts.executor import Executor
 from promptgym.stats import Evaluation
 from promptgym.training.compile import TrainingSetup, compile_setup, restore_setup
@@ -108,8 +110,12 @@ class Trainer:
                   validation_freq: int = 1, callbacks: list[Any] | None = None, shuffle: bool = False,
                   seed: int | None = None, verbose: Any = 1, max_errors: int | None = None, initial_epoch: int = 0,
                   initial_step: int = 0, executor: Executor | None = None, max_usd: float | None = None,
-                  budget: Any = None) -> History:
-        """Train; see the README for every argument. Returns a :class:`History`.
+                  budget: Any = None, run_dir: str | Path | None = None) -> History:
+        """Train; see docs/training.md for every argument. Returns a :class:`History`.
+
+        ``run_dir``: keep a run folder there (status, events, history, checkpoints after every step, the
+        best program), the same one ``promptgym train`` keeps; fitting again with the same ``run_dir`` goes
+        on from its last checkpoint, inside a FineTune stage's SFT too (docs/runs.md).
 
         ``max_usd`` (or ``budget=Budget(usd=...)``): a cap in dollars on every model call the run makes;
         it stops cleanly before a call would cross it, with the best program so far (docs/cost.md).
@@ -174,7 +180,8 @@ class Trainer:
         """The optimizer's state and, during or after ``fit()``, the trainer's: what a resumed fit needs."""
         if self.training_setup is None:
             return {}
-        progress: dict[str, Any] = {"optimizer_state": self.training_setup.optimizer.get_state()}
+        progress: dict[str, Any] = {"optimizer_state": self.training_setup.optimizer.get_state(),
+                                    "models": current_models(self)}  # a FineTune stage's choice, for a resume
         trainer_state = self.training_setup.trainer_state()
         if trainer_state is not None:
             progress["trainer_state"] = trainer_state

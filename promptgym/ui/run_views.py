@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgym.core.atomic import read_json
-from promptgym.training.history_csv import read_history
+from promptgym.runs.history import read_history
 
 X_COLUMNS = ("step", "iteration", "epoch")
 """The first of these a history has is its x axis (SFT, whose rows also carry a fractional epoch; RL;

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import promptgym as pg
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 
 ROOT = Path(__file__).resolve().parents[2]

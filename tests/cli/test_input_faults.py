@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from tests.cli.helpers import WORDS, only_run, served_config, write_config
 from tests.lm.fake_openai_server import FakeOpenAIServer
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from tests.cli.helpers import ROOT, only_run, served_config, wait_for, write_config
 from tests.lm.fake_openai_server import FakeOpenAIServer
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from promptgym.cli.commands.runs import effective_status
 from promptgym.cli.main import app
-from promptgym.cli.process_identity import is_same_process, process_identity
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.process_identity import is_same_process, process_identity
+from promptgym.runs.folder import RunFolder
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
 from promptgym.training.sft_export import check_min_reward
 

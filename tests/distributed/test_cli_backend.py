@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.execution import ExecutionError, ExecutionSpec, parse_execution
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.distributed.local_head import descendants
 from tests.distributed.programs import WORDS
 

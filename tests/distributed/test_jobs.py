@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.distributed.jobs import RayJobs, run_status_of
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback
 

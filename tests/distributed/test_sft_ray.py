@@ -18,7 +18,7 @@ pytest.importorskip("ray.train")
 
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback  # noqa: E402
 from promptgym.distributed.sft_train import RayTrainBackend, cluster_on_loopback  # noqa: E402
-from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted  # noqa: E402
+from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted, run_sft  # noqa: E402
 from tests.finetune import fixtures  # noqa: E402
 from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
 
@@ -96,7 +96,7 @@ def test_two_workers_train_as_one_process_does_and_leave_the_same_run_folder(
         ray_head: LocalRayHead, tiny_model: Path, tmp_path: Path) -> None:
     settings = settings_for(tiny_model, tmp_path, precision="fp32")  # bf16 rounds DDP's average and one sum apart
     local_events: list = []
-    local = SFTJob.prepare(settings, name="same").run(tmp_path / "local", on_event=local_events.append)
+    local = run_sft(SFTJob.prepare(settings, name="same"), tmp_path / "local", on_event=local_events.append)
 
     events: list = []
     outside: list[str] = []
@@ -107,7 +107,7 @@ def test_two_workers_train_as_one_process_does_and_leave_the_same_run_folder(
             outside.extend(listeners_outside_loopback(ray_head.pids()))
 
     job = SFTJob.prepare(settings, name="same")
-    result = job.run(tmp_path / "ray", on_event=on_event, backend=on_ray(ray_head, 2))
+    result = run_sft(job, tmp_path / "ray", on_event=on_event, backend=on_ray(ray_head, 2))
 
     assert result.status == "completed" and result.steps == 8
     assert result.final_eval_loss < result.initial_eval_loss
@@ -152,8 +152,8 @@ def test_two_workers_train_as_one_process_does_and_leave_the_same_run_folder(
 def test_one_worker_gives_exactly_the_weights_of_the_local_loop(ray_head: LocalRayHead, tiny_model: Path,
                                                                 tmp_path: Path) -> None:
     settings = settings_for(tiny_model, tmp_path, lora={"r": 4, "alpha": 8, "dropout": 0.1}, summary_samples=0)
-    local = SFTJob.prepare(settings, name="one").run(tmp_path / "local")
-    remote = SFTJob.prepare(settings, name="one").run(tmp_path / "ray", backend=on_ray(ray_head, 1))
+    local = run_sft(SFTJob.prepare(settings, name="one"), tmp_path / "local")
+    remote = run_sft(SFTJob.prepare(settings, name="one"), tmp_path / "ray", backend=on_ray(ray_head, 1))
     # Same seed, same rows, same dropout masks: another mask would move the weights by 1e-3 or more. The sums
     # themselves may round apart (~1e-7): Ray's worker runs torch with its own thread count (OMP_NUM_THREADS
     # from its CPUs), so a matmul adds its parts in another order than this process does.
@@ -170,7 +170,7 @@ def test_a_stop_request_checkpoints_the_workers_and_resume_continues(ray_head: L
     # fp32, rows encoded whole: each worker then draws the dropout masks of its own rows as the local run does
     settings = settings_for(tiny_model, tmp_path, save_steps=100, summary_samples=0, eval_steps=None,
                             precision="fp32", share_prefix=False)
-    SFTJob.prepare(settings, name="straight").run(tmp_path / "local")
+    run_sft(SFTJob.prepare(settings, name="straight"), tmp_path / "local")
     stop, steps_seen = StopRequest(), []
     stop.request("test")  # as if Ctrl-C was pressed while the workers start: the relay takes it to them
 
@@ -179,13 +179,13 @@ def test_a_stop_request_checkpoints_the_workers_and_resume_continues(ray_head: L
             steps_seen.append(event.step)
 
     with pytest.raises(TrainingInterrupted) as caught:
-        SFTJob.prepare(settings, name="b").run(tmp_path / "split", on_event=record, stop=stop,
+        run_sft(SFTJob.prepare(settings, name="b"), tmp_path / "split", on_event=record, stop=stop,
                                                backend=on_ray(ray_head, 2))
     # every worker stops after the same step, with a checkpoint
     assert caught.value.step == 1 and caught.value.checkpoint.name == "step_000001"
     status = json.loads((tmp_path / "split/run.json").read_text())
     assert status["status"] == "interrupted" and status["steps_done"] == 1
-    resumed = SFTJob.prepare(settings, name="b").run(tmp_path / "split", on_event=record, resume=True,
+    resumed = run_sft(SFTJob.prepare(settings, name="b"), tmp_path / "split", on_event=record, resume=True,
                                                      backend=on_ray(ray_head, 2))
     assert steps_seen == list(range(1, 9)) and resumed.steps == 8
     assert_close(adapter(tmp_path / "split/checkpoints/step_000008"), adapter(tmp_path / "local/checkpoints/step_000008"),
@@ -202,7 +202,7 @@ def test_the_cli_trains_on_its_own_ray_instance_and_stops_it(tiny_model: Path, t
     from typer.testing import CliRunner
 
     from promptgym.cli.main import app
-    from promptgym.cli.runs import RunFolder, list_runs
+    from promptgym.runs.folder import RunFolder, list_runs
     from promptgym.distributed.local_head import descendants
     from tests.finetune.test_sft_cli import write_config
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import jinja2
 import pytest
 from typer.testing import CliRunner
 
 import promptgym as pg
 from promptgym.cli.main import app as cli
+from promptgym.core.local_server import LocalServer
 from promptgym.export import INPUT_SLOT, check_export, export_prompts, render
 from promptgym.export.check import http_caller
+from promptgym.lm.http_client import HttpClient
 from promptgym.serving import create_app
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 from tests.serving.programs import Answer, Question, qa_program
@@ -70,9 +71,10 @@ async def test_check_scores_the_exported_prompt_next_to_the_program() -> None:
     direct = ScriptedLanguageModel(respond=shouting, model="scripted/direct")
     x = [{"question": f"q{i}", "context": ""} for i in range(12)]
     y = [{"answer": f"Q{i}"} if i % 4 else {"answer": "wrong label"} for i in range(12)]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app([], models=[direct])),
-                                 base_url="http://t") as client:
-        report = await check_export(program, x, y, http_caller("http://t/v1", client=client), model="scripted/direct")
+    client = HttpClient(timeout=30)
+    async with LocalServer(create_app([], models=[direct])) as url:
+        report = await check_export(program, x, y, http_caller(f"{url}/v1", client=client), model="scripted/direct")
+    await client.close()
     assert report.program.mean == report.export.mean == pytest.approx(9 / 12)
     assert report.agrees and report.paired.wins == report.paired.losses == 0
     assert direct.requests[0].schema is not None  # the exported response_format reached the model

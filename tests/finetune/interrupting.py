@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 
 
 def sigterm_mid_run(config: Path, workdir: Path, event: str, timeout_s: float = 120) -> tuple[RunFolder, str]:

@@ -16,7 +16,7 @@ from promptgym.finetune.rl.sampler import sample  # noqa: E402
 from promptgym.finetune.rl.settings import RLSettings  # noqa: E402
 from promptgym.finetune.rl.update import TrainingRow, row_logprobs  # noqa: E402
 from promptgym.finetune.settings import LoraSettings, SFTSettings  # noqa: E402
-from promptgym.finetune.sft_flow import SFTJob  # noqa: E402
+from promptgym.finetune.sft_flow import SFTJob, run_sft  # noqa: E402
 from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def test_sft_trains_on_the_gpu_and_records_it(tiny_model: Path, tmp_path: Path, 
     assert job.plan.device == "cuda:0" and job.plan.compute in ("bf16", "fp16")
     assert next(job.model.parameters()).is_cuda
     assert job.measure_step_seconds() > 0
-    result = job.run(tmp_path / "run")
+    result = run_sft(job, tmp_path / "run")
     assert result.device == "cuda:0" and result.peak_gpu_memory_mb and result.peak_gpu_memory_mb > 0
     assert result.final_eval_loss < result.initial_eval_loss
     status = json.loads((tmp_path / "run" / "run.json").read_text())

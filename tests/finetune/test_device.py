@@ -101,7 +101,7 @@ def test_a_step_out_of_memory_checkpoints_and_says_what_to_lower(tiny_model: Pat
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from promptgym.finetune.checkpoint import last_checkpoint
     from promptgym.finetune.device import DeviceOutOfMemory
-    from promptgym.finetune.sft_flow import SFTJob
+    from promptgym.finetune.sft_flow import SFTJob, SFTRun, run_sft
     from tests.finetune.tiny_model import capital_rows, write_rows
 
     class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError's name, raised on the third step
@@ -110,7 +110,7 @@ def test_a_step_out_of_memory_checkpoints_and_says_what_to_lower(tiny_model: Pat
     train = write_rows(tmp_path / "train.jsonl", capital_rows(20))
     job = SFTJob.prepare(SFTSettings(base_model=str(tiny_model), train_file=str(train), batch_size=4,
                                      validation_split=0, lora={"r": 4}, summary_samples=0), name="oom")
-    real_step, calls = job._train_step, []
+    real_step, calls = SFTRun.optimizer_step, []
 
     def step(*args, **kwargs):
         calls.append(1)
@@ -118,8 +118,8 @@ def test_a_step_out_of_memory_checkpoints_and_says_what_to_lower(tiny_model: Pat
             raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(job, "_train_step", step)
+    monkeypatch.setattr(SFTRun, "optimizer_step", step)
     with pytest.raises(DeviceOutOfMemory, match=r"on a step of 4 rows of up to \d+ tokens; resume continues from "
                                                  r".*step_000002.*Lower batch_size"):
-        job.run(tmp_path / "run")
+        run_sft(job, tmp_path / "run")
     assert last_checkpoint(tmp_path / "run" / "checkpoints").name == "step_000002"

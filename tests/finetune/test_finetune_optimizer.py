@@ -13,7 +13,7 @@ import json
 import pytest
 
 import promptgym as pg
-from promptgym.finetune.optimizer import FineTune, FineTuneError
+from promptgym.optimizers.finetune import FineTune, FineTuneError
 from promptgym.modules.model_choice import set_model_factory
 from promptgym.optimizers.selection import OneAnswerWarning
 from promptgym.testing import ScriptedLanguageModel, last_user_json
@@ -211,7 +211,7 @@ async def test_a_time_budget_too_small_for_one_step_says_the_measured_step_time(
 async def test_training_stops_at_the_time_budget_and_keeps_the_last_checkpoint(tiny_model, tmp_path, fake_export,
                                                                                tuned_answers, monkeypatch):
     ticks = itertools.count()
-    monkeypatch.setattr("promptgym.finetune.optimizer.clock", lambda: float(next(ticks)))  # one "second" a look
+    monkeypatch.setattr("promptgym.optimizers.finetune.sft.clock", lambda: float(next(ticks)))  # one "second" a look
     program = await functional_program(always("?"))
     optimizer = finetune(tiny_model, tmp_path, n_epochs=5, max_train_seconds=3)
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
@@ -248,7 +248,7 @@ async def test_the_progress_bar_shows_the_sft_steps_and_the_tuned_model(tiny_mod
 
 async def test_a_killed_sft_resumes_from_its_checkpoint_and_other_rows_start_afresh(tiny_model, tmp_path, fake_export,
                                                                                     tuned_answers, monkeypatch):
-    from promptgym.finetune import optimizer as module
+    from promptgym.optimizers.finetune import sft as module
 
     x, y = labelled("rome", "oslo", "lima", "bern")
     calls = []
@@ -293,7 +293,7 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
 
     from promptgym.cli.build import build_run_plan
     from promptgym.cli.config import validate_config
-    from promptgym.cli.preview import print_sft_step_times
+    from promptgym.cli.preview import print_checks_before_run
 
     params = {"base_model": str(tiny_model), "max_length": 4096, "batch_size": 2, "max_train_seconds": 600,
               "lora": {"r": 2, "target_modules": ["q_proj"]}}
@@ -302,10 +302,10 @@ def test_the_cli_preview_times_one_sft_step_of_each_finetune_stage(tiny_model, t
                               "data": {"dataset": "arithmetic", "dataset_args": {"n_train": 6, "n_test": 2}}}, "cfg")
     job = asyncio.run(build_run_plan(config))
     console = Console(record=True, width=200)
-    measured = print_sft_step_times(job, console)
-    assert list(measured) == [str(tiny_model)] and measured[str(tiny_model)] > 0
+    [line] = print_checks_before_run(job, console)
     text = console.export_text()
-    assert f"stage 2 FineTune: one SFT step of {tiny_model} takes" in text
+    assert line in text and f"stage 2 FineTune: one SFT step of {tiny_model} takes" in line
+    assert float(line.split(" takes ")[1].split(" s ")[0]) > 0
     assert "for <= 3 steps, stopped at max_train_seconds=600" in text
 
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from tests.finetune.interrupting import sigterm_mid_run
 
 runner = CliRunner()
@@ -193,23 +193,23 @@ def test_a_refused_key_stops_before_the_model_loads(workdir: Path, tiny_model: P
 def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_model: Path, fake_export,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from promptgym.core.events import RLIteration
-    from promptgym.finetune import loop
+    from promptgym.runs import stop as loop
 
     original = loop.StopRequest
 
     class StopAfterFirstIteration(original):  # what Ctrl-C does, at a point the test chooses
         def __init__(self) -> None:
             super().__init__()
-            from promptgym.cli import recorder
+            from promptgym.runs.events import EventWriter
 
-            emit = recorder.RunRecorder.emit
+            emit = EventWriter.emit
 
             def emit_and_stop(recorder_self, event):
                 emit(recorder_self, event)
                 if isinstance(event, RLIteration) and event.iteration == 1:
                     self.request("Ctrl-C")
 
-            monkeypatch.setattr(recorder.RunRecorder, "emit", emit_and_stop)
+            monkeypatch.setattr(EventWriter, "emit", emit_and_stop)
 
     monkeypatch.setattr(loop, "StopRequest", StopAfterFirstIteration)
     config = write_config(workdir, tiny_model, iterations=3)

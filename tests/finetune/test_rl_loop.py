@@ -12,7 +12,7 @@ import pytest
 
 from promptgym.core.events import CheckpointSaved, Event, RLEvaluation, RLIteration, RLStarted, RolloutFailedEvent
 from promptgym.finetune.checkpoint import last_checkpoint, read_adapter
-from promptgym.finetune.loop import StopRequest, TrainingInterrupted
+from promptgym.runs.stop import StopRequest, TrainingInterrupted
 from promptgym.finetune.rl import RLJob, RLSettings
 from promptgym.finetune.rl.grpo import RLAborted
 from promptgym.finetune.rl.policy_server import PolicyServer

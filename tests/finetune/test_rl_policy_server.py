@@ -58,7 +58,8 @@ async def test_the_recorded_tokens_are_the_prompt_seen_and_the_tokens_sampled(se
     assert torch.allclose(recomputed, recorded, atol=1e-4)
 
 
-async def test_a_closed_rollout_answers_404_and_bad_requests_400(server: PolicyServer) -> None:
+async def test_a_closed_rollout_answers_404_and_bad_requests_400(server: PolicyServer, monkeypatch) -> None:
+    monkeypatch.setattr("promptgym.finetune.rl.policy_server.MAX_BODY_BYTES", 2000)
     rollout = server.open_rollout()
     url = server.url(rollout)
     async with httpx.AsyncClient(timeout=30) as client:
@@ -68,6 +69,8 @@ async def test_a_closed_rollout_answers_404_and_bad_requests_400(server: PolicyS
         assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]
         many = await client.post(f"{url}/chat/completions", json={"messages": MESSAGES, "n": 2})
         assert many.status_code == 400
+        huge = await client.post(f"{url}/chat/completions", json={"messages": [{"role": "user", "content": "x" * 3000}]})
+        assert huge.status_code == 413 and "larger than 2000 bytes" in huge.json()["error"]["message"]
     assert server.close_rollout(rollout) == []
     gone = await chat(url)
     assert gone.status_code == 404 and "finished rollout" in gone.json()["error"]["message"]

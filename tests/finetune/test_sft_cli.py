@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from tests.finetune.interrupting import sigterm_mid_run
 from tests.finetune.tiny_model import capital_rows, write_rows
 from tests.observability.test_loggers import read_scalars
@@ -142,7 +142,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(workdir: Path, tiny_mode
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import contextlib
 
-    from promptgym.finetune import loop
+    from promptgym.runs import stop as loop
 
     @contextlib.contextmanager
     def ctrl_c_at_once(stop=None):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted
+from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted, run_sft
 from tests.finetune.tiny_model import capital_rows, write_rows
 
 
@@ -30,7 +30,7 @@ def test_training_lowers_the_loss_and_leaves_a_usable_run_folder(tiny_model: Pat
     job = SFTJob.prepare(settings_for(tiny_model, tmp_path, eval_steps=4, summary_samples=1), name="Tiny Run")
     assert (len(job.data.train), len(job.data.validation), job.total_steps) == (16, 4, 8)
     assert job.measure_step_seconds() > 0
-    result = job.run(tmp_path / "out", on_event=events.append)
+    result = run_sft(job, tmp_path / "out", on_event=events.append)
 
     assert result.final_eval_loss < result.initial_eval_loss
     assert result.model_id.startswith("local/ft-tiny-run-") and result.steps == 8
@@ -68,7 +68,7 @@ def test_stop_then_resume_gives_the_same_weights_as_an_uninterrupted_run(tiny_mo
     import torch
 
     settings = settings_for(tiny_model, tmp_path, save_steps=100)
-    straight = SFTJob.prepare(settings, name="a").run(tmp_path / "straight")
+    straight = run_sft(SFTJob.prepare(settings, name="a"), tmp_path / "straight")
 
     stop = StopRequest()
     steps_seen: list[int] = []
@@ -80,10 +80,10 @@ def test_stop_then_resume_gives_the_same_weights_as_an_uninterrupted_run(tiny_mo
                 stop.request("test")
 
     with pytest.raises(TrainingInterrupted) as caught:
-        SFTJob.prepare(settings, name="b").run(tmp_path / "split", on_event=stop_after_three, stop=stop)
+        run_sft(SFTJob.prepare(settings, name="b"), tmp_path / "split", on_event=stop_after_three, stop=stop)
     assert caught.value.step == 3
     assert json.loads((tmp_path / "split/run.json").read_text())["status"] == "interrupted"
-    resumed = SFTJob.prepare(settings, name="b").run(tmp_path / "split", on_event=stop_after_three, resume=True)
+    resumed = run_sft(SFTJob.prepare(settings, name="b"), tmp_path / "split", on_event=stop_after_three, resume=True)
 
     assert steps_seen == list(range(1, 9))  # no step repeated, none skipped
     assert resumed.steps == straight.steps == 8
@@ -97,9 +97,9 @@ def test_stop_then_resume_gives_the_same_weights_as_an_uninterrupted_run(tiny_mo
 
 def test_a_model_name_taken_by_another_run_is_refused(tiny_model: Path, tmp_path: Path, fake_export) -> None:
     settings = settings_for(tiny_model, tmp_path, n_epochs=1, model_name="my-tuned")
-    SFTJob.prepare(settings).run(tmp_path / "one")
+    run_sft(SFTJob.prepare(settings), tmp_path / "one")
     with pytest.raises(ValueError, match="'my-tuned' already exists"):
-        SFTJob.prepare(settings).run(tmp_path / "two")
+        run_sft(SFTJob.prepare(settings), tmp_path / "two")
 
 
 def test_the_public_names_stay_functions_after_the_modules_load() -> None:
@@ -118,8 +118,8 @@ def test_gradient_checkpointing_trains_the_same_weights(tiny_model: Path, tmp_pa
     recomputed = SFTJob.prepare(settings.model_copy(update={"gradient_checkpointing": True}), name="recomputed")
     assert recomputed.model.get_base_model().is_activation_checkpointing
     assert not plain.model.get_base_model().is_activation_checkpointing
-    plain.run(tmp_path / "plain")
-    recomputed.run(tmp_path / "recomputed")
+    run_sft(plain, tmp_path / "plain")
+    run_sft(recomputed, tmp_path / "recomputed")
     first, second = adapter_tensors(tmp_path / "plain"), adapter_tensors(tmp_path / "recomputed")
     assert first.keys() == second.keys()
     for name in first:

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.errors import LMConfigurationError
 from promptgym.lm.finetuned_models import FineTunedModel, register_finetuned_model
@@ -35,7 +35,7 @@ def only_run(workdir: Path) -> RunFolder:
 
 def test_sft_resume_without_last_json_continues_from_the_newest_complete_checkpoint(
         workdir: Path, tiny_model: Path, fake_export, monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptgym.finetune import loop
+    from promptgym.runs import stop as loop
 
     @contextlib.contextmanager
     def ctrl_c_at_once(stop=None):
@@ -147,10 +147,10 @@ def test_a_model_rebuilt_elsewhere_reads_its_key_from_the_variable_api_key_env_n
     assert "sk-in-this-process" not in json.dumps(saved) and saved["config"]["api_key_env"] == "MY_SERVER_KEY"
     monkeypatch.setenv("MY_SERVER_KEY", "sk-on-the-worker")  # a Ray worker's environment
     rebuilt = deserialize_object(saved, expected="language model")
-    assert rebuilt.backend.api_key == "sk-on-the-worker"
+    assert rebuilt.engine.api_key == "sk-on-the-worker"
     monkeypatch.delenv("MY_SERVER_KEY")
     with pytest.raises(LMConfigurationError, match=f"MY_SERVER_KEY .* is not set in this process \\(pid {os.getpid()}"):
-        deserialize_object(saved, expected="language model").backend
+        deserialize_object(saved, expected="language model").engine
 
 
 def test_gguf_conversion_shows_promptgym_s_progress_not_transformers_bar(capsys: pytest.CaptureFixture) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from promptgym.finetune.checkpoint import last_checkpoint, read_adapter
-from promptgym.finetune.loop import StopRequest, TrainingInterrupted
+from promptgym.runs.stop import StopRequest, TrainingInterrupted
 from promptgym.lm.finetuned_models import finetuned_model
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_weight_trainer.py"

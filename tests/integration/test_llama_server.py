@@ -56,5 +56,5 @@ async def test_structured_output_through_a_real_server(llama_server):
     answer = await generator(Question(question="What is the capital of France?"))
     assert isinstance(answer.answer, str) and 0 < len(answer.answer) <= 60
     # llama.cpp's server refuses json_schema (HTTP 422); the backend switched to json_object + schema
-    assert lm.backend.structured_mode == "json_object"
+    assert lm.engine.structured_mode == "json_object"
     assert lm.usage.total().calls == 1 and lm.usage.total().prompt_tokens > 0

@@ -59,9 +59,10 @@ class FakeOpenAIServer:
                     server.failures_left -= 1
                     return self._send(503, {"error": "busy"})
                 if self.path.endswith("/embeddings"):
-                    return self._send(200, {"data": [{"index": i, "embedding": [1.0, float(len(t))]} for i, t in enumerate(body["input"])],
-                                            "usage": {"prompt_tokens": 7 * len(body["input"]),
-                                                      "total_tokens": 7 * len(body["input"])}})
+                    return self._send(200, {"data": [{"index": i, "embedding": [1.0, float(len(t))]}
+                                                     for i, t in enumerate(body["input"])],
+                                            "usage": {"prompt_tokens": sum(len(t) for t in body["input"]),
+                                                      "prompt_tokens_details": {"cached_tokens": 1}}})
                 fmt = body.get("response_format") or {}
                 if server.refuse_json_schema and fmt.get("type") == "json_schema":
                     return self._send(422, {"error": "json_schema not supported"})

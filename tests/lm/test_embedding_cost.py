@@ -47,12 +47,12 @@ async def test_a_cached_embedding_costs_nothing_and_counts_as_saved():
 
 
 async def test_the_servers_token_count_prices_an_http_embedding():
-    with FakeOpenAIServer(lambda body: "") as server:  # its usage says 7 tokens a text
+    with FakeOpenAIServer(lambda body: "") as server:  # its usage says a token a character: 6 here
         em = EmbeddingModel(model="openai/text-embedding-3-small", api_base=server.url, api_key="k", price=PRICE)
         with usage_scope() as usage:
             await em(["one", "two"])
-    assert (usage.prompt_tokens, usage.estimated_calls) == (14, 0)
-    assert usage.cost_usd == pytest.approx(14 * 0.5 / 1_000_000)
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.estimated_calls) == (6, 1, 0)
+    assert usage.cost_usd == pytest.approx(6 * 0.5 / 1_000_000)
 
 
 def test_the_table_prices_openai_embedding_models_and_local_ones_are_free():

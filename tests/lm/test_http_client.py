@@ -1,12 +1,15 @@
-"""promptgym's keep-alive HTTP/1.1 client: framing, reuse, a connection the server closed, timeouts."""
+"""promptgym's one HTTP client: framing, reuse, a connection the server closed, timeouts, streams, TLS."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 
 import pytest
 
-from promptgym.lm.http_client import ConnectionPool, HttpError
+from promptgym.lm.http_client import ConnectionPool, HttpClient, HttpError
 
 
 async def serve(answers: list[bytes], close_after_each: bool = False):
@@ -71,3 +74,82 @@ async def test_a_server_that_does_not_answer_times_out_and_one_that_is_down_fail
     await server.wait_closed()
     with pytest.raises(HttpError, match="cannot connect"):
         await ConnectionPool("127.0.0.1", port, timeout=1).request("GET", "/")
+
+
+SSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+       b"9\r\ndata: a\n\n\r\n" b"f\r\ndata: b\n\ndata: \r\n" b"4\r\nc\n\n\n\r\n" b"0\r\n\r\n")
+
+
+async def test_a_streamed_body_comes_line_by_line_and_a_finished_one_gives_its_connection_back():
+    server, port, connections = await serve([SSE, OK])
+    client = HttpClient(timeout=5)
+    async with client.stream("POST", f"http://127.0.0.1:{port}/v1/x", json={"stream": True}) as streamed:
+        lines = [line async for line in streamed.lines()]
+    after = await client.request("GET", f"http://127.0.0.1:{port}/")
+    await client.close()
+    server.close()
+    assert streamed.status == 200 and streamed.headers["content-type"] == "text/event-stream"
+    assert lines == [b"data: a\n", b"\n", b"data: b\n", b"\n", b"data: c\n", b"\n", b"\n"]
+    assert after.json() == {} and after.url == f"http://127.0.0.1:{port}/"
+    assert len(connections) == 1
+
+
+async def test_a_stream_left_before_its_end_drops_the_connection():
+    server, port, connections = await serve([SSE, OK])
+    client = HttpClient(timeout=5)
+    async with client.stream("POST", f"http://127.0.0.1:{port}/v1/x", b"{}") as streamed:
+        async for line in streamed.lines():
+            assert line == b"data: a\n"
+            break
+    assert (await client.request("GET", f"http://127.0.0.1:{port}/")).status == 200
+    await client.close()
+    server.close()
+    assert len(connections) == 2
+
+
+async def test_urls_it_cannot_serve_are_refused_by_name():
+    client = HttpClient()
+    with pytest.raises(HttpError, match="expected an http:// or https:// URL"):
+        client.pool_of("ftp://example.org/x")
+    with pytest.raises(HttpError, match="credentials in the URL"):
+        client.pool_of("http://user:secret@example.org/x")
+    pool, path = client.pool_of("https://example.org/v1/models?limit=2")
+    assert (pool.port, path, pool._host_header) == (443, "/v1/models?limit=2", "example.org")
+
+
+@pytest.fixture
+def tls_context(tmp_path):
+    """(server, client) TLS contexts on a self-signed certificate for 127.0.0.1."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
+async def test_https_checks_the_certificate_and_reuses_the_connection(tls_context):
+    server_context, client_context = tls_context
+    answers, connections = [OK, OK], []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while answers:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answers.pop(0))
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_context)
+    port = server.sockets[0].getsockname()[1]
+    trusting = HttpClient(timeout=5, ssl_context=client_context)
+    replies = [await trusting.request("GET", f"https://127.0.0.1:{port}/v1/models") for _ in range(2)]
+    with pytest.raises(HttpError, match="CERTIFICATE_VERIFY_FAILED"):
+        await HttpClient(timeout=5).request("GET", f"https://127.0.0.1:{port}/")  # the system's CAs don't know it
+    await trusting.close()
+    server.close()
+    assert [reply.status for reply in replies] == [200, 200]
+    assert len(connections) == 1  # reused; the untrusting client never got past the handshake

@@ -31,7 +31,7 @@ async def test_invalid_answer_is_retried_with_the_error():
     assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "ok"}
     assert len(lm.requests) == 3
     assert "invalid" in lm.requests[2].messages[-1]["content"]
-    assert "'answer' is a required property" in lm.requests[2].messages[-1]["content"]
+    assert "at answer: Field required" in lm.requests[2].messages[-1]["content"]
 
 
 async def test_gives_up_after_output_retries():
@@ -63,7 +63,7 @@ async def test_usage_is_counted_per_phase():
     assert lm.usage.total().completion_tokens == 6  # two words of JSON per answer
 
 
-async def test_openai_backend_falls_back_when_json_schema_is_refused():
+async def test_openai_engine_falls_back_when_json_schema_is_refused():
     with FakeOpenAIServer(lambda body: json.dumps({"answer": "42"}), refuse_json_schema=True) as server:
         lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False)
         assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "42"}
@@ -73,7 +73,7 @@ async def test_openai_backend_falls_back_when_json_schema_is_refused():
     assert server.requests[1]["response_format"]["schema"] == SCHEMA
 
 
-async def test_openai_backend_validates_and_retries_when_the_server_ignores_the_schema():
+async def test_openai_engine_validates_and_retries_when_the_server_ignores_the_schema():
     answers = iter(["Sure! The answer is 42.", 'Here: {"answer": "42"}'])
     with FakeOpenAIServer(lambda body: next(answers)) as server:
         lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False)
@@ -81,17 +81,17 @@ async def test_openai_backend_validates_and_retries_when_the_server_ignores_the_
     assert len(server.requests) == 2
 
 
-async def test_openai_backend_retries_5xx_then_succeeds():
+async def test_openai_engine_retries_5xx_then_succeeds():
     with FakeOpenAIServer(lambda body: json.dumps({"answer": "x"}), failures_before_success=2) as server:
         lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False, retries=3)
-        lm.backend.backoff_s = 0.01
+        lm.engine.backoff_s = 0.01
         assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "x"}
     assert len(server.requests) == 3
 
 
 async def test_unreachable_server_names_the_url():
     lm = pg.LanguageModel(model="openai/test", api_base="http://127.0.0.1:9/v1", cache=False, retries=1)
-    lm.backend.backoff_s = 0.01
+    lm.engine.backoff_s = 0.01
     with pytest.raises(LMConnectionError, match=r"http://127.0.0.1:9/v1/chat/completions unreachable after 2 attempts"):
         await lm(MESSAGES, schema=SCHEMA)
 
@@ -103,6 +103,12 @@ async def test_openai_embeddings():
     assert vectors.shape == (3, 2)
     assert vectors[0].tolist() == pytest.approx(vectors[2].tolist())
     assert len(server.requests) == 1 and server.requests[0]["input"] == ["a", "abc"]
+    # what the server said the call used: its input tokens (one per character here) and cached ones
+    assert (em.cumulated_calls, em.cumulated_prompt_tokens, em.cumulated_cached_tokens) == (1, 4, 1)
+    assert em.last_call_vectors == 2 and em.last_call_elapsed_s > 0
+    await em(["abc"])  # from memory: a cache hit (not a model call); its vector counts as returned, and its
+    # tokens as if it were made (estimated: 1), so a rerun from the cache reports the same tokens (docs/cost.md)
+    assert (em.cumulated_calls, em.cumulated_cache_hits, em.cumulated_vectors, em.cumulated_prompt_tokens) == (1, 1, 3, 5)
 
 
 def test_defaults_say_which_call_to_make():

@@ -55,8 +55,8 @@ def test_missing_package_says_what_to_install(tmp_path, monkeypatch):
 
 
 def test_missing_engine_names_the_extra(monkeypatch):
-    from promptgym.lm import local_backend
+    from promptgym.lm import local_engine
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(EngineMissingError, match=r"promptgym\[local\]"):
-        local_backend._import_llama_cpp()
+        local_engine._import_llama_cpp()

@@ -27,7 +27,7 @@ def formats(server: FakeOpenAIServer) -> list[str | None]:
 
 def served_lm(server: FakeOpenAIServer, **options) -> pg.LanguageModel:
     lm = pg.LanguageModel(model="openai/test", api_base=server.url, cache=False, **options)
-    lm.backend.backoff_s = 0.01
+    lm.engine.backoff_s = 0.01
     return lm
 
 
@@ -118,7 +118,7 @@ async def test_a_request_waiting_to_retry_leaves_its_slot_to_others():
     first_fails = lambda body, n: (503, "{}") if n == 0 else None  # noqa: E731
     with FakeOpenAIServer(lambda body: json.dumps({"answer": body["messages"][-1]["content"]}), fault=first_fails) as server:
         lm = served_lm(server, concurrency=1)
-        lm.backend.backoff_s = 0.3
+        lm.engine.backoff_s = 0.3
 
         async def ask(text: str) -> dict:
             return await lm([{"role": "user", "content": text}], schema=SCHEMA)

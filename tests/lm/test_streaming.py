@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from promptgym.lm.backend import LMRequest
+from promptgym.lm.engine import LMRequest
 from promptgym.lm.language_model import LanguageModel
-from promptgym.lm.local_backend import LlamaCppBackend
+from promptgym.lm.local_engine import LlamaCppEngine
 from promptgym.lm.usage import usage_scope
 from promptgym.testing import ScriptedLanguageModel
 from tests.lm.fake_openai_server import FakeOpenAIServer
@@ -92,8 +92,8 @@ class FakeLlama:
         return list(range(self.produced))
 
 
-def fake_engine(tokens: list[str]) -> tuple[LlamaCppBackend, FakeLlama]:
-    backend = LlamaCppBackend(Path("fake.gguf"))
+def fake_engine(tokens: list[str]) -> tuple[LlamaCppEngine, FakeLlama]:
+    backend = LlamaCppEngine(Path("fake.gguf"))
     backend._llama = FakeLlama(tokens)
     return backend, backend._llama
 
@@ -119,7 +119,7 @@ async def test_embedded_engine_stops_at_once_when_the_reader_leaves():
 async def test_a_cancelled_reader_stops_the_embedded_engine():
     backend, llama = fake_engine([f"t{i} " for i in range(1000)])
     lm = LanguageModel(model="local/smollm2-135m-instruct", cache=False)
-    lm._backend = backend
+    lm._engine = backend
     got_one = asyncio.Event()
 
     async def read() -> None:
@@ -158,7 +158,7 @@ async def test_a_stream_waiting_for_the_engine_gives_up_when_closed():
 # -- an OpenAI-compatible server -------------------------------------------------------------------
 
 
-async def test_openai_backend_streams_deltas_and_the_usage_of_the_last_event():
+async def test_openai_engine_streams_deltas_and_the_usage_of_the_last_event():
     with FakeOpenAIServer(lambda body: "streamed over http") as server:
         lm = LanguageModel(model="openai/test", api_base=server.url, api_key="k", cache=False)
         stream = lm.stream(MESSAGES)
@@ -169,7 +169,7 @@ async def test_openai_backend_streams_deltas_and_the_usage_of_the_last_event():
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
 
 
-async def test_openai_backend_streams_a_structured_answer():
+async def test_openai_engine_streams_a_structured_answer():
     with FakeOpenAIServer(lambda body: json.dumps({"answer": "Paris, France"})) as server:
         lm = LanguageModel(model="openai/test", api_base=server.url, api_key="k", cache=False)
         schema = {"type": "object", "properties": {"answer": {"type": "string"}}}

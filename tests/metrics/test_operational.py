@@ -66,7 +66,7 @@ class _CachingServer:
     concurrency = 1
 
     async def complete(self, request):
-        from promptgym.lm.backend import LMResponse, usage_details
+        from promptgym.lm.engine import LMResponse, usage_details
 
         usage = {"prompt_tokens_details": {"cached_tokens": 90}, "cache_creation_input_tokens": 10,
                  "completion_tokens_details": {"reasoning_tokens": 30}}
@@ -75,7 +75,7 @@ class _CachingServer:
 
 async def test_provider_cache_and_reasoning_tokens_reach_the_metrics():
     lm = echo_lm(caching=False)
-    lm._backend = _CachingServer()
+    lm._engine = _CachingServer()
     program = await functional_program(lm)
     metrics = [pg.metrics.CachedTokens(), pg.metrics.CacheHitRate(), pg.metrics.ReasoningTokenShare(), pg.metrics.Cost()]
     for metric in metrics:

@@ -52,7 +52,7 @@ def test_a_bad_logging_key_is_named(workdir: Path) -> None:
 
 
 def test_a_failing_logger_warns_once_and_the_run_goes_on(caplog: pytest.LogCaptureFixture) -> None:
-    from promptgym.cli.run_loggers import guarded
+    from promptgym.runs.loggers import guarded
 
     calls = []
 

@@ -1,4 +1,4 @@
-"""The example optimizer of docs/optimizers/writing_an_optimizer.md: it works, saves, and the doc shows it whole."""
+"""The example optimizer of docs/writing_an_optimizer.md: it works, saves, and the doc shows it whole."""
 
 from __future__ import annotations
 
@@ -41,5 +41,5 @@ async def test_the_example_optimizer_keeps_the_instructions_that_win(tmp_path):
 
 
 def test_the_doc_shows_the_whole_example():
-    doc = (ROOT / "docs" / "optimizers" / "writing_an_optimizer.md").read_text()
+    doc = (ROOT / "docs" / "writing_an_optimizer.md").read_text()
     assert EXAMPLE.read_text().strip() in doc

@@ -174,7 +174,7 @@ async def test_through_an_openai_compatible_server_a_client_leaving_drops_the_up
 async def test_an_embedded_model_served_directly_stops_before_its_next_token_when_the_client_leaves() -> None:
     backend, llama = fake_engine([f"w{i} " for i in range(100_000)])
     model = LanguageModel(model="local/smollm2-135m-instruct", cache=False)
-    model._backend = backend
+    model._engine = backend
     app = create_app([], models=[model])
     with served(app) as url:
         body = {"model": "local/smollm2-135m-instruct", "stream": True, "messages": [{"role": "user", "content": "go"}]}
@@ -193,7 +193,7 @@ class FailingMidAnswer:
         raise AssertionError("not called")
 
     async def stream(self, request: Any) -> Any:
-        from promptgym.lm.backend import LMChunk
+        from promptgym.lm.engine import LMChunk
         from promptgym.lm.errors import LMConnectionError
 
         yield LMChunk(content="half ")
@@ -204,7 +204,7 @@ async def test_a_model_failing_mid_answer_ends_the_stream_with_an_error_event() 
     from fastapi.testclient import TestClient
 
     model = ScriptedLanguageModel(responses=["unused"], model="scripted/flaky")
-    model._backend = FailingMidAnswer()
+    model._engine = FailingMidAnswer()
     client = TestClient(create_app([], models=[model]))
     response = client.post("/v1/chat/completions", json={"model": "scripted/flaky", "stream": True,
                                                           "messages": [{"role": "user", "content": "go"}]})

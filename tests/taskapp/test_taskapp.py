@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder, list_runs
+from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.taskapp import (
     PolicyModule, RolloutFailed, RolloutRequest, RolloutResponse, TaskAppClient, TaskAppError, TaskInfo,
     TrajectoryStep, create_task_app,

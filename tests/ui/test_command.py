@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.commands.ui import FolderRuns
 from promptgym.cli.main import app
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 
 runner = CliRunner()
 

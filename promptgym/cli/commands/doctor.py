@@ -29,7 +29,7 @@ def doctor_rows(accelerator: Accelerator | None = None, cpu_bf16: bool | None = 
     rows = [("python", f"{platform.python_version()} ({platform.machine()})"), ("torch", accelerator.torch_build())]
     gpus = accelerator.gpus()
     if not gpus:
-        rows.append(("GPUs", "none: SFT and RL train on the CPU (a GPU needs torch's CUDA build, see the README)"))
+        rows.append(("GPUs", "none: SFT and RL train on the CPU (a GPU needs torch's CUDA build, see docs/sft.md)"))
     for gpu in gpus:
         rows.append((f"cuda:{gpu.index}", f"{gpu.name}, {gpu.free_bytes / GIB:.1f} of {gpu.total_bytes / GIB:.1f} GiB "
                                           f"free, {'bf16' if gpu.bf16 else 'no bf16 (fp16 instead)'}"))

@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
 import typer
 
 from promptgym.cli.common import console, fail
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.core.atomic import atomic_write_text
+from promptgym.core.local_server import LocalServer
 from promptgym.export import FORMATS, check_export, export_prompts, render
 from promptgym.export.check import http_caller
 from promptgym.lm.language_model import LanguageModel
@@ -126,10 +126,8 @@ async def run_check(program: Program, exported: Any, x: list[dict[str, Any]], y:
     if api_base is None and model.model_string.provider == "local":
         direct = LanguageModel(model=model.model, n_ctx=model.n_ctx, cache=False)
         app = create_app([], models=[direct])
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://promptgym",
-                                     timeout=600) as client:
-            return await check_export(program, x, y, http_caller("http://promptgym/v1", client=client),
-                                      model=model.model)
+        async with LocalServer(app) as url:  # on 127.0.0.1, for as long as the check runs
+            return await check_export(program, x, y, http_caller(f"{url}/v1", timeout=600), model=model.model)
     base = api_base or model.api_base
     return await check_export(program, x, y, http_caller(base, key or model.api_key or os.environ.get("OPENAI_API_KEY")),
                               model=None if api_base is None else model.model_string.name)

@@ -16,7 +16,7 @@ from promptgym.cli.common import EXIT_FAILED, console, fail, secret_masker
 from promptgym.cli.config import ConfigError, load_config, read_toml, validate_config
 from promptgym.cli.build import build_run_plan
 from promptgym.cli.flows import flow_for
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.core.atomic import read_json
 from promptgym.training.sft_export import check_min_reward
 

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from promptgym.cli.common import EXIT_FAILED, console, fail
+from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
 from promptgym.core.serialization import serialize_object
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError
@@ -78,11 +78,31 @@ def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int,
             pass
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"),
                TimeRemainingColumn())
+    handled = [0]
+
+    def advance(count: int) -> None:
+        handled[0] += count
+        progress.advance(task, count)
+
+    database = kb.adapter.uri
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("ingesting", total=total)
-        report = asyncio.run(ingest(kb, files, chunk_size=chunk_size, overlap=overlap, batch_size=batch_size,
-                                    on_file=lambda source, _: progress.update(task, description=escape(source)),
-                                    on_batch=lambda count: progress.advance(task, count)))
+        try:
+            report = asyncio.run(ingest(kb, files, chunk_size=chunk_size, overlap=overlap, batch_size=batch_size,
+                                        on_file=lambda source, _: progress.update(task, description=escape(source)),
+                                        on_batch=advance))
+        except KeyboardInterrupt:
+            progress.stop()
+            kb.close()
+            console.print(f"interrupted: {database}: {handled[0]} of {total} chunks handled; the chunks committed so "
+                          "far are kept: rerun the same command to resume", markup=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (LMError, KnowledgeBaseError, ValueError) as error:
+            progress.stop()
+            kb.close()
+            what = "embedding" if isinstance(error, LMError) else "storing"
+            fail(f"{database}: {what} failed after {handled[0]} of {total} chunks: {error}; the chunks committed "
+                 "so far are kept: fix the cause and rerun the same command to resume")
     return report
 
 
@@ -165,7 +185,7 @@ def search_command(
         fail(f"--type: expected one of {', '.join(SEARCH_TYPES)}, got {search_type!r}")
     if not database.is_file():
         fail(f"{database}: no such knowledge base")
-    kb = _open(database)
+    kb = _open(database, read_only=True)  # alongside a server that has the file open read-only
     if search_type == "similarity" and kb.embedding_model is None:
         fail(f"{database} has no embedding model (built with --embedding-model none): use --type fulltext")
     method = {"hybrid_fts": kb.hybrid_fts_search, "fulltext": kb.fulltext_search,
@@ -196,7 +216,7 @@ def info_command(database: Path = typer.Argument(..., help="The knowledge base."
     """Tables, row counts, the embedding model and dimension, the documents' sources."""
     if not database.is_file():
         fail(f"{database}: no such knowledge base")
-    kb = _open(database, embedding_model=None, read_only=False)
+    kb = _open(database, embedding_model=None, read_only=True)
     adapter = kb.sql_adapter
     console.print(f"{database}: {database.stat().st_size / 1e6:.1f} MB", markup=False)
     stored = adapter.get_setting("embedding_model")

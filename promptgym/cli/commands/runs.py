@@ -18,7 +18,7 @@ from rich.table import Column, Table
 
 from promptgym.cli.flows import flow_of_run
 from promptgym.cli.render import make_renderer
-from promptgym.cli.runs import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
+from promptgym.runs.folder import TERMINAL, RunFolder, default_runs_dir, list_runs, run_process_state
 from promptgym.cli.secrets import load_env_file
 from promptgym.core.atomic import atomic_write_text
 from promptgym.datasets.loaders import DatasetError
@@ -91,7 +91,7 @@ def effective_status(status: dict, run: RunFolder | None = None) -> str:
 
 @runs_app.command("list")
 def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
-                 address: Optional[str] = typer.Option(None, "--address", help="List the promptgym jobs of this "
+                 address: Optional[str] = typer.Option(None, "--address", help="List the promptgym Ray jobs of this "
                                                        "Ray cluster (dashboard address) instead.")) -> None:
     """Every run, newest first."""
     if address:
@@ -124,7 +124,7 @@ def list_command(runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
 
 @runs_app.command("show")
 def show_command(run_id: str, runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
-                 log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted job's log to show.")) -> None:
+                 log_lines: int = typer.Option(40, "--log-lines", help="Lines of a submitted run's Ray job log to show.")) -> None:
     """Status of one run, and its summary when finished."""
     run = _open(run_id, runs_dir)
     status = _status(run)

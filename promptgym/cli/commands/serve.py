@@ -18,7 +18,7 @@ from typing import Any, Optional
 import typer
 
 from promptgym.cli.common import console, fail, secret_masker
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.lm.language_model import LanguageModel
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

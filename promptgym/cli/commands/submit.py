@@ -22,7 +22,7 @@ import typer
 
 from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail, secret_env_names, secret_masker
 from promptgym.cli.config import PATH_KEYS, ConfigError, JobConfig, load_config, resolved_dict
-from promptgym.cli.runs import RunFolder, default_runs_dir, new_run_id
+from promptgym.runs.folder import RunFolder, default_runs_dir, new_run_id
 from promptgym.cli.secrets import Masker, env_file_values
 from promptgym.distributed.jobs import JobsAPIError, RayJobs
 
@@ -154,20 +154,20 @@ def submit(
     config: list[str] = typer.Option(..., "--config", "-c", help="TOML config (repeatable; later files win)."),
     address: str = typer.Option("http://127.0.0.1:8265", "--address", envvar="RAY_API_SERVER_ADDRESS",
                                 help="The cluster's dashboard (Jobs API) address."),
-    env_file: Optional[str] = typer.Option(None, "--env-file", help="Secrets, sent as the job's env vars only."),
-    include: list[str] = typer.Option([], "--include", help="A file or folder to add to the job's files (repeatable)."),
+    env_file: Optional[str] = typer.Option(None, "--env-file", help="Secrets, sent as the Ray job's env vars only."),
+    include: list[str] = typer.Option([], "--include", help="A file or folder to add to the Ray job's files (repeatable)."),
     model: Optional[str] = typer.Option(None, "--model", help="Override model.name."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
     examples: Optional[int] = typer.Option(None, "--examples", min=1, help="Use only N training examples."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
     python: str = typer.Option("python", "--python", help="The cluster's interpreter that has promptgym."),
-    remote_runs_dir: str = typer.Option("runs", "--remote-runs-dir", help="Where the job writes its run folder."),
+    remote_runs_dir: str = typer.Option("runs", "--remote-runs-dir", help="Where the Ray job writes its run folder."),
     entrypoint_cpus: Optional[float] = typer.Option(None, "--entrypoint-cpus", help="CPUs reserved for the driver."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Run the job's rollouts on N Ray workers of the cluster."),
-    poll: bool = typer.Option(True, "--poll/--no-poll", help="Stream the job's log, or submit and print the run id."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Run the rollouts on N Ray workers of the cluster."),
+    poll: bool = typer.Option(True, "--poll/--no-poll", help="Stream the Ray job's log, or submit and print the run id."),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where the local record goes (default ./runs)."),
 ) -> None:
-    """Send a run to a Ray cluster as a job (Ray Jobs API) and stream its log."""
+    """Send a run to a Ray cluster as a Ray job (Ray Jobs API) and stream its log."""
     masker = secret_masker(env_file)
     try:
         job_config = load_config(config, {"model": model, "dataset": dataset, "examples": examples, "seed": seed})

@@ -17,7 +17,7 @@ from promptgym.cli.launch import (
     discover_config, load_run_config, print_last_words, refuse_taken_model_name, run_attached, run_worker,
     save_resolved_config, start_detached,
 )
-from promptgym.cli.runs import RunFolder, default_runs_dir
+from promptgym.runs.folder import RunFolder, default_runs_dir
 from promptgym.cli.secrets import Masker
 
 
@@ -29,7 +29,7 @@ def train(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
     examples: Optional[int] = typer.Option(None, "--examples", min=1, help="Use only N training examples."),
     task_url: Optional[str] = typer.Option(None, "--task-url", help="Train against this task app."),
-    backend: str = typer.Option("local", "--backend", help="Where rollouts run: local (this process), ray (a local "
+    backend: str = typer.Option("local", "--backend", help="The executor, where rollouts run: local (this process), ray (a local "
                                 "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),

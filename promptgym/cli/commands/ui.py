@@ -15,7 +15,7 @@ import typer
 from promptgym.cli.commands.runs import effective_status
 from promptgym.cli.commands.serve import LOCAL_HOSTS, MAX_CONNECTIONS, READ_TIMEOUT_S, run_uvicorn, uvicorn_config
 from promptgym.cli.common import fail
-from promptgym.cli.runs import RunFolder, default_runs_dir, list_runs
+from promptgym.runs.folder import RunFolder, default_runs_dir, list_runs
 
 
 class FolderRuns:

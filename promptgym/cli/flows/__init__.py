@@ -21,14 +21,20 @@ from typing import TYPE_CHECKING, Any, ContextManager, Protocol, runtime_checkab
 if TYPE_CHECKING:  # the flows import these modules; at run time the table is read before them
     from rich.console import Console
 
-    from promptgym.cli.config import JobConfig
     from promptgym.cli.execution import ExecutionSpec
-    from promptgym.cli.recorder import Listener
+    from promptgym.runs.events import Listener
     from promptgym.cli.render import Renderer
-    from promptgym.cli.runs import RunFolder
+    from promptgym.runs.folder import RunFolder
     from promptgym.cli.secrets import Masker
 
 DEFAULT_JOB_TYPE = "prompt_learning"
+
+
+class JobConfig(Protocol):
+    """A validated job config: a ``promptgym.cli.config.JobConfig``, which reads this table to validate itself,
+    so it is named here by shape (the two modules do not need each other's types)."""
+
+    job: Any
 
 FLOWS: dict[str, str | Flow] = {
     "prompt_learning": "promptgym.cli.flows.prompt:PromptFlow",

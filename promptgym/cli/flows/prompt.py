@@ -15,11 +15,11 @@ from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
 from promptgym.cli.launch import task_app_for
 from promptgym.cli.preflight import check_models
-from promptgym.cli.preview import print_headroom, print_preview, print_sft_step_times
-from promptgym.cli.recorder import Listener
+from promptgym.cli.preview import print_checks_before_run, print_headroom, print_preview
+from promptgym.runs.events import Listener
 from promptgym.cli.render import ChartRenderer, Renderer
 from promptgym.cli.runner import execute
-from promptgym.cli.runs import RunFolder
+from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.table_cells import count_cell, reward_cell
 from promptgym.training.spend import describe_call_cost
@@ -61,7 +61,7 @@ class PromptFlow:
     def confirm_checks(self, prepared: RunPlan, masker: Masker) -> None:
         print_headroom(prepared, masker, console)
         try:
-            print_sft_step_times(prepared, console)
+            print_checks_before_run(prepared, console)
         except ValueError as error:  # FineTune's errors: a model it cannot train, no labels to train on
             fail(masker.mask(str(error)))
 

@@ -1,5 +1,14 @@
-"""The SFT flow (``job.type = "sft"``): load the base model and check every row, measure a step, preview, then
-train LoRA adapters here or on Ray Train (:mod:`promptgym.cli.sft_runner`); the model is exported and registered."""
+"""The SFT flow (``job.type = "sft"``), the whole job type in one file: load the base model and check every row,
+measure a step, preview, then train LoRA adapters here or on Ray Train into the run folder; the model is
+exported and registered.
+
+    job = prepare_sft(config)                 # loads the base model, checks every row
+    print_sft_preview(job, config, job.measure_step_seconds(), masker, console)
+    execute_sft(run, config, masker, [renderer], job=job)
+
+The run folder has what a prompt-learning run has (``run.json``, ``config.toml``, ``events.jsonl``,
+``history.csv``, ``summary.md``, ``plots/``, ``checkpoints/``) plus ``export/`` with the GGUF files (docs/runs.md).
+"""
 
 from __future__ import annotations
 
@@ -8,18 +17,123 @@ from pathlib import Path
 from typing import Any, ContextManager
 
 from rich.console import Console
+from rich.table import Table
 
 from promptgym.cli.common import console, fail
 from promptgym.cli.config import ConfigError, JobConfig
 from promptgym.cli.execution import ExecutionSpec
-from promptgym.cli.recorder import Listener
 from promptgym.cli.render import LossChartRenderer, Renderer
-from promptgym.cli.runs import RunFolder
+from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.cli.secrets import Masker
-from promptgym.cli.sft_runner import execute_sft, prepare_sft, print_sft_preview
 from promptgym.cli.table_cells import count_cell, model_cell
 from promptgym.cli.weight_resume import WeightFlowSteps
-from promptgym.finetune.sft_flow import SFTJob
+from promptgym.distributed.sft_train import STARTUP_SECONDS
+from promptgym.finetune.base_model import BaseModelError
+from promptgym.finetune.chat_data import ChatDataError, describe_problems
+from promptgym.finetune.device import DeviceError
+from promptgym.finetune.encoding import ChatTemplateError
+from promptgym.finetune.lora import LoraTargetError
+from promptgym.finetune.settings import SFTSettings
+from promptgym.finetune.sft_flow import SFTJob, run_sft  # torch, transformers and peft load when a job is prepared
+from promptgym.lm.errors import EngineMissingError, UnknownModelError
+from promptgym.runs.events import Listener
+from promptgym.runs.folder import RunFolder
+from promptgym.runs.session import RunSession
+
+EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
+
+
+def prepare_sft(config: JobConfig) -> SFTJob:
+    """An SFTJob for the config; bad data or an unusable base model become a ConfigError naming the problem."""
+    assert config.sft is not None
+    try:
+        return SFTJob.prepare(config.sft, seed=config.job.seed, name=config.job.name)
+    except ChatDataError as error:
+        raise ConfigError(f"training data has problems:\n{error}") from None
+    except (BaseModelError, ChatTemplateError, LoraTargetError, EngineMissingError, UnknownModelError) as error:
+        raise ConfigError(str(error)) from None
+    except DeviceError as error:
+        raise ConfigError(f"sft.device: {error}") from None
+
+
+def estimated_seconds(job: SFTJob, step_seconds: float, backend: ExecutionSpec | None = None) -> float:
+    """Steps x measured step, plus evaluations (a forward pass is about a third of a step) and the export.
+
+    On Ray, plus starting the trainer; the step is the one measured here (on 2 shared cores, more workers
+    don't make it shorter: docs/scaling.md).
+    """
+    settings = job.settings
+    evals = 2 + (job.total_steps // settings.eval_steps if settings.eval_steps else 0)
+    eval_batches = -(-len(job.data.validation) // settings.batch_size)
+    per_batch = step_seconds / settings.gradient_accumulation_steps
+    startup = STARTUP_SECONDS if backend is not None and backend.kind != "local" else 0.0
+    return (job.total_steps * step_seconds + evals * eval_batches * per_batch / 3 + EXPORT_SECONDS[settings.export.merged]
+            + startup)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
+                     backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
+    settings, data = job.settings, job.data
+    lora = settings.lora
+    skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
+    trainer = backend.train_backend() if backend is not None else None
+    return [
+        ("job", f"sft '{config.job.name}' (seed {job.seed})"),
+        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--backend local)"),
+        ("device", job.plan.describe() + ("; the batch's shared prefix encoded once" if job.shares_prefix else "")),
+        ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
+        ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
+                    f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
+        ("data", f"{settings.train_file}: {len(data.train)} training rows ({data.train_tokens:,} tokens), "
+                 f"{len(data.validation)} validation ({data.validation_source}){skipped}"),
+        ("training", f"{settings.n_epochs} epoch(s) x {job.steps_per_epoch} steps = {job.total_steps} steps; batch "
+                     f"{settings.batch_size} x {settings.gradient_accumulation_steps} accumulation; lr "
+                     f"{settings.learning_rate:g}, warmup {settings.warmup_ratio:g}; max_length {settings.max_length}; "
+                     f"loss on {settings.train_on} tokens"
+                     + ("; activation checkpointing" if settings.gradient_checkpointing else "")),
+        ("checkpoints", f"every {settings.save_steps} steps and at the end" + _evaluation_note(settings, len(data.validation))),
+        ("export", f"merged {settings.export.merged}" + (", LoRA adapter GGUF" if settings.export.adapter else "")),
+        ("est. time", f"{_duration(estimated_seconds(job, step_seconds, backend))} ({step_seconds:.2f} s per step, "
+                      "measured" + (", plus starting Ray Train)" if trainer else ")")),
+    ]
+
+
+def _evaluation_note(settings: SFTSettings, validation_rows: int) -> str:
+    if not validation_rows:
+        return "; no evaluation (0 validation rows: set validation_file or validation_split)"
+    return f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after"
+
+
+def print_sft_preview(job: SFTJob, config: JobConfig, step_seconds: float, masker: Masker, console: Console,
+                      backend: ExecutionSpec | None = None) -> None:
+    table = Table(title="Resolved job", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in sft_preview_rows(job, config, step_seconds, backend):
+        table.add_row(key, masker.mask(value))
+    console.print(table)
+    if job.data.skipped:
+        console.print(f"skipping {len(job.data.skipped)} invalid row(s) (skip_invalid_rows = true):", markup=False)
+        console.print(masker.mask(describe_problems(job.data.skipped)), markup=False, soft_wrap=True)
+
+
+def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
+                resume: bool = False, job: SFTJob | None = None, backend: ExecutionSpec | None = None) -> dict[str, Any]:
+    """Train into the run folder (here, or on Ray Train for a Ray ``backend``); Ctrl-C/SIGTERM checkpoint and
+    raise KeyboardInterrupt; returns the final status."""
+    listeners = with_run_loggers(listeners, config, run, masker)
+    trainer = backend.train_backend() if backend is not None else None
+    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+    with session.ending(lost="steps"), session.signals() as stop:
+        job = job or prepare_sft(config)
+        run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
+        result = run_sft(job, run.path, on_event=session.events.emit, status=run.update_status, resume=resume,
+                         stop=stop, backend=trainer)
+    return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
 
 
 class SFTFlow(WeightFlowSteps):

@@ -1,4 +1,5 @@
-"""What an RL run's finish writes of its own: the reward curve, ``summary.md`` and ``final_status.json``'s name.
+"""What an RL run's finish leaves of its own: its result (:class:`RLResult`), the reward curve, ``summary.md`` and
+``final_status.json``'s name.
 
 The finish itself (export, registry entry, final status) is the weight-run skeleton's
 (:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.rl.grpo.RLRun` calls these.
@@ -9,16 +10,46 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from promptgym.finetune.base_model import BaseModelSource
 from promptgym.finetune.checkpoint import Progress
+from promptgym.finetune.device import DevicePlan
+from promptgym.finetune.rl.settings import RLSettings
+from promptgym.finetune.weight_run import WeightRunResult
 from promptgym.utils.plotting import _new_figure, save_figure
-
-if TYPE_CHECKING:  # grpo imports this module for the summary; the types only close the loop for the checker
-    from promptgym.finetune.rl.grpo import RLJob, RLResult
 
 logger = logging.getLogger("promptgym")
 FINAL_STATUS_FILE = "final_status.json"
+
+
+class RLJob(Protocol):
+    """What the summary reads of a prepared job (a ``grpo.RLJob``; grpo imports this module: named by shape)."""
+
+    settings: RLSettings
+    source: BaseModelSource
+    plan: DevicePlan
+    trainable_parameters: int
+    total_parameters: int
+
+
+@dataclass(kw_only=True)
+class RLResult(WeightRunResult):
+    """What a finished run left; :meth:`final_status` is the JSON the CLI prints."""
+
+    iterations: int
+    final_reward: float | None
+    eval_reward_before: float | None
+    eval_reward_after: float | None
+    groups: int = 0
+    zero_signal_groups: int = 0
+    failed_rollouts: int = 0
+
+    def final_status(self) -> dict[str, Any]:
+        return {"status": self.status, "final_reward": self.final_reward, "eval_reward_before": self.eval_reward_before,
+                "eval_reward_after": self.eval_reward_after, "model_id": self.model_id,
+                "checkpoints": [{"iteration": c["iteration"], "path": c["path"]} for c in self.checkpoints]}
 
 
 def plot_rewards(rows: list[dict[str, Any]], evaluations: list[dict[str, Any]], target: Path,

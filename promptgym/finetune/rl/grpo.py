@@ -26,9 +26,10 @@ from promptgym.core.events import Event, RLEvaluation, RLIteration, RLStarted, R
 from promptgym.finetune.base_model import BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.device import DevicePlan, plan_device
 from promptgym.finetune.lora import add_lora, parameter_counts
-from promptgym.finetune.loop import EventSink, StopRequest, ignore_event
+from promptgym.finetune.loop import EventSink, ignore_event
+from promptgym.runs.stop import StopRequest
 from promptgym.finetune.rl.environment import Environment
-from promptgym.finetune.rl.finish import FINAL_STATUS_FILE, plot_rewards, summary_markdown
+from promptgym.finetune.rl.finish import FINAL_STATUS_FILE, RLResult, plot_rewards, summary_markdown
 from promptgym.finetune.rl.policy_server import PolicyServer
 from promptgym.finetune.rl.rollouts import (
     RolloutResult,
@@ -41,7 +42,7 @@ from promptgym.finetune.rl.rollouts import (
 )
 from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.rl.update import TrainingRow, grpo_update
-from promptgym.finetune.weight_run import StatusSink, WeightRun, WeightRunResult
+from promptgym.finetune.weight_run import StatusSink, WeightRun
 
 HISTORY_COLUMNS = ("iteration", "mean_reward", "reward_spread", "zero_signal_groups", "groups", "failed_rollouts",
                    "eval_reward", "loss", "kl", "clip_fraction", "lr", "completion_tokens", "tokens_per_s",
@@ -77,24 +78,6 @@ class SeedSplits:
             if getattr(self, name):
                 return name, getattr(self, name)
         return "train", self.train
-
-
-@dataclass(kw_only=True)
-class RLResult(WeightRunResult):
-    """What a finished run left; :meth:`final_status` is the JSON the CLI prints."""
-
-    iterations: int
-    final_reward: float | None
-    eval_reward_before: float | None
-    eval_reward_after: float | None
-    groups: int = 0
-    zero_signal_groups: int = 0
-    failed_rollouts: int = 0
-
-    def final_status(self) -> dict[str, Any]:
-        return {"status": self.status, "final_reward": self.final_reward, "eval_reward_before": self.eval_reward_before,
-                "eval_reward_after": self.eval_reward_after, "model_id": self.model_id,
-                "checkpoints": [{"iteration": c["iteration"], "path": c["path"]} for c in self.checkpoints]}
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

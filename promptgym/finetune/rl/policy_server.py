@@ -9,7 +9,8 @@
 
 Every rollout gets its own URL (an unguessable id in the path), so each completion is recorded under the
 rollout that asked for it and the update trains on exactly the tokens that were sampled, never on a
-re-tokenised copy of the text. A URL stops answering (404) once its rollout is closed.
+re-tokenised copy of the text. A URL stops answering (404) once its rollout is closed. It runs on promptgym's
+one server stack, FastAPI on uvicorn (:mod:`promptgym.core.local_server`), inside the trainer's event loop.
 
 The server lives in the trainer's process and shares the model object with the optimiser: after an update
 the next request is answered by the new weights, at no cost (nothing is copied or merged). Requests that
@@ -35,18 +36,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from aiohttp import web
-
+from promptgym.core.local_server import LocalServer
 from promptgym.finetune.rl.draws import completion_generator
 from promptgym.finetune.rl.sampler import Sample, sample
 from promptgym.finetune.rl.tool_calls import as_text_messages, reply_message, uses_tools
-from promptgym.lm.openai_backend import schema_instruction
+from promptgym.lm.openai_engine import schema_instruction
 
 GATHER_S = 0.02
 """How long the batcher waits for more requests after the last one arrived, before it generates."""
 MAX_BATCH = 64
 BARRIER_S = 1.0
 """How long a batch waits at most for the rollouts the trainer said are in flight (:meth:`PolicyServer.expect`)."""
+MAX_BODY_BYTES = 10_000_000
+"""A request body larger than this gets 413."""
 
 
 @dataclass
@@ -92,8 +94,14 @@ class BadRequest(ValueError):
     """A request the server can't answer; the message goes back in the OpenAI error format."""
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=status)
+def _json(body: Any, status: int = 200) -> Any:
+    from starlette.responses import JSONResponse  # deferred with the server stack (the finetune extra has it)
+
+    return JSONResponse(body, status_code=status)
+
+
+def _error(status: int, message: str) -> Any:
+    return _json({"error": {"message": message, "type": "invalid_request_error"}}, status)
 
 
 class PolicyServer:
@@ -114,7 +122,7 @@ class PolicyServer:
         self._expected: set[tuple[int, ...]] = set()
         self._queue: asyncio.Queue[_Pending] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
-        self._runner: web.AppRunner | None = None
+        self._server: LocalServer | None = None
         self._batcher: asyncio.Task[None] | None = None
         self._generating: list[_Pending] = []
         self.base_url = ""
@@ -132,16 +140,8 @@ class PolicyServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Listen on ``host:port`` (a free port by default); returns the base URL."""
-        app = web.Application(client_max_size=10_000_000)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/rollouts/{rollout}/v1/models", self._models)
-        app.router.add_post("/rollouts/{rollout}/v1/chat/completions", self._chat)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
-        self.base_url = f"http://{host}:{bound[1]}"
+        self._server = LocalServer(self._app(), host, port)
+        self.base_url = await self._server.start()
         self._queue = asyncio.Queue()
         self._batcher = asyncio.create_task(self._batch_forever())
         return self.base_url
@@ -158,9 +158,9 @@ class PolicyServer:
         for pending in waiting:
             if not pending.future.done():
                 pending.future.set_exception(ServerStopping("the policy server is stopping"))
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
         self._executor.shutdown(wait=True)
 
     def reseed(self, seed: int) -> None:
@@ -218,21 +218,40 @@ class PolicyServer:
 
     # -- HTTP -----------------------------------------------------------------------------
 
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+    def _app(self) -> Any:
+        """The FastAPI app: health, and each rollout's models and chat completions."""
+        from fastapi import FastAPI  # deferred with the server stack: the CLI's flow table imports this module
 
-    async def _models(self, request: web.Request) -> web.Response:
-        if request.match_info["rollout"] not in self._rollouts:
-            return _error(404, "unknown or finished rollout")
-        return web.json_response({"object": "list", "data": [{"id": self.model_name, "object": "model",
-                                                              "owned_by": "promptgym"}]})
+        async def health(request: Any) -> Any:
+            return _json({"status": "ok"})
 
-    async def _chat(self, request: web.Request) -> web.Response:
-        rollout = self._rollouts.get(request.match_info["rollout"])
+        async def models(request: Any) -> Any:
+            if request.path_params["rollout"] not in self._rollouts:
+                return _error(404, "unknown or finished rollout")
+            return _json({"object": "list", "data": [{"id": self.model_name, "object": "model",
+                                                      "owned_by": "promptgym"}]})
+
+        async def chat(request: Any) -> Any:
+            too_large = _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+                return too_large  # before reading it
+            raw = await request.body()
+            return too_large if len(raw) > MAX_BODY_BYTES else await self._chat(request.path_params["rollout"], raw)
+
+        app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+        # Plain routes (the handler gets the request): FastAPI's parameter injection would read the
+        # string annotations this module's ``from __future__`` makes, and find no ``Request`` in its globals.
+        app.add_route("/health", health, methods=["GET"])
+        app.add_route("/rollouts/{rollout}/v1/models", models, methods=["GET"])
+        app.add_route("/rollouts/{rollout}/v1/chat/completions", chat, methods=["POST"])
+        return app
+
+    async def _chat(self, rollout_id: str, raw: bytes) -> Any:
+        rollout = self._rollouts.get(rollout_id)
         if rollout is None:
             return _error(404, "unknown or finished rollout (it timed out, failed, or its iteration ended)")
         try:
-            body = await request.json()
+            body = json.loads(raw)
             with_tools = isinstance(body, dict) and uses_tools(body)
             prompt_ids, max_new_tokens, stops = self._parse(as_text_messages(body) if with_tools else body)
         except (BadRequest, ValueError, json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -247,10 +266,10 @@ class PolicyServer:
             return _error(503, str(error))
         text = self._text(drawn.completion_ids, stops)
         completion = Completion(drawn.prompt_ids, drawn.completion_ids, drawn.logprobs, drawn.finish_reason, text)
-        if request.match_info["rollout"] in self._rollouts:
+        if rollout_id in self._rollouts:
             rollout.completions.append(completion)
         message, tool_finish = reply_message(text, with_tools)
-        return web.json_response({
+        return _json({
             "id": f"chatcmpl-{secrets.token_hex(6)}", "object": "chat.completion", "created": int(time.time()),
             "model": self.model_name,
             "choices": [{"index": 0, "message": message, "finish_reason": tool_finish or drawn.finish_reason}],

@@ -22,6 +22,7 @@ from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.json_ops import concatenate_json, concatenate_schema
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.modules.generator import Generator
+from promptgym.modules.knowledge.read_only import KnowledgeBaseWriteRefused
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
 from promptgym.modules.knowledge.values import as_json_data_model
 from promptgym.modules.module import Module
@@ -190,6 +191,8 @@ class RetrieveKnowledge(Module):
         for table in chosen:
             try:
                 rows = await self._search_table(table, terms, patterns or [])
+            except KnowledgeBaseWriteRefused:
+                raise  # a read-only (served) knowledge base that can't search as set up: say so, don't answer empty
             except (ValueError, LookupError, RuntimeError):  # one table failing (no text, no vectors) is not fatal
                 rows = []
             for row in rows:

@@ -1,0 +1,286 @@
+"""RAG on a generated corpus: closed-book, RAG untrained, RAG trained, the oracle passage, and DSPy's RAG,
+with the same model, embedder and items, in one run.
+
+The task (``corpus.py``): a few thousand profiles of fictional people with near-duplicate names and shared
+attributes; each question asks one attribute of one person, the answer a word or two of that profile.
+Closed-book is near 0 by construction; the oracle arm (the gold profile in the input) is the ceiling. Arms:
+
+  closed_book      Generator on the question alone
+  oracle           Generator on the question and the gold profile
+  rag_untrained    Input -> RetrieveKnowledge(k, hybrid_fts; its LM writes the search) -> Generator
+  rag_trained      the same after ``fit`` with --optimizer (default RandomFewShot, 2 demonstrations)
+  dspy_untrained   ``dspy.retrievers.Embeddings`` (the same embedder's vectors, the raw question) + ``dspy.Predict``
+  dspy_optimized   the same after ``BootstrapFewShot(max_bootstrapped_demos=2)``
+
+Retrieval recall@k of the knowledge base on the raw question (similarity and hybrid) is reported too.
+Accuracy with 95% intervals, paired tests, LM calls; written to --out after each arm.
+
+    PYTHONPATH=. flock /tmp/promptgym-llm.lock .venv/bin/python bench/rag/run.py --profiles 2000 --test 100 --train 24
+    PYTHONPATH=. .venv/bin/python bench/rag/run.py --scripted --profiles 200 --test 20 --no-dspy     # the harness, no model
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import promptgym as pg
+from promptgym.knowledge_bases import KnowledgeBase
+from promptgym.stats import confidence_interval, paired_test
+from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from corpus import Profile, Question, correct, profiles, questions  # noqa: E402
+
+RESULTS = HERE.parent / "results" / "rag.json"
+MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
+EMBEDDER = "local/multilingual-e5-small"
+DSPY_PYTHON = Path(os.environ.get("PROMPTGYM_BENCH_HOME", Path.home() / ".cache" / "promptgym-bench")) / "venvs" / "dspy" / "bin" / "python"
+
+
+class Query(pg.DataModel):
+    question: str = pg.Field(description="A question about one person")
+
+
+class WithPassage(pg.DataModel):
+    question: str = pg.Field(description="A question about one person")
+    passage: str = pg.Field(description="The profile of that person")
+
+
+class Answer(pg.DataModel):
+    answer: str = pg.Field(description="The short answer: a few words, copied from the passage")
+
+
+class Person(pg.DataModel):
+    id: str = pg.Field(description="The person's key")
+    name: str = pg.Field(description="The person's full name")
+    text: str = pg.Field(description="The person's profile")
+
+
+async def answer_reward(y_true: Any, y_pred: Any) -> float:
+    return float(correct((y_pred or {}).get("answer") if y_pred is not None else None, y_true.get("answer")))
+
+
+def scripted_reader() -> ScriptedLanguageModel:
+    """A model for the harness: writes the question as the search, reads the answer off the first passage
+    that names the person asked about (so RAG scores its retrieval, the oracle 1.0, closed-book 0)."""
+    patterns = {"born": r"born in ([^.]+)\.", "trade": r"is an? (.+?) born", "instrument": r"plays the (\S+)",
+                "pet": r"named (\w+)"}
+
+    def respond(request: Any) -> Any:
+        given = last_user_json(request)
+        if "search" in (request.schema or {}).get("properties", {}):
+            return {"tables": ["Person"], "search": [given["question"]]}
+        question = given["question"]
+        name = re.search(r"(?:born\?|of |does |of )?([A-Z][a-z]+(?: [A-Z]\.)? [A-Z][a-z]+)", question)
+        passages = [given["passage"]] if "passage" in given else [row.get("text", "") for row in given.get("result", [])]
+        kind = next((key for key in patterns if key in question or (key == "pet" and "pet" in question)), "born")
+        kind = "trade" if "trade" in question else "instrument" if "instrument" in question else kind
+        for passage in passages:
+            if name and passage.startswith(name[1] + " "):
+                found = re.search(patterns[kind], passage)
+                if found:
+                    return {"answer": found[1]}
+        return {"answer": "unknown"}
+
+    return ScriptedLanguageModel(respond=respond)
+
+
+def as_data(asked: list[Question], people: dict[str, Profile], oracle: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    inputs = [WithPassage(question=q.text, passage=people[q.gold_id].text) if oracle else Query(question=q.text)
+              for q in asked]
+    return np.array(inputs, dtype=object), np.array([Answer(answer=q.answer) for q in asked], dtype=object)
+
+
+async def build_knowledge_base(folder: Path, people: list[Profile], embedder: Any) -> KnowledgeBase:
+    kb = KnowledgeBase(uri=str(folder / "rag.db"), data_models=[Person], embedding_model=embedder)
+    for start in range(0, len(people), 256):
+        await kb.update([Person(id=p.id, name=p.name, text=p.text) for p in people[start:start + 256]])
+    await kb.adapter.refresh_fulltext_index(table_name="Person")
+    return kb
+
+
+async def recall_at_k(kb: KnowledgeBase, asked: list[Question], k: int) -> dict[str, Any]:
+    """Whether the gold profile is in the top ``k`` for the raw question, per search type."""
+    found: dict[str, Any] = {}
+    for kind in ("similarity", "hybrid_fts", "fulltext"):
+        if kind != "fulltext" and kb.embedding_model is None:
+            continue
+        search = getattr(kb, f"{kind}_search")
+        hits = [float(any(row["id"] == q.gold_id for row in await search(q.text, table_name="Person", k=k)))
+                for q in asked]
+        interval = confidence_interval(hits)
+        found[kind] = {"recall": sum(hits) / len(hits), "interval": [interval.low, interval.high], "hits": hits}
+    return found
+
+
+def build_programs(lm: Any, kb: KnowledgeBase, k: int) -> dict[str, pg.Program]:
+    tables = [model for model in kb.get_symbolic_data_models() if model.get_schema().get("title") == "Person"]
+    closed = pg.Sequential([pg.Input(data_model=Query), pg.Generator(data_model=Answer, language_model=lm,
+                                                                     name="answerer")], name="closed_book")
+    oracle = pg.Sequential([pg.Input(data_model=WithPassage), pg.Generator(data_model=Answer, language_model=lm,
+                                                                           name="answerer")], name="oracle")
+    retriever = pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm, data_models=tables,
+                                     search_type="hybrid_fts", k=k, name="retriever")
+    rag = pg.Sequential([pg.Input(data_model=Query), retriever,
+                         pg.Generator(data_model=Answer, language_model=lm, name="answerer")], name="rag")
+    return {"closed_book": closed, "oracle": oracle, "rag": rag}
+
+
+def calls_of(lm: Any) -> int:
+    return lm.usage.total().calls
+
+
+async def score(program: pg.Program, lm: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    before, started = calls_of(lm), time.perf_counter()
+    evaluation = await program.evaluate(x, y, batch_size=8, verbose=0)
+    interval = evaluation.interval()
+    return {"accuracy": evaluation["reward"], "interval": [interval.low, interval.high],
+            "hits": [float(value or 0.0) for value in evaluation.scores["reward"]],
+            "lm_calls": calls_of(lm) - before, "seconds": round(time.perf_counter() - started, 1)}
+
+
+async def dspy_inputs(path: Path, people: list[Profile], test: list[Question], train: list[Question],
+                      embedder: Any, k: int) -> None:
+    """What DSPy's arm needs: the corpus and the questions with this embedder's vectors (the same vectors)."""
+    texts = [person.text for person in people]
+    asked = [q.text for q in [*test, *train]]
+    vectors = np.asarray(await embedder([*texts, *asked]), dtype=np.float32)
+    path.write_text(json.dumps({
+        "k": k, "corpus": texts, "ids": [person.id for person in people],
+        "vectors": {text: [round(float(v), 6) for v in vector] for text, vector in zip([*texts, *asked], vectors)},
+        "test": [q.__dict__ for q in test], "train": [q.__dict__ for q in train]}))
+
+
+def run_dspy(inputs: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """DSPy's arms against llama_cpp.server (same gguf) behind the counting proxy; stops both."""
+    from counting_proxy import start_counting_proxy  # deferred: only the DSPy arm starts servers
+    from llama_server import LlamaServer
+
+    from promptgym.lm.local_models import ensure_local_model
+
+    if not DSPY_PYTHON.exists():
+        return {"error": f"no DSPy venv at {DSPY_PYTHON}: run bench/peers/setup.sh"}
+    server = LlamaServer(ensure_local_model(MODEL_NAME), n_threads=2, alias=MODEL_NAME,
+                         log_path="/tmp/promptgym-bench-llama-rag.log")
+    proxy = None
+    try:
+        server.start()
+        proxy = start_counting_proxy(server.url, rewrite_json_schema=True)
+        done = subprocess.run([str(DSPY_PYTHON), str(HERE / "run_dspy_rag.py"), "--proxy-url", proxy.url,
+                               "--inputs", str(inputs)], capture_output=True, text=True, timeout=args.dspy_timeout,
+                              env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "local"})
+        rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0 or not rows:
+            return {"error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-6:])}
+        return rows[-1]
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.dspy_timeout} s"}
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
+
+
+def summarize(report: dict[str, Any]) -> None:
+    """Paired tests between the arms, and how much of the closed-book -> oracle gap trained RAG closes."""
+    pairs = [("closed_book", "rag_untrained"), ("rag_untrained", "rag_trained"), ("rag_trained", "oracle"),
+             ("dspy_untrained", "dspy_optimized"), ("dspy_optimized", "rag_trained"),
+             ("dspy_untrained", "rag_untrained")]
+    report["paired"] = {f"{b} vs {a}": str(paired_test(report[a]["hits"], report[b]["hits"]))
+                        for a, b in pairs if "hits" in report.get(a, {}) and "hits" in report.get(b, {})}
+    if all("accuracy" in report.get(arm, {}) for arm in ("closed_book", "oracle", "rag_trained")):
+        gap = report["oracle"]["accuracy"] - report["closed_book"]["accuracy"]
+        report["gap_closed"] = None if gap <= 0 else \
+            round((report["rag_trained"]["accuracy"] - report["closed_book"]["accuracy"]) / gap, 3)
+
+
+async def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profiles", type=int, default=2000)
+    parser.add_argument("--test", type=int, default=100)
+    parser.add_argument("--train", type=int, default=24)
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--optimizer", default="randomfewshot", help="a name promptgym.optimizers.get knows")
+    parser.add_argument("--scripted", action="store_true", help="scripted reader and hash embedder: the harness")
+    parser.add_argument("--no-dspy", action="store_true")
+    parser.add_argument("--dspy-timeout", type=int, default=5400)
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    people = profiles(args.profiles, seed=args.seed)
+    by_id = {person.id: person for person in people}
+    test = questions(people, args.test, seed=args.seed + 1)
+    train = questions(people, args.train, seed=args.seed + 2, skip={q.gold_id for q in test})
+    lm = scripted_reader() if args.scripted else pg.LanguageModel(model=f"local/{MODEL_NAME}", cache=False,
+                                                                  max_tokens=96)
+    embedder = HashEmbeddingModel(dimensions=64) if args.scripted else pg.EmbeddingModel(EMBEDDER)
+    report: dict[str, Any] = {"model": "scripted" if args.scripted else f"local/{MODEL_NAME}",
+                              "embedder": "hash-64" if args.scripted else EMBEDDER, "profiles": args.profiles,
+                              "test_items": args.test, "train_items": args.train, "k": args.k,
+                              "optimizer": args.optimizer, "command": " ".join(sys.argv)}
+    out = Path(args.out)
+
+    def save() -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1))
+
+    with tempfile.TemporaryDirectory(prefix="pgrag-") as tmp:
+        folder = Path(tmp)
+        started = time.perf_counter()
+        kb = await build_knowledge_base(folder, people, embedder)
+        report["ingest_seconds"] = round(time.perf_counter() - started, 1)
+        report["recall_at_k"] = await recall_at_k(kb, test, args.k)
+        save()
+        built = build_programs(lm, kb, args.k)
+        reward = pg.rewards.RewardFunctionWrapper(fn=answer_reward)
+        x_test, y_test = as_data(test, by_id)
+        for arm, program, oracle in (("closed_book", built["closed_book"], False), ("oracle", built["oracle"], True),
+                                     ("rag_untrained", built["rag"], False)):
+            program.compile(reward=reward)
+            x, y = as_data(test, by_id, oracle=oracle) if oracle else (x_test, y_test)
+            report[arm] = await score(program, lm, x, y)
+            save()
+            print(f"{arm:16} {report[arm]['accuracy']:.3f}", flush=True)
+        rag = built["rag"]
+        rag.compile(reward=reward, optimizer=pg.optimizers.get(args.optimizer))
+        x_train, y_train = as_data(train, by_id)
+        started, before = time.perf_counter(), calls_of(lm)
+        await rag.fit(x_train, y_train, epochs=1, batch_size=8, validation_split=0.25, verbose=0)
+        report["rag_training"] = {"lm_calls": calls_of(lm) - before, "seconds": round(time.perf_counter() - started, 1)}
+        report["rag_trained"] = await score(rag, lm, x_test, y_test)
+        save()
+        print(f"{'rag_trained':16} {report['rag_trained']['accuracy']:.3f}", flush=True)
+        if not args.no_dspy and not args.scripted:
+            inputs = folder / "dspy_inputs.json"
+            await dspy_inputs(inputs, people, test, train, embedder, args.k)
+            row = run_dspy(inputs, args)
+            report["dspy"] = {key: value for key, value in row.items() if key not in ("untrained", "optimized")}
+            for arm in ("untrained", "optimized"):
+                if arm in row:
+                    interval = confidence_interval(row[arm]["hits"])
+                    report[f"dspy_{arm}"] = {**row[arm], "interval": [interval.low, interval.high]}
+        kb.close()
+    summarize(report)
+    save()
+    for name, line in report["paired"].items():
+        print(f"{name}: {line}")
+    return report
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
