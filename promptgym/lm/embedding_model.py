@@ -20,8 +20,8 @@ from promptgym.lm.cache import ResponseCache, request_key
 from promptgym.lm.errors import EngineMissingError, LMError, LMOutputError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_engine import OpenAICompatibleEngine
-from promptgym.lm.prices import Price, resolve_embedding_price, warn_unknown_price
-from promptgym.lm.spend import SpendCapReached, active_caps
+from promptgym.lm.prices import Price, resolve_embedding_price
+from promptgym.lm.pricing import ModelPricing
 from promptgym.lm.streaming import estimate_tokens
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
@@ -79,9 +79,10 @@ class EmbeddingModel(UsageCounters):
         self.cache_dir = str(cache_dir) if cache_dir is not None and caching is not False else None
         self.name, self.description = name, description
         self.usage = UsageLedger()
-        self.price_override = Price.of(price, where=f"{self.model}: price") if price is not None else None
-        self._price: Price | None = None
-        self._price_resolved = False
+        self.pricing = ModelPricing(f"the embedding model {self.model}", lambda override: resolve_embedding_price(
+            self.model_string.provider, self.model_string.name, self.api_base, override),
+            Price.of(price, where=f"{self.model}: price") if price is not None else None,
+            hint="EmbeddingModel(..., price={'input_per_mtok': ...})")
         self.last_call_vectors = 0  # the last call that reached the model (synalinks' last_call_* mirrors)
         self.last_call_elapsed_s = 0.0
         self._vectors: dict[str, np.ndarray] = {}  # as the model returned them
@@ -129,17 +130,17 @@ class EmbeddingModel(UsageCounters):
         try:
             vectors, spent = await self._embed_with_usage(missing)
         except LMError:
-            self._settle(estimate, 0.0)
+            self.pricing.settle(estimate, 0.0)
             if self.fallback is None:
                 raise
             self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
             vectors, spent = [self.fallback._vectors[text] for text in missing], None
         except BaseException:
-            self._settle(estimate, 0.0)
+            self.pricing.settle(estimate, 0.0)
             raise
         if len(vectors) != len(missing):  # zip would pair texts with the wrong vectors, or leave some without
-            self._settle(estimate, 0.0)
+            self.pricing.settle(estimate, 0.0)
             raise LMOutputError(f"embedding model {self.model} returned {len(vectors)} vectors for {len(missing)} texts")
         priced = None
         if spent is not None:  # the fallback counted its own call
@@ -147,7 +148,7 @@ class EmbeddingModel(UsageCounters):
             tokens = spent.prompt_tokens if counted else sum(estimate_tokens(text) for text in missing)
             priced = self._priced(tokens, spent.cost)
             priced.cached_tokens, priced.cost, priced.estimated_calls = spent.cached_tokens, spent.cost, int(not counted)
-        self._settle(estimate, priced.cost_usd if priced is not None else 0.0)
+        self.pricing.settle(estimate, priced.cost_usd if priced is not None else 0.0)
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
@@ -161,21 +162,18 @@ class EmbeddingModel(UsageCounters):
     @property
     def price(self) -> Price | None:
         """Dollars per million input tokens (None: unknown, see docs/cost.md); looked up once, at first use."""
-        if not self._price_resolved:
-            self._price = resolve_embedding_price(self.model_string.provider, self.model_string.name,
-                                                  self.api_base, self.price_override)
-            self._price_resolved = True
-        return self._price
+        return self.pricing.price
+
+    @property
+    def price_override(self) -> Price | None:
+        """The price given as ``price=`` (None: the table's)."""
+        return self.pricing.override
 
     def _priced(self, tokens: int, billed: float = 0.0) -> Usage:
         """A call's tokens and dollars: what the server billed, else the price; no price is unpriced, never $0."""
-        if billed:
-            return Usage(prompt_tokens=tokens, cost_usd=billed)
-        price = self.price
-        if price is None:
-            warn_unknown_price(self.model)
-            return Usage(prompt_tokens=tokens, unpriced_calls=1)
-        return Usage(prompt_tokens=tokens, cost_usd=price.usd(tokens, 0))
+        priced = self.pricing.priced(tokens, 0, billed)
+        priced.prompt_tokens = tokens
+        return priced
 
     def _cache_hit(self, texts: list[str]) -> Usage:
         """A call the cache answered: $0, its tokens counted as if made (a rerun reports the same), the price saved."""
@@ -185,29 +183,7 @@ class EmbeddingModel(UsageCounters):
 
     async def _reserve(self, texts: list[str]) -> float:
         """Hold an upper estimate of the call's price (a token per UTF-8 byte) on every open cap; 0 with none."""
-        caps = active_caps()
-        if not caps:
-            return 0.0
-        price = self.price
-        if price is None:
-            warn_unknown_price(self.model)
-            raise SpendCapReached(f"max_usd is set but the embedding model {self.model} has no price: give it one "
-                                  "(EmbeddingModel(..., price={'input_per_mtok': ...}), or [prices] in the train "
-                                  "config) so its spend can be capped", reason="unpriced")
-        estimate = price.usd(sum(len(text.encode()) for text in texts) + 1, 0)
-        for index, cap in enumerate(caps):
-            try:
-                await cap.reserve(estimate, self.model)
-            except SpendCapReached:
-                for held in caps[:index]:
-                    held.settle(estimate, 0.0)
-                raise
-        return estimate
-
-    def _settle(self, estimate: float, actual_usd: float) -> None:
-        if estimate:
-            for cap in active_caps():
-                cap.settle(estimate, actual_usd)
+        return await self.pricing.reserve(lambda price: price.usd(sum(len(text.encode()) for text in texts) + 1, 0))
 
     def _key(self, text: str) -> str:
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})

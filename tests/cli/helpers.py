@@ -123,7 +123,7 @@ def raising_factory(language_model=None) -> pg.Program:
 def build_priced_program(language_model=None) -> pg.Program:
     """``build_program`` on a scripted model priced at $3 / $15 per million tokens (a word is a token)."""
     model = learner_lm()
-    model.price_override, model._price_resolved, model.max_tokens = pg.Price(3.0, 15.0), False, 32
+    model.price_override, model.max_tokens = pg.Price(3.0, 15.0), 32
     generator = pg.Generator(data_model=Answer, language_model=model, name="answerer",
                              instructions="Answer in upper case.")
     return pg.Sequential([pg.Input(data_model=Question), generator], name="qa")
