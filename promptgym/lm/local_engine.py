@@ -23,6 +23,7 @@ from typing import Any, AsyncIterator, Callable
 
 from promptgym.lm.engine import LMChunk, LMRequest, LMResponse
 from promptgym.lm.errors import EngineMissingError, LMError
+from promptgym.lm.json_grammar import json_schema_gbnf
 
 DEFAULT_CONTEXT_SIZE = 4096
 LOCK_POLL_S = 0.02
@@ -75,11 +76,11 @@ class LlamaCppEngine:
         return self._llama
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
-        """Compile each schema's grammar once; a batch reuses it."""
+        """Compile each schema's grammar once; a batch reuses it (strings without raw control characters)."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
             llama_cpp = _import_llama_cpp()
-            self._grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
+            self._grammars[key] = llama_cpp.LlamaGrammar.from_string(json_schema_gbnf(key), verbose=False)
         return self._grammars[key]
 
     def _sampling(self, request: LMRequest) -> dict[str, Any]:
