@@ -39,3 +39,26 @@ def test_the_embedded_engine_compiles_its_grammar_from_the_strict_rule(monkeypat
     engine = LlamaCppEngine("unused.gguf")
     assert engine._grammar(SCHEMA) == engine._grammar(dict(reversed(SCHEMA.items())))  # one compile per schema
     assert len(compiled) == 1 and "\\x00-\\x1F" in compiled[0]
+
+
+def test_the_grammar_cache_is_bounded_and_keeps_the_most_recent(monkeypatch):
+    from promptgym.lm import local_engine
+
+    compiled: list[str] = []
+
+    def from_string(cls: type, text: str, verbose: bool = True) -> str:
+        compiled.append(text)
+        return text
+
+    monkeypatch.setattr(llama_cpp.LlamaGrammar, "from_string", classmethod(from_string))
+    monkeypatch.setattr(local_engine, "MAX_CACHED_GRAMMARS", 4)
+    engine = local_engine.LlamaCppEngine("unused.gguf")
+    schemas = [{"type": "object", "properties": {f"field_{index}": {"type": "string"}}} for index in range(6)]
+    for schema in schemas:
+        engine._grammar(schema)
+    engine._grammar(schemas[2])  # used again: now the most recent, not compiled again
+    assert len(compiled) == 6 and len(engine._grammars) == 4
+    engine._grammar(schemas[0])  # pushed out: compiled again
+    assert len(compiled) == 7 and len(engine._grammars) == 4
+    kept = [json.loads(key)["properties"].popitem()[0] for key in engine._grammars]
+    assert kept == ["field_4", "field_5", "field_2", "field_0"]  # least recently used first out
