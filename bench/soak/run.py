@@ -11,7 +11,8 @@ process; the fake OpenAI server (``--latency-ms`` per answer, like a model) and 
 the server's resident memory and open descriptors, sampled from /proc every few seconds, are its own.
 
 Reported: RSS and open descriptors over time, p50/p99 latency per minute, every non-2xx answer and
-every lost request (a connection that failed), and RSS growth after warm-up (the first minute, or the
+every lost request (a connection that failed; the first 10 with their bodies in ``first_bad``), on an
+embedded model the answers cut at ``--max-tokens`` (closed and served 200), and RSS growth after warm-up (the first minute, or the
 first fifth of a shorter run): the mean of the last minute against the end of warm-up. Targets: growth
 under 5%, 0 lost, 0 5xx.
 """
