@@ -23,8 +23,10 @@ from typing import Any, AsyncIterator, Callable
 
 from promptgym.lm.engine import LMChunk, LMRequest, LMResponse
 from promptgym.lm.errors import EngineMissingError, LMError
+from promptgym.lm.json_grammar import json_schema_gbnf
 
 DEFAULT_CONTEXT_SIZE = 4096
+MAX_CACHED_GRAMMARS = 128
 LOCK_POLL_S = 0.02
 """How often a streamed call waiting for the context checks whether its reader left."""
 _END = object()
@@ -59,7 +61,8 @@ class LlamaCppEngine:
         self.n_threads = n_threads or int(os.environ.get(LOCAL_THREADS_ENV) or 0) or max(1, os.cpu_count() or 1)
         self._llama: Any = None
         self._lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[str, Any] = {}  # insertion order is recency
+        self._grammars_lock = threading.Lock()
 
     def _engine(self) -> Any:
         if self._llama is None:
@@ -75,12 +78,21 @@ class LlamaCppEngine:
         return self._llama
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
-        """Compile each schema's grammar once; a batch reuses it."""
+        """Compile each schema's grammar once; a batch reuses it (strings without raw control characters).
+
+        At most ``MAX_CACHED_GRAMMARS`` are kept, least recently used out first: a served agent's
+        schemas can differ per request, and a long-running server must not grow with them.
+        """
         key = json.dumps(schema, sort_keys=True)
-        if key not in self._grammars:
-            llama_cpp = _import_llama_cpp()
-            self._grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
-        return self._grammars[key]
+        with self._grammars_lock:
+            grammar = self._grammars.pop(key, None)
+            if grammar is None:
+                llama_cpp = _import_llama_cpp()
+                grammar = llama_cpp.LlamaGrammar.from_string(json_schema_gbnf(key), verbose=False)
+            self._grammars[key] = grammar  # now the most recent
+            while len(self._grammars) > MAX_CACHED_GRAMMARS:
+                self._grammars.pop(next(iter(self._grammars)))
+        return grammar
 
     def _sampling(self, request: LMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {key: request.extra[key] for key in ("top_p", "top_k") if key in request.extra}

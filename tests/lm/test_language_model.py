@@ -127,3 +127,13 @@ def test_answers_cut_off_by_max_tokens_are_closed():
     assert close_truncated_json('{"a": "done"}') is None
     with pytest.raises(LMOutputError):
         parse_json_object('{"a": ')
+
+
+async def test_raw_newlines_inside_a_string_are_read_not_refused():
+    # The first embedded soak's 502s: the 135M model's answers, word for word (three times each at temperature 0).
+    cut = '{ "answer": "108 }\n\nThis is a JSON string that contains a nested JSON object with the question'
+    stopped = '{ "answer": "100 }\n\nThis is a JSON object with the following structure:\n{\n  " }'
+    lm = ScriptedLanguageModel(responses=[cut, stopped], output_retries=0)
+    assert (await lm(MESSAGES, schema=SCHEMA))["answer"].startswith("108 }\n\nThis is a JSON string")
+    assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "100 }\n\nThis is a JSON object with the following structure:\n{\n  "}
+    assert len(lm.requests) == 2  # each read at the first attempt
