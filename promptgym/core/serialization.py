@@ -121,6 +121,23 @@ def deserialize_object(data: dict[str, Any], *, expected: str = "object") -> Any
         raise
 
 
+def with_objects(config: dict[str, Any], **expected: str) -> dict[str, Any]:
+    """A copy of ``config`` in which each key named in ``expected`` that holds a
+    serialized object (a dict, as :func:`serialize_object` wrote it) is rebuilt.
+
+    The shared half of a ``from_config`` whose arguments include objects: keys
+    that are absent, ``None`` or already objects are left as they are.
+
+    >>> with_objects({"k": 2, "reward": None}, reward="reward")
+    {'k': 2, 'reward': None}
+    """
+    config = dict(config)
+    for key, kind in expected.items():
+        if isinstance(config.get(key), dict):
+            config[key] = deserialize_object(config[key], expected=kind)
+    return config
+
+
 def _mark(error: Exception, where: Any) -> None:
     if not hasattr(error, _WHERE):
         with contextlib.suppress(AttributeError, TypeError):
