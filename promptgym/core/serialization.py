@@ -232,5 +232,41 @@ def by_identifier(identifier: Any, cls: type, kind: str) -> Any:
                     f"got {identifier!r:.80}")
 
 
+def deserialize_in_scope(config: dict[str, Any], custom_objects: dict[str, Any] | None = None, *,
+                         expected: str = "object") -> Any:
+    """:func:`deserialize_object` with ``custom_objects`` (name -> class) loadable for this call only.
+
+    The body of every package's synalinks-style ``deserialize(config, custom_objects)``.
+    """
+    with custom_object_scope(custom_objects or {}):
+        return deserialize_object(config, expected=expected)
+
+
+def identifier_functions(cls: type[T], kind: str) -> tuple[Callable[[Any], T], Callable[[T], dict[str, Any]],
+                                                           Callable[..., T]]:
+    """``get``, ``serialize`` and ``deserialize`` of a package of ``cls`` models (synalinks' ``language_models``).
+
+    >>> from promptgym.lm.language_model import LanguageModel
+    >>> get, serialize, deserialize = identifier_functions(LanguageModel, "language model")
+    >>> deserialize(serialize(get("ollama/qwen3"))).model
+    'ollama/qwen3'
+    """
+    def get(identifier: Any) -> T:
+        return by_identifier(identifier, cls, kind)
+
+    def serialize(model: T) -> dict[str, Any]:
+        return serialize_object(model)
+
+    def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> T:
+        return deserialize_in_scope(config, custom_objects, expected=kind)
+
+    get.__doc__ = (f"{a_or_an(cls.__name__).capitalize()} {cls.__name__} from an instance, a model string or a "
+                   '``{"class_name", "config"}`` dict.')
+    serialize.__doc__ = f'``{{"class_name": ..., "config": ...}}`` of {a_or_an(kind)} {kind}.'
+    deserialize.__doc__ = (f"Rebuild {a_or_an(kind)} {kind} from :func:`serialize`'s dict (registered classes, "
+                           "or ``custom_objects``).")
+    return get, serialize, deserialize
+
+
 def a_or_an(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"

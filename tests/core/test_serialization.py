@@ -55,3 +55,28 @@ def test_a_sampled_metric_round_trips_its_reward():
     metric = PassAtK(k=2, reward=ExactMatch())
     again = PassAtK.from_config(metric.get_config())
     assert again.k == 2 and type(again.reward) is ExactMatch
+
+
+def test_model_packages_get_serialize_deserialize():
+    import promptgym
+
+    for package, cls in ((promptgym.language_models, promptgym.LanguageModel),
+                         (promptgym.embedding_models, promptgym.EmbeddingModel)):
+        model = package.get("ollama/some-model")
+        assert type(model) is cls and package.get(model) is model
+        again = package.deserialize(package.serialize(model))
+        assert type(again) is cls and again.model == "ollama/some-model"
+        with pytest.raises(TypeError, match=f"is an? {cls.__name__}, a model string or a config dict, got 3"):
+            package.get(3)
+
+
+def test_deserialize_with_custom_objects_only_for_that_call():
+    import promptgym
+
+    class MyReward(ExactMatch):
+        pass
+
+    data = {"class_name": "MyRewardForTheScope", "config": ExactMatch().get_config()}
+    assert type(promptgym.rewards.deserialize(data, {"MyRewardForTheScope": MyReward})) is MyReward
+    with pytest.raises(ValueError, match="unknown reward 'MyRewardForTheScope'"):
+        promptgym.rewards.deserialize(data)
