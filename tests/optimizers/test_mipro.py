@@ -47,6 +47,9 @@ async def test_stages_propose_bootstrap_search_and_keep_the_best():
     assert optimizer.best.id in optimizer.full_evaluated and 0 in optimizer.full_evaluated
     kinds = events(ctx).kinds()
     assert kinds.count("trial_end") == 6 and "full_evaluation" in kinds and "proposal_rejected" in kinds
+    rejected = [e for e in events(ctx).events if e["event"] == "proposal_rejected"]
+    assert [(e["what"], e["reason"]) for e in rejected] == [("instruction proposal 2 for qa/state",
+                                                             "same as another proposal")]
     prompt = next(r for r in lm.requests if "proposed_instruction" in r.schema["properties"]).messages[0]["content"]
     assert "upper case" in prompt and "Module qa" in prompt  # dataset summary + program structure
     assert optimizer.lm_calls == len(lm.requests)  # every call MIPRO caused, rollouts and proposals alike
