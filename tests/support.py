@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import numpy as np
 
 import promptgym as pg
 from promptgym.testing import ScriptedLanguageModel, last_user_json
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(file_name: str) -> ModuleType:
+    """``examples/<file_name>`` imported as a module of its stem's name (listed in ``sys.modules``, where
+    dataclasses look their module up)."""
+    path = EXAMPLES / file_name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 class Question(pg.DataModel):
