@@ -155,3 +155,19 @@ async def test_get_graph_links_input_to_modules():
     graph = program.get_graph()
     assert [node["class_name"] for node in graph["nodes"]] == ["Input", "Generator"]
     assert graph["edges"] == [[graph["nodes"][0]["id"], graph["nodes"][1]["id"]]]
+
+
+async def test_modules_and_variables_by_name_or_index_and_what_is_there_when_missing():
+    program = await functional_program(echo_lm(), name="qa")
+    generator = program.get_module("generator")
+    assert program.get_module(index=-1) is generator and program.get_module(index=0).name == "input_module"
+    assert program.get_variable("generator/state") is program.get_variable(index=0) is generator.variables[0]
+    assert [v.name for v in program.variables] == ["generator/state"]  # the modules' variables, each once
+    with pytest.raises(ValueError, match=r"^qa: no module named 'nope'; modules: input_module, generator$"):
+        program.get_module("nope")
+    with pytest.raises(ValueError, match=r"^qa: no module at index 2; the program has 2 modules$"):
+        program.get_module(index=2)
+    with pytest.raises(ValueError, match=r"^qa: no variable named 'x'; variables: generator/state$"):
+        program.get_variable("x")
+    with pytest.raises(ValueError, match="give either a variable name or an index"):
+        program.get_variable()
