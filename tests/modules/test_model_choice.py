@@ -1,0 +1,18 @@
+"""assign_variables: a candidate's values and models onto a program, the one path of load_candidate and fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from promptgym.modules.model_choice import MODELS_KEY, assign_variables
+from tests.support import echo_lm, functional_program
+
+
+async def test_a_candidate_gives_its_values_and_models_and_an_unknown_variable_is_named():
+    program = await functional_program(echo_lm())
+    state = {**program.get_variable("generator/state").get_json(), "instructions": "Shout."}
+    assign_variables(program, {"generator/state": state, MODELS_KEY: {"generator": "ollama/other"}})
+    assert program.get_variable("generator/state").get("instructions") == "Shout."
+    assert program.get_module("generator").language_model.model == "ollama/other"
+    with pytest.raises(ValueError, match="^candidate 7 has variables the program lacks: ghost/state$"):
+        assign_variables(program, {"ghost/state": {}}, "candidate 7")
