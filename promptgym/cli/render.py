@@ -220,7 +220,25 @@ class ChartRenderer:
             self.console.print(self.status, markup=False)
 
 
-class LossChartRenderer(ChartRenderer):
+class _WeightRunChartRenderer(ChartRenderer):
+    """A weight-training run's chart: an event is a train point, an eval point, the run's end, or not charted."""
+
+    def point(self, event: Any) -> tuple[list[tuple[int, float]], int, float] | None:
+        """The series (``self.train`` or ``self.val``) ``event`` adds to, and its x and y; None when it adds none."""
+        raise NotImplementedError
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        event = from_record(record)
+        if (point := self.point(event)) is not None:
+            series, x, y = point
+            series.append((x, y))
+        elif not isinstance(event, (RunFinished, ModelRegistered)):
+            return
+        self.status = describe(record) or self.status
+        self._refresh()
+
+
+class LossChartRenderer(_WeightRunChartRenderer):
     """Training loss per step and evaluation loss, scaled to their range (weight training)."""
 
     def chart(self) -> str:
@@ -229,21 +247,16 @@ class LossChartRenderer(ChartRenderer):
         return text_chart(self.train, self.val, self.width, self.height, self.status or "loss", y_range=y_range,
                           legend="* train loss per step   E eval loss", val_mark="E")
 
-    def __call__(self, record: dict[str, Any]) -> None:
-        match from_record(record):
+    def point(self, event: Any) -> tuple[list[tuple[int, float]], int, float] | None:
+        match event:
             case SFTStep(step=step, loss=loss) if loss is not None:
-                self.train.append((step, float(loss)))
+                return self.train, step, float(loss)
             case SFTEval(step=step, eval_loss=loss):
-                self.val.append((step, float(loss)))
-            case RunFinished() | ModelRegistered():
-                pass
-            case _:
-                return
-        self.status = describe(record) or self.status
-        self._refresh()
+                return self.val, step, float(loss)
+        return None
 
 
-class RewardChartRenderer(ChartRenderer):
+class RewardChartRenderer(_WeightRunChartRenderer):
     """An RL run: mean training reward per iteration and greedy evaluation rewards."""
 
     def chart(self) -> str:
@@ -254,18 +267,13 @@ class RewardChartRenderer(ChartRenderer):
                           legend="* train reward per iteration   E eval reward (greedy)", val_mark="E",
                           x_label="iteration")
 
-    def __call__(self, record: dict[str, Any]) -> None:
-        match from_record(record):
+    def point(self, event: Any) -> tuple[list[tuple[int, float]], int, float] | None:
+        match event:
             case RLIteration(iteration=iteration, mean_reward=reward) if reward is not None:
-                self.train.append((iteration, float(reward)))
+                return self.train, iteration, float(reward)
             case RLEvaluation(iteration=iteration, reward=reward) if reward is not None:
-                self.val.append((iteration, float(reward)))
-            case RunFinished() | ModelRegistered():
-                pass
-            case _:
-                return
-        self.status = describe(record) or self.status
-        self._refresh()
+                return self.val, iteration, float(reward)
+        return None
 
 
 Renderer = CliRenderer | ChartRenderer

@@ -116,6 +116,12 @@ def test_defaults_say_which_call_to_make():
         pg.get_default_language_model("OMEGA")
     lm = pg.set_default_language_model("local/smollm2-135m-instruct")
     assert pg.get_default_language_model() is lm
+    with pytest.raises(ValueError, match=r"^Retriever needs an embedding model: pass embedding_model=\.\.\., or call "
+                                         r"promptgym\.set_default_embedding_model\('local/multilingual-e5-small'\) first$"):
+        pg.get_default_embedding_model("Retriever")
+    em = pg.EmbeddingModel(model="ollama/nomic-embed-text")
+    assert pg.set_default_embedding_model(em) is em and pg.get_default_embedding_model() is em
+    assert pg.config.default_embedding_model() is em and pg.config.default_language_model() is lm
 
 
 def test_answers_cut_off_by_max_tokens_are_closed():
