@@ -5,7 +5,7 @@ keeps its library meaning (an LM engine, a tracking store).
     spec = parse_execution("ray", workers=2)  # ExecutionSpec(kind="ray", address=None, workers=2)
     spec.describe()                            # for the preview
     executor = spec.executor()                 # None (in-process) or a RayExecutor owned by the run
-    spec.train_backend()                       # for an sft job: None (this process) or a RayTrainBackend
+    spec.train_executor()                      # for an sft job: None (this process) or a RayTrainExecutor
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from promptgym.distributed.ray_executor import RayExecutor  # ray itself loads on the first rollout
-from promptgym.distributed.sft_train import RayTrainBackend  # ray itself loads when training starts
+from promptgym.distributed.sft_train import RayTrainExecutor  # ray itself loads when training starts
 
 DEFAULT_WORKERS = 2
 # Set by Ray's job supervisor for a submitted job's entrypoint: `--backend ray` then joins that cluster.
@@ -58,11 +58,11 @@ class ExecutionSpec:
         threads = max(1, (os.cpu_count() or 1) // self.workers) if self.address is None else 1
         return RayExecutor(address=self.address, num_workers=self.workers, threads=threads)
 
-    def train_backend(self) -> RayTrainBackend | None:
+    def train_executor(self) -> RayTrainExecutor | None:
         """Where an sft job trains: None (this process) or Ray Train's CPU workers, one per ``--workers``."""
         if self.kind == "local":
             return None
-        return RayTrainBackend(address=self.address, num_workers=self.workers)
+        return RayTrainExecutor(address=self.address, num_workers=self.workers)
 
 
 def parse_execution(value: str, workers: int | None = None) -> ExecutionSpec:

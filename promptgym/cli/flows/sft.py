@@ -80,7 +80,7 @@ def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
     settings, data = job.settings, job.data
     lora = settings.lora
     skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
-    trainer = backend.train_backend() if backend is not None else None
+    trainer = backend.train_executor() if backend is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
         ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--backend local)"),
@@ -126,13 +126,13 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     """Train into the run folder (here, or on Ray Train for a Ray ``backend``); Ctrl-C/SIGTERM checkpoint and
     raise KeyboardInterrupt; returns the final status."""
     listeners = with_run_loggers(listeners, config, run, masker)
-    trainer = backend.train_backend() if backend is not None else None
+    trainer = backend.train_executor() if backend is not None else None
     session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
     with session.ending(lost="steps"), session.signals() as stop:
         job = job or prepare_sft(config)
         run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
         result = run_sft(job, run.path, on_event=session.events.emit, status=run.update_status, resume=resume,
-                         stop=stop, backend=trainer)
+                         stop=stop, executor=trainer)
     return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
 
 
