@@ -38,7 +38,7 @@ from promptgym.finetune.sft_flow import SFTJob, run_sft  # torch, transformers a
 from promptgym.lm.errors import EngineMissingError, UnknownModelError
 from promptgym.runs.events import Listener
 from promptgym.runs.folder import RunFolder
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 
 EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 
@@ -127,7 +127,7 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     raise KeyboardInterrupt; returns the final status."""
     listeners = with_run_loggers(listeners, config, run, masker)
     trainer = backend.train_executor() if backend is not None else None
-    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+    session = RunAttempt(run, masker, listeners, job_type=config.job.type, resume=resume)
     with session.ending(lost="steps"), session.signals() as stop:
         job = job or prepare_sft(config)
         run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
