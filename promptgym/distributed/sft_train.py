@@ -37,7 +37,7 @@ from promptgym.finetune.loop import EventSink
 from promptgym.runs.stop import StopRequest, TrainingInterrupted
 from promptgym.finetune.lora import add_lora
 from promptgym.finetune.replicas import SingleProcess
-from promptgym.finetune.sft_flow import SFTJob, SFTRun
+from promptgym.finetune.sft_run import SFTJob, SFTRun
 from promptgym.finetune.weight_run import StatusSink
 
 logger = logging.getLogger("promptgym")

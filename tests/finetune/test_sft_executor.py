@@ -70,7 +70,7 @@ def test_both_keywords_at_once_is_an_error(settings: SFTSettings, tmp_path: Path
 
 def test_the_old_class_names_are_deprecated_aliases() -> None:
     from promptgym.distributed.sft_train import RayTrainExecutor
-    from promptgym.finetune.sft_flow import TrainingExecutor
+    from promptgym.finetune.sft_run import TrainingExecutor
 
     with pytest.warns(DeprecationWarning, match="RayTrainBackend is deprecated: use RayTrainExecutor"):
         from promptgym.distributed.sft_train import RayTrainBackend
@@ -79,5 +79,5 @@ def test_the_old_class_names_are_deprecated_aliases() -> None:
         from promptgym.distributed import RayTrainBackend as from_the_package
     assert from_the_package is RayTrainExecutor
     with pytest.warns(DeprecationWarning, match="TrainingBackend is deprecated: use TrainingExecutor"):
-        from promptgym.finetune.sft_flow import TrainingBackend
+        from promptgym.finetune.sft_run import TrainingBackend
     assert TrainingBackend is TrainingExecutor

@@ -34,7 +34,7 @@ from promptgym.finetune.device import DeviceError
 from promptgym.finetune.encoding import ChatTemplateError
 from promptgym.finetune.lora import LoraTargetError
 from promptgym.finetune.settings import SFTSettings
-from promptgym.finetune.sft_flow import SFTJob, run_sft  # torch, transformers and peft load when a job is prepared
+from promptgym.finetune.sft_run import SFTJob, run_sft  # torch, transformers and peft load when a job is prepared
 from promptgym.lm.errors import EngineMissingError, UnknownModelError
 from promptgym.runs.events import Listener
 from promptgym.runs.folder import RunFolder
