@@ -6,7 +6,7 @@ The same job (same rows, seed and settings) three times:
 - Ray Train, 1 worker x every core: the same loop in one TorchTrainer worker (DDP over gloo with one copy);
 - Ray Train, 2 workers x (cores / 2) threads: each worker takes half of every micro-batch.
 
-Each Ray setting starts its own local Ray instance (as ``promptgym train --backend ray`` does). Reported:
+Each Ray setting starts its own local Ray instance (as ``promptgym train --executor ray`` does). Reported:
 the median seconds of a step (steps 2..N, from history.csv, which the first worker measures, waits for the
 all-reduce included), when the first step ended (model loads, Ray start, first evaluation), the whole
 run's wall time, and the final eval loss (equal across settings up to rounding: no dropout here). The GGUF

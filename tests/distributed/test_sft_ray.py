@@ -211,7 +211,7 @@ def test_the_cli_trains_on_its_own_ray_instance_and_stops_it(tiny_model: Path, t
     monkeypatch.setenv("COLUMNS", "200")
     before = set(descendants(os.getpid()))
     config = write_config(tmp_path, tiny_model, capital_rows(16))
-    result = CliRunner().invoke(app, ["train", "-c", str(config), "--yes", "--backend", "ray", "--workers", "2"])
+    result = CliRunner().invoke(app, ["train", "-c", str(config), "--yes", "--executor", "ray", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert "step 3/3" in result.output and "model ready: local/ft-tiny-sft-" in result.output
     run = RunFolder(tmp_path / "runs" / list_runs(tmp_path / "runs")[0]["id"])

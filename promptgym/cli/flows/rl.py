@@ -164,7 +164,7 @@ class RLFlow(WeightFlowSteps):
 
     def check_execution(self, execution: ExecutionSpec) -> str | None:
         if execution.kind != "local":
-            return f"--backend {execution.kind}: an rl job trains in this process (use --backend local)"
+            return f"--executor {execution.kind}: an rl job trains in this process (use --executor local)"
         return None
 
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:

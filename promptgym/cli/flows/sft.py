@@ -83,7 +83,7 @@ def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
     trainer = backend.train_executor() if backend is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
-        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--backend local)"),
+        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--executor local)"),
         ("device", job.plan.describe() + ("; the batch's shared prefix encoded once" if job.shares_prefix else "")),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
