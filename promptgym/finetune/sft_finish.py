@@ -2,7 +2,7 @@
 answers, skipped rows, files).
 
 The finish itself (export, registry entry, final status) is the weight-run skeleton's
-(:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.sft_flow.SFTRun`
+(:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.sft_run.SFTRun`
 calls :func:`summary_markdown` from it.
 """
 

@@ -42,7 +42,7 @@ and its summary. A third trainer is one class::
     result = MyRun(job, "runs/my-run").run(resume=False)   # job: a WeightJob (settings, model, plan...)
 
 ``tests/finetune/test_weight_run.py`` builds such a trainer on a tiny model and checks training, checkpoints,
-stop and resume, status, events and the result. :class:`promptgym.finetune.sft_flow.SFTRun` and
+stop and resume, status, events and the result. :class:`promptgym.finetune.sft_run.SFTRun` and
 :class:`promptgym.finetune.rl.grpo.RLRun` are the two real ones (RL's loop is async: ``run_async``).
 """
 

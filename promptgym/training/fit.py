@@ -23,7 +23,7 @@ from promptgym.optimizers.kit import OptimizerContext
 from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.headroom import check_starting_candidate
@@ -113,7 +113,7 @@ async def fit_in_run_folder(program: Any, x: Any, y: Any, settings: FitSettings)
     """``fit(run_dir=...)``: the fit with its run folder (status, events, history, checkpoints), resumed from
     its last checkpoint when it has one (:mod:`promptgym.training.fit_folder`, docs/runs.md)."""
     run, resume = open_run_folder(settings.run_dir, getattr(program, "name", None) or "fit")
-    session = RunSession(run, None, None, job_type=JOB_TYPE, resume=resume)
+    session = RunAttempt(run, None, None, job_type=JOB_TYPE, resume=resume)
     recorder = RunRecorder(run, session.events)
 
     def save_interrupted() -> None:

@@ -15,7 +15,7 @@ program's own message format, from
   the folder of ``serve --record``): each corrected output is a label, and with
   ``traces_min_rating`` each output rated at least that is one too;
 
-trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`, through :mod:`promptgym.optimizers.finetune.sft`:
+trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_run`, through :mod:`promptgym.optimizers.finetune.sft`:
 same settings, run folder, checkpoints, resume, events), registers the tuned
 model, and proposes the program with each Generator on it. Like any
 candidate it replaces the start only when it is ahead on validation

@@ -16,7 +16,7 @@ from promptgym.finetune.base_model import BaseModelError, resolve_base_model
 from promptgym.finetune.checkpoint import last_checkpoint, read_progress
 from promptgym.finetune.loop import EventSink, TrainingInterrupted
 from promptgym.finetune.settings import LoraSettings, SFTSettings
-from promptgym.finetune.sft_flow import SFTJob, SFTResult, SFTRun, run_sft
+from promptgym.finetune.sft_run import SFTJob, SFTResult, SFTRun, run_sft
 from promptgym.optimizers.finetune.errors import FineTuneError
 
 logger = logging.getLogger("promptgym")

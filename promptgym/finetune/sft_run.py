@@ -10,7 +10,7 @@ In two phases when you want a preview first (the CLI does): ``job = SFTJob.prepa
 files and registers the model. The trainer, :class:`SFTRun`, owns its optimiser step; the job holds the model
 and the data.
 
-``backend=RayTrainBackend(num_workers=2)`` (``promptgym.distributed``) runs the training part on Ray
+``executor=RayTrainExecutor(num_workers=2)`` (``promptgym.distributed``) runs the training part on Ray
 Train's workers (the same loop, data parallel); the preparation and the finish stay in this process.
 """
 
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from promptgym.core.deprecation import renamed_keyword, renamed_names
 from promptgym.core.events import Event, SFTEval, SFTStarted, SFTStep
 from promptgym.finetune.batches import collate
 from promptgym.finetune.checkpoint import last_checkpoint, read_adapter, read_progress
@@ -34,12 +35,12 @@ from promptgym.finetune.sft_job import SFTJob
 from promptgym.finetune.weight_run import StatusSink, WeightRun, default_model_name
 from promptgym.runs.stop import StopRequest, TrainingInterrupted
 
-__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingBackend", "TrainingInterrupted", "default_model_name",
+__all__ = ["SFTJob", "SFTResult", "SFTRun", "TrainingExecutor", "TrainingInterrupted", "default_model_name",
            "run_sft", "sft"]
 
 
-class TrainingBackend(Protocol):
-    """Where an SFT job's loop runs instead of this process: ``promptgym.distributed.RayTrainBackend``."""
+class TrainingExecutor(Protocol):
+    """Where an SFT job's loop runs instead of this process: ``promptgym.distributed.RayTrainExecutor``."""
 
     def train(self, job: SFTJob, folder: Path, on_event: EventSink, status: StatusSink, resume: bool,
               stop: StopRequest, started: float) -> Any: ...
@@ -183,18 +184,20 @@ class SFTRun(WeightRun):
 
 
 def run_sft(job: SFTJob, output_dir: str | Path, on_event: EventSink = ignore_event, status: StatusSink | None = None,
-            resume: bool = False, stop: StopRequest | None = None, backend: TrainingBackend | None = None) -> SFTResult:
+            resume: bool = False, stop: StopRequest | None = None, executor: TrainingExecutor | None = None,
+            backend: TrainingExecutor | None = None) -> SFTResult:
     """Train ``job`` (continuing from the last checkpoint when ``resume``), then export and register the model.
 
     ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
-    ``backend`` (e.g. ``promptgym.distributed.RayTrainBackend``) trains elsewhere; None trains here.
-    Raises TrainingInterrupted, after a checkpoint, when ``stop`` is requested.
+    ``executor`` (e.g. ``promptgym.distributed.RayTrainExecutor``) trains elsewhere; None trains here.
+    ``backend`` is its deprecated name. Raises TrainingInterrupted, after a checkpoint, when ``stop`` is requested.
     """
+    executor = renamed_keyword("run_sft", "backend", backend, "executor", executor)
     run = SFTRun(job, output_dir, on_event, status, stop, replicas=job.replicas)
-    if backend is None:
+    if executor is None:
         return run.run(resume)
-    backend.train(job, run.folder, on_event=on_event, status=run.status, resume=resume, stop=run.stop,
-                  started=run.started)
+    executor.train(job, run.folder, on_event=on_event, status=run.status, resume=resume, stop=run.stop,
+                   started=run.started)
     checkpoint = last_checkpoint(run.folder / "checkpoints")
     load_adapter_state(job.model, read_adapter(checkpoint))  # what the workers trained, for samples and export
     return run.finish(read_progress(checkpoint))
@@ -202,16 +205,21 @@ def run_sft(job: SFTJob, output_dir: str | Path, on_event: EventSink = ignore_ev
 
 def sft(settings: SFTSettings, output_dir: str | Path, name: str = "sft", seed: int | None = None,
         on_event: EventSink = ignore_event, resume: bool = False, stop: StopRequest | None = None,
-        backend: TrainingBackend | None = None) -> SFTResult:
+        executor: TrainingExecutor | None = None, backend: TrainingExecutor | None = None) -> SFTResult:
     """Fine-tune ``settings.base_model`` on ``settings.train_file``; the result's ``model_id`` is a model string.
 
-    ``backend``: None trains in this process; ``RayTrainBackend(num_workers=2)`` on Ray Train's CPU workers.
+    ``executor``: None trains in this process; ``RayTrainExecutor(num_workers=2)`` on Ray Train's CPU workers
+    (``backend``: its deprecated name).
 
     >>> result = sft(SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl"), "out")  # doctest: +SKIP
     >>> LanguageModel(model=result.model_id)  # doctest: +SKIP
-    >>> from promptgym.distributed import RayTrainBackend
-    >>> result = sft(settings, "out-ray", backend=RayTrainBackend(num_workers=2))  # doctest: +SKIP
+    >>> from promptgym.distributed import RayTrainExecutor
+    >>> result = sft(settings, "out-ray", executor=RayTrainExecutor(num_workers=2))  # doctest: +SKIP
     """
+    executor = renamed_keyword("sft", "backend", backend, "executor", executor)
     job = SFTJob.prepare(settings, seed=seed, name=name)
-    return run_sft(job, output_dir, on_event=on_event, resume=resume, stop=stop, backend=backend)
+    return run_sft(job, output_dir, on_event=on_event, resume=resume, stop=stop, executor=executor)
+
+
+__getattr__ = renamed_names(__name__, {"TrainingBackend": "TrainingExecutor"}, globals())
 
