@@ -14,6 +14,7 @@ from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.stats import Evaluation, format_p
 from promptgym.runs.history import history_columns
+from promptgym.training.progress import HIDDEN_BY_DEFAULT
 from promptgym.training.spend import format_usd
 from promptgym.utils import (  # matplotlib loads when plotting
     cost_points,
@@ -55,9 +56,22 @@ def paired_evaluations(status: dict[str, Any]) -> tuple[Evaluation, Evaluation] 
     return before, after
 
 
+def plotted_history(columns: dict[str, list[float]]) -> dict[str, list[float]]:
+    """The history columns the training plot draws: quality, calls, tokens and the run's total cost.
+
+    Breakdowns and spend details (``lm_calls_<phase>``, ``cost_usd_<phase>``, ``saved_usd``, ``compute_s``,
+    ``unpriced_calls``...) stay in history.csv and summary.md, as in the progress bar: a panel each made the
+    figure 13 panels, most of them zeros, and drawing it most of a short run's time.
+
+    >>> sorted(plotted_history({"reward": [1.0], "cost_usd": [0.1], "cost_usd_judge": [0.0], "lm_calls_inference": [3]}))
+    ['cost_usd', 'reward']
+    """
+    return {key: values for key, values in columns.items()
+            if not key.startswith(("lm_calls_", *HIDDEN_BY_DEFAULT)) and key not in ("failures", "unpriced_calls")}
+
+
 def write_plots(run: RunFolder, status: dict[str, Any] | None = None) -> list[str]:
-    history = {key: values for key, values in history_columns(run.path / "history.csv").items()
-               if not key.startswith("lm_calls_") and key != "failures"}
+    history = plotted_history(history_columns(run.path / "history.csv"))
     pair = paired_evaluations(status or {})
     written = []
     try:

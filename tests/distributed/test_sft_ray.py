@@ -26,6 +26,7 @@ from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
 tiny_model = fixtures.tiny_model
 isolated_models_dir = fixtures.isolated_models_dir
 fake_export = fixtures.fake_export
+one_torch_thread = fixtures.one_torch_thread
 
 
 @pytest.fixture(autouse=True)
