@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/serving/ttft_breakdown.py --n 60                    # idle CPUs while it "generates"
     .venv/bin/python bench/serving/ttft_breakdown.py --n 60 --burn-threads 2   # 2 cores busy, as llama.cpp's are
+    git worktree add --detach /tmp/ttft-base COMMIT                             # then, interleaved with that code:
+    .venv/bin/python bench/serving/ttft_breakdown.py --n 60 --burn-threads 2 --baseline /tmp/ttft-base
 
 The server is ``promptgym serve``'s own stack (its uvicorn settings, socket and logging; the serving
 middleware; the chat-completions route; ``LanguageModel.stream`` with its response cache; the
@@ -21,8 +23,10 @@ client -> ASGI (the client's request, the socket, uvicorn's parse), ASGI -> rout
 routing, body validation), route -> cache+reserve (the stream objects, the admission slot, the
 response-cache lookup), -> engine stream (spend reservation, the model's slot), -> worker
 thread (the executor hop), -> llama called (the context's lock, sampling options), the engine's
-own first token, -> event loop (the thread hop back), -> first content sent (the generators,
-the response head, the role chunk, SSE framing), -> client reads it (socket, the client's parse).
+own first token, -> event loop (the thread hop back), -> the first piece up through the stream's
+layers (meter, caps, StreamingIterator, the route), -> the response head sent (FastAPI and
+Starlette), -> first content sent (the role chunk, SSE framing), -> client reads it (socket,
+the client's parse).
 Writes bench/results/serving_ttft_breakdown.json (or ``--out``).
 """
 
@@ -33,30 +37,32 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 BENCH = Path(__file__).resolve().parents[1]
 REPO = BENCH.parent
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH / "serving"))
+sys.path.insert(0, os.environ.get("TTFT_CODE") or str(REPO))  # the server may run another checkout's promptgym
 
+import promptgym  # noqa: E402,F401 - first, from TTFT_CODE: stream.py would import this checkout's
 from stream import get_json, percentile, start_process, stop, wait_until_up  # noqa: E402
 
 MODEL = "local/smollm2-135m-instruct"
 RESULTS = BENCH / "results"
-STEPS = ("asgi", "route", "reserve", "engine_stream", "thread", "create", "ready", "loop_got", "first_send")
+FIRST_CONTENT = re.compile(rb'"content": "[^"]')  # a body with a piece of content (the role chunk's is "")
 SEGMENTS = {
     "client_to_asgi": ("t0", "asgi"), "asgi_to_route": ("asgi", "route"), "route_to_reserve": ("route", "reserve"),
     "reserve_to_engine_stream": ("reserve", "engine_stream"), "engine_stream_to_thread": ("engine_stream", "thread"),
     "thread_to_llama_call": ("thread", "create"), "engine_own_first_token": ("create", "ready"),
-    "thread_to_event_loop": ("ready", "loop_got"), "event_loop_to_first_send": ("loop_got", "first_send"),
+    "thread_to_event_loop": ("ready", "loop_got"), "event_loop_to_first_piece": ("loop_got", "first_piece"),
+    "first_piece_to_head_sent": ("first_piece", "head"), "head_to_first_send": ("head", "first_send"),
     "first_send_to_client": ("first_send", "t_first"),
 }
 
@@ -147,7 +153,7 @@ def serve(port: int, llama: PacedLlama) -> None:
     from promptgym.cli.common import secret_masker
     from promptgym.lm.language_model import LanguageModel
     from promptgym.lm.local_engine import LlamaCppEngine
-    from promptgym.serving import create_app, routes
+    from promptgym.serving import create_app, routes, streaming
 
     stamps: dict[str, float] = {}
 
@@ -185,6 +191,13 @@ def serve(port: int, llama: PacedLlama) -> None:
         return await stream_model_answer(*args)
 
     routes.stream_model_answer = probed_route
+    start = streaming.AnswerStream.start
+
+    async def probed_start(self: Any) -> None:
+        await start(self)
+        stamp("first_piece")
+
+    streaming.AnswerStream.start = probed_start  # type: ignore[method-assign]
     app = create_app({}, models=[model])
 
     async def probed_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -200,8 +213,10 @@ def serve(port: int, llama: PacedLlama) -> None:
             llama.stamps = stamps
 
         async def probed_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                stamp("head")
             body = message.get("body") or b""
-            if b'"content": "' in body and b'"content": ""' not in body:
+            if FIRST_CONTENT.search(body):
                 stamp("first_send")
             await send(message)
 
@@ -249,49 +264,77 @@ def raw_first(host: str, port: int, body: dict[str, Any]) -> float:
     return first
 
 
-def measure(n: int, first_ms: float, token_ms: float, tokens: int, burn_threads: int) -> dict[str, Any]:
+def start_server(code: Path, first_ms: float, token_ms: float, tokens: int, burn_threads: int) -> Any:
+    """This script's server, on the promptgym of ``code`` (a checkout); ``(process, url)``."""
+    os.environ["TTFT_CODE"] = str(code)  # the child imports promptgym from there
+    return start_process([sys.executable, __file__, "--serve", "--first-ms", str(first_ms), "--token-ms",
+                          str(token_ms), "--tokens", str(tokens), "--burn-threads", str(burn_threads)],
+                         r"serving on (http://\S+)")
+
+
+def one_request(url: str, client: Any, reader: str, body: dict[str, Any]) -> dict[str, float]:
+    """One streamed request read by ``reader``; its segments in ms, ``total_ms`` from the call to the first delta."""
+    host, port = url.removeprefix("http://").split(":")
+    t0 = time.perf_counter()
+    t_first = openai_first(client, body) if reader == "openai" else raw_first(host, int(port), body)
+    stamps = {"t0": t0, "t_first": t_first, **get_json(f"{url}/probe")}
+    segments = {name: (stamps[end] - stamps[start]) * 1000 for name, (start, end) in SEGMENTS.items()}
+    return {**segments, "total_ms": (t_first - t0) * 1000,
+            "added_ms": (t_first - t0) * 1000 - segments["engine_own_first_token"]}
+
+
+def summary(rows: list[dict[str, Any]], side: str, reader: str) -> dict[str, Any]:
+    measured = [row[side][reader] for row in rows]
+    added = [m["added_ms"] for m in measured]
+    return {"total_p50_ms": round(statistics.median(m["total_ms"] for m in measured), 3),
+            "added_p50_ms": round(statistics.median(added), 3), "added_p90_ms": round(percentile(added, 90), 3),
+            "added_min_ms": round(min(added), 3),
+            "segments_p50_ms": {name: round(statistics.median(m[name] for m in measured), 3) for name in SEGMENTS}}
+
+
+def measure(n: int, first_ms: float, token_ms: float, tokens: int, burn_threads: int,
+            baseline: Path | None) -> dict[str, Any]:
+    """``n`` rows; each: the engine's own first token, then each server (this code, and ``baseline``'s when
+    given) read by each reader, the order alternating row by row."""
     import openai  # deferred: only the client side needs it
 
+    codes = {"this": REPO, **({"baseline": baseline} if baseline else {})}
+    servers: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as cache:
-        env_cache = {"PROMPTGYM_CACHE_DIR": cache}
-        os.environ.update(env_cache)  # the child inherits it: its response cache is a fresh file
-        server, url = start_process([sys.executable, __file__, "--serve", "--first-ms", str(first_ms), "--token-ms",
-                                     str(token_ms), "--tokens", str(tokens), "--burn-threads", str(burn_threads)],
-                                    r"serving on (http://\S+)")
+        os.environ["PROMPTGYM_CACHE_DIR"] = cache  # the children inherit it: their response cache is a fresh file
         try:
-            wait_until_up(url)
-            host, port = url.removeprefix("http://").split(":")
-            client = openai.OpenAI(api_key="unused", base_url=f"{url}/v1", max_retries=0, timeout=60)
+            for side, code in codes.items():
+                servers[side] = start_server(code, first_ms, token_ms, tokens, burn_threads)
+                wait_until_up(servers[side][1])
+            clients = {side: openai.OpenAI(api_key="unused", base_url=f"{url}/v1", max_retries=0, timeout=60)
+                       for side, (_, url) in servers.items()}
             own = PacedLlama(first_ms / 1000, token_ms / 1000, tokens, Burner(burn_threads))
             rows: list[dict[str, Any]] = []
+            prompt = 1000
             for index in range(-3, n):  # three warm-up rounds: connections, the executor's thread, the cache file
-                readers = ("openai", "raw") if index % 2 == 0 else ("raw", "openai")
                 row: dict[str, Any] = {"engine_own_ms": engine_own_ttft(own) * 1000}
-                for reader in readers:
-                    body = body_of(2 * index + (reader == "raw") + 1000, tokens)
-                    t0 = time.perf_counter()
-                    t_first = openai_first(client, body) if reader == "openai" else raw_first(host, int(port), body)
-                    stamps = {"t0": t0, "t_first": t_first, **get_json(f"{url}/probe")}
-                    row[reader] = {name: (stamps[end] - stamps[start]) * 1000 for name, (start, end) in SEGMENTS.items()}
-                    row[reader]["total_ms"] = (t_first - t0) * 1000
+                sides = list(servers) if index % 2 == 0 else list(reversed(servers))
+                for side in sides:
+                    row[side] = {}
+                    for reader in (("openai", "raw") if (index // 2) % 2 == 0 else ("raw", "openai")):
+                        prompt += 1
+                        row[side][reader] = one_request(servers[side][1], clients[side], reader,
+                                                        body_of(prompt, tokens))
                 if index >= 0:
                     rows.append(row)
         finally:
-            stop(server)
+            for process, _ in servers.values():
+                stop(process)
     result: dict[str, Any] = {"bench": "serving_ttft_breakdown", "n": n, "first_ms": first_ms, "token_ms": token_ms,
-                              "burn_threads": burn_threads, "cpus": os.cpu_count(),
-                              "load_average": os.getloadavg()[0],
+                              "tokens": tokens, "burn_threads": burn_threads, "cpus": os.cpu_count(),
+                              "load_average_1min": os.getloadavg()[0], "baseline_code": str(baseline or ""),
                               "engine_own_p50_ms": round(statistics.median(r["engine_own_ms"] for r in rows), 3)}
-    for reader in ("openai", "raw"):
-        totals = [r[reader]["total_ms"] for r in rows]
-        own = [r[reader]["engine_own_first_token"] for r in rows]
-        added = [t - o for t, o in zip(totals, own)]
-        result[reader] = {
-            "total_p50_ms": round(statistics.median(totals), 3),
-            "added_p50_ms": round(statistics.median(added), 3), "added_p90_ms": round(percentile(added, 90), 3),
-            "segments_p50_ms": {name: round(statistics.median(r[reader][name] for r in rows), 3)
-                                for name in SEGMENTS},
-        }
+    for side in servers:
+        result[side] = {reader: summary(rows, side, reader) for reader in ("openai", "raw")}
+    if baseline:
+        result["this_minus_baseline_added_p50_ms"] = {
+            reader: round(statistics.median(r["this"][reader]["added_ms"] - r["baseline"][reader]["added_ms"]
+                                            for r in rows), 3) for reader in ("openai", "raw")}
     result["rows"] = rows
     return result
 
@@ -303,6 +346,9 @@ def main() -> None:
     parser.add_argument("--token-ms", type=float, default=8.0, help="between its next tokens")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--burn-threads", type=int, default=0, help="threads kept busy while it generates (0: idle)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a checkout of other code (e.g. `git worktree add --detach /tmp/base COMMIT`): its server "
+                             "is measured too, interleaved")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -311,7 +357,7 @@ def main() -> None:
         serve(args.port, PacedLlama(args.first_ms / 1000, args.token_ms / 1000, args.tokens,
                                     Burner(args.burn_threads)))
         return
-    result = measure(args.n, args.first_ms, args.token_ms, args.tokens, args.burn_threads)
+    result = measure(args.n, args.first_ms, args.token_ms, args.tokens, args.burn_threads, args.baseline)
     out = args.out or RESULTS / "serving_ttft_breakdown.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_suffix(".tmp")

@@ -10,6 +10,7 @@ from typing import Any
 
 from promptgym.lm.engine import LMRequest
 from promptgym.lm.language_model import LanguageModel
+from promptgym.lm import local_engine
 from promptgym.lm.local_engine import LlamaCppEngine
 from promptgym.lm.usage import usage_scope
 from promptgym.testing import ScriptedLanguageModel
@@ -114,6 +115,26 @@ async def test_embedded_engine_stops_at_once_when_the_reader_leaves():
     # aclose returns once the worker is out: the context is free and llama.cpp's generator is closed
     assert llama.closed and not backend._lock.locked()
     assert llama.produced < 1000
+
+
+async def test_the_embedded_engine_computes_the_second_token_only_once_the_first_is_taken(monkeypatch):
+    monkeypatch.setattr(local_engine, "FIRST_TOKEN_HANDOFF_S", 30.0)  # no time limit on the handoff here
+    backend, llama = fake_engine(["a", "b", "c"])
+    stream = backend.stream(LMRequest(messages=MESSAGES))
+    assert (await stream.__anext__()).content == "a"
+    await asyncio.sleep(0.05)  # the worker would have written all three by now if it did not wait
+    assert llama.produced == 1
+    assert [chunk.content async for chunk in stream][:2] == ["b", "c"]
+    assert llama.closed and not backend._lock.locked()
+
+
+async def test_a_reader_leaving_after_the_first_token_does_not_wait_for_the_handoff(monkeypatch):
+    monkeypatch.setattr(local_engine, "FIRST_TOKEN_HANDOFF_S", 30.0)
+    backend, llama = fake_engine(["a", "b", "c"])
+    stream = backend.stream(LMRequest(messages=MESSAGES))
+    assert (await stream.__anext__()).content == "a"
+    await asyncio.wait_for(stream.aclose(), timeout=10)  # not 30 s: leaving ends the worker's wait
+    assert llama.closed and not backend._lock.locked() and llama.produced == 1
 
 
 async def test_a_cancelled_reader_stops_the_embedded_engine():
