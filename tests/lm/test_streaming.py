@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,9 @@ async def test_a_model_failing_before_its_first_chunk_streams_from_its_fallback(
 class FakeLlama:
     """Streams ``tokens`` like llama-cpp-python's create_chat_completion(stream=True)."""
 
-    def __init__(self, tokens: list[str]) -> None:
+    def __init__(self, tokens: list[str], delay_s: float = 0.0) -> None:
         self.tokens = tokens
+        self.delay_s = delay_s  # between tokens, as a real model takes
         self.produced = 0
         self.closed = False
         self.n_tokens = 0
@@ -80,6 +82,8 @@ class FakeLlama:
                 yield {"choices": [{"delta": {"role": "assistant"}, "finish_reason": None}]}
                 for token in self.tokens:
                     self.may_continue.wait(10)
+                    if self.delay_s:
+                        time.sleep(self.delay_s)
                     self.produced += 1
                     self.n_tokens = 7 + self.produced
                     yield {"choices": [{"delta": {"content": token}, "finish_reason": None}]}
@@ -93,9 +97,9 @@ class FakeLlama:
         return list(range(self.produced))
 
 
-def fake_engine(tokens: list[str]) -> tuple[LlamaCppEngine, FakeLlama]:
+def fake_engine(tokens: list[str], delay_s: float = 0.0) -> tuple[LlamaCppEngine, FakeLlama]:
     backend = LlamaCppEngine(Path("fake.gguf"))
-    backend._llama = FakeLlama(tokens)
+    backend._llama = FakeLlama(tokens, delay_s)
     return backend, backend._llama
 
 

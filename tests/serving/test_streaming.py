@@ -197,7 +197,8 @@ async def test_through_an_openai_compatible_server_a_client_leaving_drops_the_up
 
 
 async def test_an_embedded_model_served_directly_stops_before_its_next_token_when_the_client_leaves() -> None:
-    backend, llama = fake_engine([f"w{i} " for i in range(100_000)])
+    # 1 ms a token: 100 s to write them all, so only a stop that works ends it within the test's wait
+    backend, llama = fake_engine([f"w{i} " for i in range(100_000)], delay_s=0.001)
     model = LanguageModel(model="local/smollm2-135m-instruct", cache=False)
     model._engine = backend
     app = create_app([], models=[model])
