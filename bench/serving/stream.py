@@ -59,9 +59,10 @@ class Question(pg.DataModel):
     question: str = pg.Field(description="A question")
 
 
-def start_process(command: list[str], pattern: str, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """A process started, and the URL it prints (``pattern`` with one group)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def start_process(command: list[str], pattern: str, timeout: float = 120,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A process started (``env`` added to this one's), and the URL it prints (``pattern`` with one group)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
     lines: list[str] = []
     found: list[str] = []
@@ -318,6 +319,7 @@ def paired_summary(engine: list[float], served: list[float]) -> dict[str, Any]:
 def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     import openai  # deferred: only this mode needs the client
 
+    from promptgym.lm.cache import models_dir
     from promptgym.lm.local_engine import shared_local_engine
     from promptgym.lm.local_models import resolve_local_model
 
@@ -326,8 +328,10 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     folder = tempfile.TemporaryDirectory()
     program = Path(folder.name) / "qa.json"
     asyncio.run(save_local_program(program))
+    # A fresh response cache: prompts distinct within a run repeat across runs, and a cached answer is no first token.
+    fresh = {"PROMPTGYM_CACHE_DIR": str(Path(folder.name) / "cache"), "PROMPTGYM_MODELS_DIR": str(models_dir())}
     serve, url = start_process([PY, "-m", "promptgym.cli.main", "serve", str(program), "--model", LOCAL_MODEL,
-                                "--port", "0"], r"serving on (http://\S+)")
+                                "--port", "0"], r"serving on (http://\S+)", env=fresh)
     engine, served, pieces = [], [], []
     load_before = round(os.getloadavg()[0], 2)
     try:
