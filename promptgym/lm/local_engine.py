@@ -9,6 +9,9 @@ share instructions + examples only evaluates each example's own tokens.
 ``stream`` runs llama.cpp's token generator in a worker thread that feeds the
 caller's event loop; a caller that stops reading (``aclose()``, a cancelled
 task) stops the generation before the next token and frees the context.
+After the first token the worker waits (briefly) for the reader to take it:
+llama.cpp computing the second token on every core would otherwise leave the
+event loop, and the client reading the first, no core to do it on.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ DEFAULT_CONTEXT_SIZE = 4096
 MAX_CACHED_GRAMMARS = 128
 LOCK_POLL_S = 0.02
 """How often a streamed call waiting for the context checks whether its reader left."""
+FIRST_TOKEN_HANDOFF_S = 0.02
+"""The longest the worker waits, after the first token, for the reader to take it (a reader held up for
+longer, e.g. by an event loop busy with other requests, lets the generation go on)."""
 _END = object()
 
 
@@ -129,6 +135,7 @@ class LlamaCppEngine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
+        taken = threading.Event()  # the reader asked for the next chunk: the first one is on its way
 
         def put(item: Any) -> None:
             try:
@@ -136,7 +143,7 @@ class LlamaCppEngine:
             except RuntimeError:  # the loop is closed: nobody reads any more
                 stop.set()
 
-        worker = loop.run_in_executor(None, self._stream_sync, request, stop, put)
+        worker = loop.run_in_executor(None, self._stream_sync, request, stop, put, taken)
         try:
             while True:
                 item = await queue.get()
@@ -145,12 +152,19 @@ class LlamaCppEngine:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
+                taken.set()
         finally:
             stop.set()
+            taken.set()
             await asyncio.shield(worker)  # the context is free when the reader gets control back
 
-    def _stream_sync(self, request: LMRequest, stop: threading.Event, put: Callable[[Any], None]) -> None:
-        """Runs in a worker thread: one streamed completion, each token ``put`` as an LMChunk, then ``_END``."""
+    def _stream_sync(self, request: LMRequest, stop: threading.Event, put: Callable[[Any], None],
+                     taken: threading.Event | None = None) -> None:
+        """Runs in a worker thread: one streamed completion, each token ``put`` as an LMChunk, then ``_END``.
+
+        After the first token it waits for ``taken`` (the reader came back for more), at most
+        :data:`FIRST_TOKEN_HANDOFF_S`, so the first token leaves before the second is computed.
+        """
         while not self._lock.acquire(timeout=LOCK_POLL_S):  # another call holds the context: wait, unless left
             if stop.is_set():
                 put(_END)
@@ -172,6 +186,10 @@ class LlamaCppEngine:
                     if text:
                         pieces.append(text)
                         put(LMChunk(content=text))
+                        if taken is not None and len(pieces) == 1:
+                            taken.wait(FIRST_TOKEN_HANDOFF_S)
+                            if stop.is_set():  # it left instead: not one token more
+                                break
             finally:
                 chunks.close()  # a generator left early frees llama.cpp's sampling state now, not at collection
             if not stop.is_set():
