@@ -16,47 +16,14 @@ import pytest
 from promptgym.finetune import SFTJob, SFTSettings
 from promptgym.finetune.auto_epochs import AutoBudget, BudgetPlan, plan_budget
 from promptgym.finetune.checkpoint import checkpoint_name, read_adapter
-from promptgym.finetune.sft_flow import SFTRun, run_sft
+from promptgym.finetune.sft_flow import run_sft
+from tests.finetune.budget_clock import FakeClock, install_clock, scripted_losses
 from tests.finetune.tiny_model import capital_rows, write_rows
-
-
-class FakeClock:
-    """``auto_epochs.clock``: a step adds ``step_s``, an evaluation ``eval_s``; nothing else moves it."""
-
-    def __init__(self, step_s: float, eval_s: float) -> None:
-        self.now, self.step_s, self.eval_s = 0.0, step_s, eval_s
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock(step_s=1.0, eval_s=2.0)
-    monkeypatch.setattr("promptgym.finetune.auto_epochs.clock", fake)
-    real_step = SFTRun.optimizer_step
-
-    def timed_step(self, groups, forward):
-        measured = real_step(self, groups, forward)
-        fake.now += fake.step_s
-        return measured
-
-    monkeypatch.setattr(SFTRun, "optimizer_step", timed_step)
-    return fake
-
-
-def scripted_losses(monkeypatch: pytest.MonkeyPatch, clock: FakeClock, losses) -> list[float]:
-    """Each evaluation returns the next of ``losses`` (and costs ``clock.eval_s``); returns the ones given out."""
-    given: list[float] = []
-    values = iter(losses)
-
-    def evaluate(self):
-        clock.now += clock.eval_s
-        given.append(next(values))
-        return given[-1]
-
-    monkeypatch.setattr(SFTJob, "evaluate", evaluate)
-    return given
+    return install_clock(monkeypatch, step_s=1.0, eval_s=2.0)
 
 
 def settings(tiny_model: Path, tmp_path: Path, rows: int = 20) -> SFTSettings:
