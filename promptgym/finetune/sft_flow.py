@@ -114,7 +114,8 @@ class SFTRun(WeightRun):
                              early_stopping_patience=plan.patience, keep_best=True)
 
     def make_plan(self) -> None:
-        """After the first steps: the steps that fill the budget; saved at once, so a resume keeps the plan."""
+        """After the first steps: the steps that fill the budget (the caller checkpoints it at once, so a
+        resume keeps the plan)."""
         assert self.budget is not None
         extra = self.progress.extra
         plan = plan_budget(self.budget, used_s=self.budget_used, step_s=step_seconds(extra["measured_s"]),
@@ -127,7 +128,6 @@ class SFTRun(WeightRun):
                                  eval_steps=plan.eval_steps, patience=plan.patience, step_s=plan.step_s,
                                  eval_s=plan.eval_s, budget_s=plan.budget_s, capped=plan.capped))
         self.status(total_steps=self.units)
-        self.checkpoint("plan")
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -171,29 +171,40 @@ class SFTRun(WeightRun):
                 if extra["final_eval_loss"] is not None:
                     self.watch(extra["final_eval_loss"], save=False)  # the end checkpoint comes next
 
+    def eval_due(self) -> bool:
+        """Every ``eval_steps``, except at the last step (the final evaluation comes after the loop)."""
+        step, every = self.progress.step, self.settings.eval_steps
+        return bool(every) and step % every == 0 and step < self.job.total_steps  # type: ignore[operator]
+
     def after_step(self, row: dict[str, Any], seconds: float) -> bool:
-        """The step's evaluation (best, early stop), the plan after the first steps, the budget; whether it
+        """The plan after the first steps, the step's evaluation (best, early stop), the budget; whether it
         saved a checkpoint."""
         extra, step = self.progress.extra, self.progress.step
+        planned = False
+        if self.budget is not None and "plan" not in extra:
+            measured = extra.setdefault("measured_s", [])
+            measured.append(round(seconds, 4))
+            if len(measured) >= min(auto_epochs.MEASURED_STEPS, self.job.total_steps):
+                self.make_plan()
+                planned = True
+        loss = row.get("eval_loss")
+        if planned and loss is None and self.eval_due():  # the plan's first evaluation falls on this step
+            loss = _round(self.job.evaluate())
+            self._emit_eval(loss, "step")
         saved = False
-        if row.get("eval_loss") is not None:
-            saved = self.watch(row["eval_loss"], save=self.settings.keep_best)
-            patience = self.settings.early_stopping_patience
-            best = extra["best"]
+        if loss is not None:
+            saved = self.watch(loss, save=self.settings.keep_best and not planned)  # the plan's checkpoint is next
+            patience, best = self.settings.early_stopping_patience, extra["best"]
             stale = [s for s, _ in extra["evals"] if s > best["step"]]
             if patience and len(stale) >= patience:
-                extra["stopped"] = (f"early stop: validation loss {row['eval_loss']:.4g} at step {step}, not below the "
-                                    f"best {best['eval_loss']:.4g} (step {best['step']}) for {patience} evaluations")
-        if self.budget is not None:
-            if "plan" not in extra:
-                measured = extra.setdefault("measured_s", [])
-                measured.append(round(seconds, 4))
-                if len(measured) >= min(auto_epochs.MEASURED_STEPS, self.job.total_steps):
-                    self.make_plan()
-                    saved = True
-            if not extra.get("stopped") and not self.ended() and self.budget_used >= self.budget.seconds:
-                extra["stopped"] = f"time budget: max_train_seconds={self.budget.seconds:g} used up at step {step}"
-        return saved
+                extra["stopped"] = (f"early stop: validation loss {loss:.4g} at step {step}, not below the best "
+                                    f"{best['eval_loss']:.4g} (step {best['step']}) for {patience} evaluations")
+        if planned:
+            self.checkpoint("plan")  # a resume keeps this plan (and this step's evaluation)
+        if self.budget is not None and not extra.get("stopped") and not self.ended() \
+                and self.budget_used >= self.budget.seconds:
+            extra["stopped"] = f"time budget: max_train_seconds={self.budget.seconds:g} used up at step {step}"
+        return saved or planned
 
     def watch(self, loss: float, save: bool) -> bool:
         """Keep an evaluation and the best so far; with ``save``, checkpoint a new best (its adapter is the
@@ -224,8 +235,7 @@ class SFTRun(WeightRun):
                "lr": measured["lr"], "tokens_per_s": _round(measured["tokens_per_s"], 1),
                "grad_norm": _round(measured["grad_norm"], 4), "seconds": _round(measured["seconds"], 3),
                "elapsed_s": round(self.elapsed, 2)}
-        eval_due = self.settings.eval_steps and progress.step % self.settings.eval_steps == 0
-        if eval_due and progress.step < job.total_steps:
+        if self.eval_due():
             row["eval_loss"] = _round(job.evaluate())
         self.record(row)
         self.on_event(SFTStep(total_steps=job.total_steps, **row))

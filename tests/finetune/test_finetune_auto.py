@@ -34,11 +34,11 @@ def tuned_is_right():
 
 async def test_auto_fills_the_budget_stops_early_and_says_so_in_the_comparison(tiny_model, tmp_path, fake_export,
                                                                                tuned_is_right, monkeypatch):
-    clock = install_clock(monkeypatch, step_s=1.0, eval_s=2.0)
+    clock = install_clock(monkeypatch, step_s=1.0, eval_s=1.0)
     scripted_losses(monkeypatch, clock, [5.0, 4.0, 3.0, 3.5, 3.6, 3.7, 3.8])
     program = await functional_program(ScriptedLanguageModel(respond=lambda request: {"answer": "?"}))
     optimizer = FineTune(base_model=str(tiny_model), output_dir=str(tmp_path / "ft"), n_epochs="auto",
-                         max_train_seconds=60, batch_size=2, max_length=4096, seed=0,
+                         max_train_seconds=30, batch_size=2, max_length=4096, seed=0,
                          lora={"r": 2, "target_modules": ["q_proj", "v_proj"]})
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
     history = await program.fit(*labelled(*WORDS), validation_data=labelled("apia", "male"), epochs=1,
@@ -50,18 +50,18 @@ async def test_auto_fills_the_budget_stops_early_and_says_so_in_the_comparison(t
     assert len(held) == 1 and len(trained) == 9  # a tenth of the 10 rows held out, drawn with the seed
     [comparison] = history.comparisons
     [training] = comparison["training"]
-    # 9 rows at batch 2: 5 steps an epoch; after 3 timed steps the plan fills 60 s with 41, evaluated every 6;
-    # the loss is lowest at step 12 and rises twice: stopped at step 24, the step-12 adapter exported
-    assert training["plan"]["steps"] == 41 and training["plan"]["eval_steps"] == 6
+    # 9 rows at batch 2: 5 steps an epoch; after 3 timed steps the plan fills 30 s with 20, evaluated every 3;
+    # the loss is lowest at step 6 and rises twice: stopped at step 12, the step-6 adapter exported
+    assert training["plan"]["steps"] == 20 and training["plan"]["eval_steps"] == 3
     assert {key: training[key] for key in ("rows", "validation_rows", "n_epochs", "steps", "epochs", "exported_step",
                                            "best_validation_loss")} == {
-        "rows": 9, "validation_rows": 1, "n_epochs": "auto", "steps": 24, "epochs": 4.8, "exported_step": 12,
+        "rows": 9, "validation_rows": 1, "n_epochs": "auto", "steps": 12, "epochs": 2.4, "exported_step": 6,
         "best_validation_loss": 3.0}
-    assert training["validation_losses"] == [[0, 5.0], [6, 4.0], [12, 3.0], [18, 3.5], [24, 3.6]]
-    assert training["stopped"].startswith("early stop: validation loss 3.6 at step 24, not below the best 3 (step 12)")
+    assert training["validation_losses"] == [[0, 5.0], [3, 4.0], [6, 3.0], [9, 3.5], [12, 3.6]]
+    assert training["stopped"].startswith("early stop: validation loss 3.6 at step 12, not below the best 3 (step 6)")
     assert training["seconds"] > 0 and training["model"] == program.modules[-1].language_model.model
     assert comparison["accepted"] and comparison["verdict"].startswith("kept: val 1.000")
-    assert fake_export[0].name == "step_000012"
+    assert fake_export[0].name == "step_000006"
     assert optimizer.get_extra_state()["training"][next(iter(optimizer.training))] == training
 
 
@@ -69,12 +69,12 @@ async def test_a_dropped_tuned_model_says_why_in_its_comparison(tiny_model, tmp_
     previous = set_model_factory(lambda base, model: ScriptedLanguageModel(respond=lambda r: {"answer": "?"},
                                                                            model=model))
     try:
-        clock = install_clock(monkeypatch, step_s=1.0, eval_s=2.0)
+        clock = install_clock(monkeypatch, step_s=1.0, eval_s=1.0)
         scripted_losses(monkeypatch, clock, [5.0, 6.0, 7.0])
         program = await functional_program(ScriptedLanguageModel(
             respond=lambda request: {"answer": last_user_json(request)["question"].upper()}))
         program.compile(reward=pg.rewards.ExactMatch(), optimizer=FineTune(
-            base_model=str(tiny_model), output_dir=str(tmp_path / "ft"), n_epochs="auto", max_train_seconds=60,
+            base_model=str(tiny_model), output_dir=str(tmp_path / "ft"), n_epochs="auto", max_train_seconds=30,
             batch_size=2, max_length=4096, seed=0, lora={"r": 2, "target_modules": ["q_proj"]}))
         history = await program.fit(*labelled(*WORDS), validation_data=labelled("apia", "male"), epochs=1,
                                     batch_size=10, verbose=0)
