@@ -366,8 +366,8 @@ class FineTune(Optimizer):
         seed = self.seed if self.seed is not None else int(self.start_rng(ctx).integers(2**31))
         auto = self.n_epochs == "auto"
         validation: list[Conversation] = []
-        if auto:
-            conversations, validation = held_out(conversations, seed)
+        if auto:  # FineTune's own seed, not the drawn one: a resumed fit holds out the same rows, so it resumes
+            conversations, validation = held_out(conversations, self.seed if self.seed is not None else 0)
         files = {"train.jsonl": conversations, **({"validation.jsonl": validation} if auto else {})}
         texts = {name: "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in rows)
                  for name, rows in files.items()}
