@@ -18,7 +18,7 @@ from promptgym.modules.model_choice import set_model_factory
 from promptgym.optimizers.finetune import FineTune, FineTuneError
 from promptgym.testing import ScriptedLanguageModel, last_user_json
 from tests.finetune.budget_clock import install_clock, scripted_losses
-from tests.support import functional_program, labelled
+from tests.support import EventRecorder, functional_program, labelled
 
 WORDS = ("paris", "rome", "oslo", "lima", "bern", "kiev", "riga", "doha", "baku", "suva")
 
@@ -109,3 +109,42 @@ def test_the_toml_key_n_epochs_auto(tmp_path):
                                           r"max_train_seconds, but max_train_seconds is not set.*"
                                           r"\(optimizer.params: n_epochs='auto'\)"):
         build_optimizer(load_config([config]))
+
+
+async def test_a_killed_auto_fit_resumes_its_sft_with_the_same_plan(tiny_model, tmp_path, fake_export, tuned_is_right,
+                                                                    monkeypatch):
+    from promptgym.optimizers.finetune import sft as module
+
+    clock = install_clock(monkeypatch, step_s=1.0, eval_s=1.0)
+    scripted_losses(monkeypatch, clock, (5.0 - 0.01 * i for i in range(100)))
+    real, calls = module.run_auto_sft_job, []
+
+    def killed_after_the_plan(settings, folder, seed, name, budget, on_event):
+        calls.append(folder)
+        if len(calls) > 1:
+            return real(settings, folder, seed, name, budget, on_event)
+
+        def stop_there(event):
+            on_event(event)
+            if event.kind == "checkpoint_saved" and event["reason"] == "plan":
+                raise KeyboardInterrupt
+
+        return real(settings, folder, seed, name, budget, stop_there)
+
+    monkeypatch.setattr(module, "run_auto_sft_job", killed_after_the_plan)
+
+    async def fit(recorder=None):
+        program = await functional_program(ScriptedLanguageModel(respond=lambda request: {"answer": "?"}))
+        program.compile(reward=pg.rewards.ExactMatch(), optimizer=FineTune(
+            base_model=str(tiny_model), output_dir=str(tmp_path / "ft"), n_epochs="auto", max_train_seconds=30,
+            batch_size=2, max_length=4096, seed=0, lora={"r": 2, "target_modules": ["q_proj"]}))
+        return await program.fit(*labelled(*WORDS), validation_data=labelled("apia"), epochs=1, batch_size=10,
+                                 verbose=0, callbacks=[recorder] if recorder else [])
+
+    with pytest.raises(KeyboardInterrupt):
+        await fit()
+    recorder = EventRecorder()
+    history = await fit(recorder)
+    [started] = recorder.of("sft_started")
+    assert started["resume_from_step"] == 3 and started["steps"] == 20 and recorder.of("sft_planned") == []
+    assert history.comparisons[0]["training"][0]["plan"]["steps"] == 20
