@@ -24,6 +24,7 @@ from promptgym.core.events import (
     RunFinished,
     RunStarted,
     SFTEval,
+    SFTPlanned,
     SFTStarted,
     SFTStep,
     SpendCapHit,
@@ -74,6 +75,10 @@ def describe(record: dict[str, Any]) -> str | None:
             speed = f"  {event.tokens_per_s:.0f} tokens/s" if event.tokens_per_s is not None else ""
             evaluated = f"  eval loss {event.eval_loss:.4f}" if event.eval_loss is not None else ""
             return f"step {event.step}/{event.total_steps}  loss {event.loss:.4f}  lr {event.lr:.2e}{speed}{evaluated}"
+        case SFTPlanned() as event:
+            capped = f" (capped: {event.capped})" if event.capped else ""
+            return (f"n_epochs='auto': {event.steps} steps ({event.epochs:g} epochs) fill {event.budget_s:g} s at "
+                    f"{event.step_s:.3g} s a step; evaluated every {event.eval_steps} steps{capped}")
         case SFTEval(label=label, eval_loss=loss, step=step) if label != "step":
             return f"eval loss {loss:.4f} ({WHEN.get(label, label)}, step {step})"
         case RLStarted() as event:

@@ -82,7 +82,9 @@ class SFTJob:
 
     @property
     def total_steps(self) -> int:
-        return self.steps_per_epoch * self.settings.n_epochs
+        """Optimiser steps of the run: ``n_epochs`` epochs, or ``max_steps`` when that ends sooner."""
+        steps = self.steps_per_epoch * self.settings.n_epochs
+        return steps if self.settings.max_steps is None else min(steps, self.settings.max_steps)
 
     def measure_step_seconds(self) -> float:
         """Time one forward+backward pass on the first batch; no weight, RNG or optimiser state changes."""

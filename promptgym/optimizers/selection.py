@@ -193,11 +193,14 @@ async def keep_if_better_than_start(optimizer: Optimizer, ctx: OptimizerContext,
 
 async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, contenders: Sequence[Candidate | None],
                              describe: Callable[[Candidate], str] = lambda c: f"{c.origin} candidate {c.id}: ",
-                             stage: str | None = None) -> Candidate | None:
+                             stage: str | None = None,
+                             annotate: Callable[[Comparison], Comparison] = lambda comparison: comparison
+                             ) -> Candidate | None:
     """Score each contender and the incumbent on every validation example; the best strictly ahead wins.
 
     Each contender's comparison is announced (the winner's as accepted, the others' as rejected);
-    returns the winner (None when none is ahead: the incumbent stays).
+    returns the winner (None when none is ahead: the incumbent stays). ``annotate`` may return the
+    comparison with more to say (FineTune adds what it trained).
     """
     incumbent = optimizer.best
     label = "start" if incumbent.id == optimizer.start.id else "incumbent"
@@ -207,7 +210,7 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
         if contender is not None and contender.id != incumbent.id:
             comparison = await compare_on_validation(ctx, contender, incumbent, stage, incumbent_label=label)
             if comparison is not None:
-                compared.append((contender, comparison))
+                compared.append((contender, annotate(comparison)))
     ahead = [(c, comparison) for c, comparison in compared if comparison.accepted]
     winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
     if winner is None and compared:
