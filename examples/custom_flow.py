@@ -24,7 +24,7 @@ from promptgym.runs.events import Listener
 from promptgym.cli.render import ChartRenderer, Renderer
 from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 
 
 class CountingFlow:
@@ -73,7 +73,7 @@ class CountingFlow:
     def execute(self, run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None,
                 resume: bool, prepared: int | None, execution: ExecutionSpec | None) -> dict[str, Any]:
         self.calls.append("execute")
-        session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+        session = RunAttempt(run, masker, listeners, job_type=config.job.type, resume=resume)
         with session.ending(lost="numbers"), session.signals():
             for number in range(1, (prepared or 3) + 1):
                 run.update_status(counted=number)

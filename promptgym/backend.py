@@ -3,59 +3,10 @@ messages, score scales, numeric settings)."""
 
 from __future__ import annotations
 
-from promptgym.core.base_models import (  # noqa: F401
-    Embedding,
-    EmbeddingRequest,
-    Embeddings,
-    GenericInputs,
-    GenericIO,
-    GenericOutputs,
-    GenericResult,
-    Instructions,
-    Prediction,
-    Stamp,
-    Trainable,
-    is_embedded,
-    is_embedding,
-    is_embeddings,
-    is_instructions,
-    is_prediction,
-    is_stamped,
-    is_trainable,
-)
-from promptgym.core.chat import (  # noqa: F401
-    ChatMessage,
-    ChatMessages,
-    ChatRole,
-    ToolCall,
-    ToolCall as ToolCalling,
-    ToolCallFunction,
-    is_chat_message,
-    is_chat_messages,
-    is_strictly_chat_message,
-    is_strictly_chat_messages,
-    is_tool_call,
-)
-from promptgym.core.chat_completions import (  # noqa: F401
-    ChatCompletionChoice,
-    ChatCompletionCompletionTokensDetails,
-    ChatCompletionFunctionCall,
-    ChatCompletionJsonSchema,
-    ChatCompletionMessage,
-    ChatCompletionPromptTokensDetails,
-    ChatCompletionRequest,
-    ChatCompletionResponse,
-    ChatCompletionResponseFormat,
-    ChatCompletionTool,
-    ChatCompletionToolCall,
-    ChatCompletionToolFunction,
-    ChatCompletionUsage,
-    from_chat_completion_message,
-    from_chat_completion_messages,
-    to_chat_completion_message,
-    to_chat_completion_messages,
-    to_chat_completion_request,
-)
+from promptgym.core.base_models import *  # noqa: F403  (its __all__)
+from promptgym.core.chat import *  # noqa: F403  (its __all__)
+from promptgym.core.chat import ToolCall as ToolCalling  # noqa: F401  (synalinks' other name for it)
+from promptgym.core.chat_completions import *  # noqa: F403  (its __all__)
 from promptgym.core.data_model import DataModel, Field, is_meta_class  # noqa: F401
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.json_ops import (  # noqa: F401

@@ -7,24 +7,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from promptgym.core.serialization import by_identifier, custom_object_scope, deserialize_object, serialize_object
+from promptgym.core.serialization import identifier_functions
 from promptgym.lm.embedding_model import EmbeddingModel
 
-
-def get(identifier: Any) -> EmbeddingModel:
-    """An EmbeddingModel from an instance, a model string or a ``{"class_name", "config"}`` dict."""
-    return by_identifier(identifier, EmbeddingModel, "embedding model")
-
-
-def serialize(model: EmbeddingModel) -> dict[str, Any]:
-    return serialize_object(model)
-
-
-def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> EmbeddingModel:
-    with custom_object_scope(custom_objects or {}):
-        return deserialize_object(config, expected="embedding model")
-
+get, serialize, deserialize = identifier_functions(EmbeddingModel, "embedding model")
 
 __all__ = ["EmbeddingModel", "deserialize", "get", "serialize"]

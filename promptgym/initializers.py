@@ -19,7 +19,7 @@ from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
 from promptgym.core.schema import default_value
-from promptgym.core.serialization import custom_object_scope, deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import deserialize_in_scope, register_builtin, serialize_object
 
 
 def _json_of(data_model: Any) -> dict[str, Any]:
@@ -102,8 +102,7 @@ def serialize(initializer: Initializer) -> dict[str, Any]:
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Initializer:
     """Rebuild what :func:`serialize` wrote; ``custom_objects`` maps class names to your own classes."""
-    with custom_object_scope(custom_objects or {}):
-        return deserialize_object(config, expected="initializer")
+    return deserialize_in_scope(config, custom_objects, expected="initializer")
 
 
 __all__ = ["Empty", "INITIALIZERS", "Initializer", "deserialize", "empty", "get", "serialize"]

@@ -9,7 +9,8 @@
 depend on the input); ``fail_on=`` makes chosen calls fail. A streamed call
 (``lm.stream(...)``) hands the answer over word by word, ``stream_delay_s``
 apart; ``lm.streams`` counts the streams started, read to the end, and
-stopped by a reader that left.
+stopped by a reader that left. :func:`qa_run_config` writes the text of a
+small ``promptgym train`` config, for tests and benches of the command line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import numpy as np
@@ -196,3 +198,48 @@ class HashEmbeddingModel(EmbeddingModel):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "dimensions": self.dimensions}
+
+
+QA_GENERATOR = """[program.generator]
+name = "answerer"
+inputs = { question = "A question" }
+outputs = { answer = "The answer" }"""
+"""A config's program: one declared Generator, question -> answer."""
+
+
+def qa_run_config(train: str | Path, *, program: str = QA_GENERATOR, name: str = "test-run", job: str = "", model: str = "",
+                  optimizer: str = 'name = "randomfewshot"\nparams = { nb_max_examples = 2 }',
+                  training: str = "epochs = 2") -> str:
+    """A ``promptgym train`` config (TOML text): question -> answer over a JSONL file of
+    ``{"prompt": ..., "label": ...}`` rows, a quarter held out, scored by exact match.
+
+    ``job`` adds lines to ``[job]``; ``model`` and ``program`` are tables with
+    their headers, ``optimizer`` and ``training`` the bodies of theirs.
+
+    >>> import tomllib
+    >>> config = tomllib.loads(qa_run_config("train.jsonl"))
+    >>> config["program"]["generator"]["name"], config["data"]["validation_split"]
+    ('answerer', 0.25)
+    """
+    return f"""
+[job]
+name = "{name}"
+{job}
+{model}
+{program}
+
+[data]
+train = "{train}"
+x_fields = {{ question = "prompt" }}
+y_fields = {{ answer = "label" }}
+validation_split = 0.25
+
+[reward]
+name = "exactmatch"
+
+[optimizer]
+{optimizer}
+
+[training]
+{training}
+"""

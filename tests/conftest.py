@@ -29,3 +29,14 @@ def clean_defaults() -> None:
     forget_structured_modes()
     yield
     clear_defaults()
+
+
+@pytest.fixture
+def no_token_rule() -> None:
+    """For tests of other behaviour on a handful of validation examples, too few for a costlier candidate
+    (demonstrations) ever to win significantly (promptgym.stats.token_rule): the rule off, then back."""
+    from promptgym.stats.token_rule import set_token_rule
+
+    set_token_rule(None)
+    yield
+    set_token_rule()

@@ -2,10 +2,56 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
 import numpy as np
 
 import promptgym as pg
+from promptgym.core.local_server import free_port
 from promptgym.testing import ScriptedLanguageModel, last_user_json
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(file_name: str) -> ModuleType:
+    """``examples/<file_name>`` imported as a module of its stem's name (listed in ``sys.modules``, where
+    dataclasses look their module up)."""
+    path = EXAMPLES / file_name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def served_in_thread(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 in a thread, for code that calls it synchronously (a CLI run);
+    yields its base URL and stops it after."""
+    import uvicorn  # deferred: the serve extra, and this module is imported by every test
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not server.started:
+        assert time.time() < deadline, "the app's server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 class Question(pg.DataModel):

@@ -63,6 +63,8 @@ INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.optimizers.optimizer.Optimizer": "promptgym.optimizers.Optimizer",
     "synalinks.src.programs.functional.Functional": "promptgym.programs.Functional",
     "synalinks.src.backend.standardize_schema": "promptgym.core.json_ops.standardize_schema",
+    "synalinks.src.backend.dynamic_enum": "promptgym.core.json_ops.dynamic_enum",
+    "synalinks.src.backend.dynamic_enum_array": "promptgym.core.json_ops.dynamic_enum_array",
     # the phase of a model call (synalinks' op_scope is promptgym's lm_phase) and its wall clock
     "synalinks.src.backend.common.op_scope.op_scope": "promptgym.lm.usage.lm_phase",
     "synalinks.src.backend.common.op_scope.current_op_scope": "promptgym.lm.usage.current_op_scope",
@@ -79,7 +81,10 @@ INTERNAL_ALIASES: dict[str, str] = {
     "synalinks.src.metrics.em_metrics._collect_embedding_models":
         "promptgym.metrics.operational.collect_embedding_models",
     "synalinks.src.modules.core.tool.json_schema_type": "promptgym.modules.tool.json_schema_type",
+    "synalinks.src.modules.core.multi_decision.MultiDecisionAnswer": "promptgym.modules.decision.MultiDecisionAnswer",
     "synalinks.src.modules.language_models.language_model.StreamingIterator": "promptgym.lm.streaming.StreamingIterator",
+    # a tool's OpenAI wire declaration: synalinks' private helper, promptgym's Tool.openai_tool (called as Tool.openai_tool(tool))
+    "synalinks.src.modules.language_models.language_model._tool_to_wire": "promptgym.modules.tool.Tool.openai_tool",
     # OMEGA's request texts and its embedding distance (promptgym keeps them beside OMEGA, in omega_*.py)
     "synalinks.src.optimizers.omega.base_instructions": "promptgym.optimizers.omega_prompts.base_instructions",
     "synalinks.src.optimizers.omega.mutation_instructions": "promptgym.optimizers.omega_prompts.mutation_instructions",

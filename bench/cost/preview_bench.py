@@ -27,6 +27,7 @@ from bench.fake_openai_server import start_fake_server  # noqa: E402
 from promptgym.cli.main import app  # noqa: E402
 from promptgym.runs.folder import list_runs  # noqa: E402
 from promptgym.lm.prices import table_price  # noqa: E402
+from promptgym.testing import qa_run_config  # noqa: E402
 
 PRICE = table_price("gpt-4o-mini")
 RESULTS = ROOT / "bench" / "results" / "cost_preview.json"
@@ -50,38 +51,14 @@ def write_job(folder: Path, api_base: str, name: str, job: dict[str, Any]) -> Pa
     data = folder / f"{name}.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
     config = folder / f"{name}.toml"
-    config.write_text(f"""
-[job]
-name = "{name}"
-
-[model]
+    model = f"""[model]
 name = "openai/fake"
 api_base = "{api_base}"
 cache = false
 max_tokens = 64
-price = {{ input_per_mtok = {PRICE.input_per_mtok}, output_per_mtok = {PRICE.output_per_mtok} }}
-
-[program.generator]
-name = "answerer"
-inputs = {{ question = "A question" }}
-outputs = {{ answer = "The answer" }}
-
-[data]
-train = "{data}"
-x_fields = {{ question = "prompt" }}
-y_fields = {{ answer = "label" }}
-validation_split = 0.25
-
-[reward]
-name = "exactmatch"
-
-[optimizer]
-{job["optimizer"]}
-
-[training]
-epochs = 2
-batch_size = 4
-""")
+price = {{ input_per_mtok = {PRICE.input_per_mtok}, output_per_mtok = {PRICE.output_per_mtok} }}"""
+    config.write_text(qa_run_config(data, name=name, model=model, optimizer=job["optimizer"],
+                                    training="epochs = 2\nbatch_size = 4"))
     return config
 
 

@@ -6,7 +6,7 @@ The same job (same rows, seed and settings) three times:
 - Ray Train, 1 worker x every core: the same loop in one TorchTrainer worker (DDP over gloo with one copy);
 - Ray Train, 2 workers x (cores / 2) threads: each worker takes half of every micro-batch.
 
-Each Ray setting starts its own local Ray instance (as ``promptgym train --backend ray`` does). Reported:
+Each Ray setting starts its own local Ray instance (as ``promptgym train --executor ray`` does). Reported:
 the median seconds of a step (steps 2..N, from history.csv, which the first worker measures, waits for the
 all-reduce included), when the first step ended (model loads, Ray start, first evaluation), the whole
 run's wall time, and the final eval loss (equal across settings up to rounding: no dropout here). The GGUF
@@ -59,7 +59,7 @@ def one_setting(name: str, settings: Any, folder: Path, backend: Any) -> dict[st
 
     started = time.perf_counter()
     job = SFTJob.prepare(settings, name="bench")
-    result = run_sft(job, folder, backend=backend)
+    result = run_sft(job, folder, executor=backend)
     wall = time.perf_counter() - started
     steps = [row for row in StepHistory(folder / "history.csv").rows() if row.get("seconds") is not None]
     seconds = [float(row["seconds"]) for row in steps[1:]] or [float(steps[0]["seconds"])]
@@ -79,7 +79,7 @@ def main() -> None:
     rows = args.rows or (40 if args.model == "tiny" else 32)
 
     import promptgym.finetune.weight_run as finish
-    from promptgym.distributed.sft_train import RayTrainBackend
+    from promptgym.distributed.sft_train import RayTrainExecutor
 
     finish.export_files = lambda job, folder, adapter_dir, name, on_event: {}  # the export is not what we measure
     finish.register_finetuned_model = lambda entry: entry  # nor the registry: the bench's models aren't listed
@@ -90,9 +90,9 @@ def main() -> None:
         table = [
             one_setting(f"local, 1 process x {cores} threads", settings, folder / "local", None),
             one_setting(f"Ray Train, 1 worker x {cores} threads", settings, folder / "ray1",
-                        RayTrainBackend(num_workers=1, threads=cores)),
+                        RayTrainExecutor(num_workers=1, threads=cores)),
             one_setting(f"Ray Train, 2 workers x {max(1, cores // 2)} thread(s)", settings, folder / "ray2",
-                        RayTrainBackend(num_workers=2, threads=max(1, cores // 2))),
+                        RayTrainExecutor(num_workers=2, threads=max(1, cores // 2))),
         ]
     local = table[0]["s_per_step_median"]
     for row in table[1:]:

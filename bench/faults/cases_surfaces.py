@@ -215,6 +215,28 @@ def tool_cases() -> list[Case]:
                 return {"defined": True}
             report(main)
             """, expect="error", mention=("t" * 65, "1,64")),
+        tool_case("a result with text that is not Unicode (a lone surrogate, as from undecodable bytes)", """
+            def undecodable() -> dict:
+                '''A file name read with errors="surrogateescape".'''
+                return {"name": b"report-\\xff.txt".decode("utf-8", "surrogateescape")}
+            async def main():
+                result = tool_result(await Tool(undecodable)())
+                try:
+                    json.dumps(result.get("answer"), ensure_ascii=False).encode("utf-8")
+                    encodable = True
+                except UnicodeEncodeError:
+                    encodable = False
+                return {**result, "utf8": encodable}
+            report(main)
+            """, check=checked("utf8", lambda ok: ok is True, "text no model request can carry reaches the model")),
+        tool_case("an integer of 5000 digits in a result", """
+            def huge_number() -> dict:
+                '''Huge.'''
+                return {"n": 10 ** 5000}
+            async def main():
+                return tool_result(await Tool(huge_number)())
+            report(main)
+            """, expect="error", mention=("huge_number", "4300")),
         tool_case("a tool that raises (control)", """
             def broken(x: int) -> dict:
                 '''Broken.
@@ -265,6 +287,18 @@ def hang(x: int) -> int:
 def huge(x: int) -> str:
     """Answer 5 MB."""
     return "x" * 5_000_000
+
+@server.tool()
+def broken(x: int) -> int:
+    """Raise inside the server."""
+    raise RuntimeError("the database is down")
+
+@server.tool()
+def mute(x: int) -> int:
+    """Close the protocol stream, keep running."""
+    os.close(1)
+    time.sleep(3600)
+    return x
 
 if __name__ == "__main__":
     server.run("stdio")
@@ -326,6 +360,16 @@ def mcp_cases() -> list[Case]:
                 return await call("huge", {"x": 1})
             report(main)
             """, mention=("max_result_chars",)),
+        mcp_case("the tool raises inside the server", """
+            async def main():
+                return await call("broken", {"x": 1})
+            report(main)
+            """, mention=("broken", "the database is down")),
+        mcp_case("the server closes its output mid-call and keeps running, timeout 8 s", """
+            async def main():
+                return await call("mute", {"x": 1}, timeout=8.0)
+            report(main)
+            """, mention=("mute",)),
         mcp_case("the server command does not exist", """
             async def main():
                 return await call("add", {"a": 1, "b": 2}, command="/nonexistent/mcp-server")
@@ -447,6 +491,33 @@ def serve_cases(server) -> list[Case]:
                 [sock.close() for sock in idle]
             emit({"raised": None, "status": response.status_code})
             """, server, expect="ok", check=checked("status", lambda s: s == 200, "refused under the cap", "lost")),
+        serve_case("a body nested 50,000 deep", """
+            import httpx
+            body = '{"question": ' + "[" * 50000 + "]" * 50000 + "}"
+            with serve([save("qa.json", OK_URL)]) as served:
+                response = httpx.post(served.url + "/v1/programs/qa/predict", content=body,
+                                      headers={"content-type": "application/json"}, timeout=30)
+                alive = served.process.poll() is None
+            emit({"raised": "refused" if response.status_code != 200 else None, "alive": alive,
+                  "message": f"{response.status_code} {response.text[:200]}"})
+            """, server, mention=("400", "nested too deeply"),
+            check=checked("alive", lambda a: a is True, "serve died", "lost")),
+        serve_case("a 5000-digit number in the body", """
+            import httpx
+            with serve([save("qa.json", OK_URL)]) as served:
+                response = httpx.post(served.url + "/v1/programs/qa/predict", content='{"question": ' + "9" * 5000 + "}",
+                                      headers={"content-type": "application/json"}, timeout=30)
+            emit({"raised": "refused" if response.status_code != 200 else None,
+                  "message": f"{response.status_code} {response.text[:200]}"})
+            """, server, mention=("400", "digits")),
+        serve_case("NaN for a string field", """
+            import httpx
+            with serve([save("qa.json", OK_URL)]) as served:
+                response = httpx.post(served.url + "/v1/programs/qa/predict", content='{"question": NaN}',
+                                      headers={"content-type": "application/json"}, timeout=30)
+            emit({"raised": "refused" if response.status_code != 200 else None,
+                  "message": f"{response.status_code} {response.text[:200]}"})
+            """, server, mention=("422", "question")),
         serve_case("100 KB of request headers", """
             import httpx
             with serve([save("qa.json", OK_URL)]) as served:

@@ -5,8 +5,11 @@ split, then scores it on the same test items; the table gives the test accuracy 
 interval and the paired test against the untrained program, the training LM calls (model calls
 that were not cache hits, inference and validation together), the SFT steps and the wall time.
 
-    # the whole table (4 tasks x 7 rows; hours on a 2-core CPU):
-    flock /tmp/promptgym-llm.lock .venv/bin/python bench/finetune/run.py
+    # the four rows of issue 42 on the four tasks (each FineTune fills a 20-minute budget; about 5 hours here):
+    flock /tmp/promptgym-llm.lock .venv/bin/python bench/finetune/run.py --rows untrained,prompt,ft_labels,sequence \
+        --out bench/results/finetune_auto.jsonl
+    # what each row would train, without a model call (the arms' FineTune settings):
+    .venv/bin/python bench/finetune/run.py --dry-run
     # one task, some rows, fewer training rows:
     flock /tmp/promptgym-llm.lock .venv/bin/python bench/finetune/run.py --tasks mmlu_topics \\
         --rows untrained,ft_labels --n-train 120
@@ -58,6 +61,11 @@ def split(task: str, n_train: int, n_val: int, n_test: int, seed: int) -> tuple[
     return (x[:n_train], y[:n_train]), (x[n_train:], y[n_train:]), (x_test[:n_test], y_test[:n_test])
 
 
+def epochs(value: str) -> int | str:
+    """``--sft-epochs``: a whole number, or "auto" (fill ``--max-train-seconds``)."""
+    return value if value == "auto" else int(value)
+
+
 def optimizer_for(row: str, folder: Path, args: argparse.Namespace) -> Any:
     prompt = lambda: pg.optimizers.KNNFewShot(k=3)  # noqa: E731 - the prompt-only optimizer, three times below
     tune = dict(n_epochs=args.sft_epochs, batch_size=4, learning_rate=args.learning_rate, output_dir=str(folder / row),
@@ -101,7 +109,8 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
         program.compile(reward=pg.rewards.ExactMatch(), optimizer=optimizer)
         history = await program.fit(x, y, validation_data=(x_val, y_val), epochs=1, batch_size=len(x), verbose=0)
         stages = [{"stage": c.get("stage"), "accepted": c["accepted"], "val": c["candidate_score"],
-                   "start": c["incumbent_score"]} for c in history.comparisons]
+                   "start": c["incumbent_score"], **({"training": c["training"], "verdict": c["verdict"]}
+                                                      if "training" in c else {})} for c in history.comparisons]
     else:
         program.compile(reward=pg.rewards.ExactMatch())
     training_calls, train_seconds = calls_since(usage), time.time() - started
@@ -153,14 +162,25 @@ async def main() -> None:
     parser.add_argument("--n-train", type=int, default=360)
     parser.add_argument("--n-val", type=int, default=40)
     parser.add_argument("--n-test", type=int, default=200)
-    parser.add_argument("--sft-epochs", type=int, default=1)
-    parser.add_argument("--max-train-seconds", type=float, default=None)
+    parser.add_argument("--sft-epochs", type=epochs, default="auto",
+                        help='"auto" (default: fill --max-train-seconds, early stop, best checkpoint) or a number')
+    parser.add_argument("--max-train-seconds", type=float, default=1200)
     parser.add_argument("--learning-rate", type=float, default=2e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="/tmp/promptgym-bench-finetune", help="SFT run folders")
     parser.add_argument("--out", default=str(RESULTS / "finetune.jsonl"))
     parser.add_argument("--markdown", help="print the table of this results file and exit")
+    parser.add_argument("--dry-run", action="store_true", help="print each row's optimizer settings and exit")
     args = parser.parse_args()
+    if args.dry_run:
+        for row in args.rows.split(","):
+            optimizer = None if row == "untrained" else optimizer_for(row, Path(args.work) / "dry-run", args)
+            stages = getattr(optimizer, "stages", None) or ([optimizer] if optimizer is not None else [])
+            print(row + ": " + (" -> ".join(
+                type(stage).__name__ + (f"(source={stage.source!r}, n_epochs={stage.n_epochs!r}, max_train_seconds="
+                                        f"{stage.max_train_seconds:g})" if isinstance(stage, FineTune) else "")
+                for stage in stages) or "no optimizer"))
+        return
     if args.markdown:
         print(markdown(latest([json.loads(line) for line in Path(args.markdown).read_text().splitlines() if line.strip()])))
         return

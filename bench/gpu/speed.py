@@ -42,7 +42,7 @@ from promptgym.finetune.rl.settings import RLSettings
 from promptgym.finetune.rl.update import TrainingRow, grpo_update
 from promptgym.finetune.settings import SFTSettings
 from promptgym.finetune.sft_data import SFTData
-from promptgym.finetune.sft_flow import SFTJob, SFTRun
+from promptgym.finetune.sft_run import SFTJob, SFTRun
 
 # Qwen2.5-0.5B-Instruct's architecture (the embedded default, local/qwen2.5-coder-0.5b-instruct), written out so
 # that nothing is read from a hub or a model file.

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import promptgym as pg
+from promptgym.core.local_server import free_port
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,11 +39,6 @@ class Question(pg.DataModel):
 class Answer(pg.DataModel):
     answer: str = pg.Field(description="The answer")
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_server(fail_every: int) -> tuple[subprocess.Popen, str]:

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from grpo_settings import add_grpo_arguments  # this script's folder
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 
@@ -72,12 +74,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--from-run", default=None, help="summarise this CLI run folder instead of training")
     parser.add_argument("--base", default="local/smollm2-135m-instruct")
-    parser.add_argument("--iterations", type=int, default=30)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=3e-4)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--max-new-tokens", type=int, default=16)
+    add_grpo_arguments(parser, iterations=30)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--lora-r", type=int, default=16)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")

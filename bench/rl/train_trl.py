@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from grpo_settings import add_grpo_arguments  # this script's folder
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
@@ -27,12 +29,7 @@ def main() -> None:
     parser.add_argument("--base-dir", required=True)
     parser.add_argument("--seeds", required=True, help="JSON list: the prompts' seeds, in the order promptgym takes them")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--learning-rate", type=float, default=3e-4)
+    add_grpo_arguments(parser)
     parser.add_argument("--lora-r", type=int, default=16)
     parser.add_argument("--gradient-checkpointing", action="store_true", help="TRL's GRPOConfig default; off to match promptgym")
     args = parser.parse_args()

@@ -29,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "peers"))
 from trl_worker import TRL_PYTHON, run_worker  # noqa: E402
 
+from grpo_settings import add_grpo_arguments, grpo_argv  # noqa: E402  (this script's folder)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -50,12 +52,7 @@ def summary(measured: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default="local/smollm2-135m-instruct")
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--learning-rate", type=float, default=3e-4)
+    add_grpo_arguments(parser)
     parser.add_argument("--repeats", type=int, default=1, help="runs of each trainer, alternating")
     parser.add_argument("--trl-gradient-checkpointing", action="store_true")
     parser.add_argument("--json", default=None)
@@ -71,9 +68,7 @@ def main() -> None:
              for seed, _ in iteration_tasks(SPLITS["train"], args.batch_size, 1, 0, i)]
     scratch = Path(tempfile.mkdtemp(prefix="rl-vs-trl-"))
     (scratch / "seeds.json").write_text(json.dumps(order))
-    common = ["--iterations", str(args.iterations), "--group-size", str(args.group_size), "--batch-size",
-              str(args.batch_size), "--max-new-tokens", str(args.max_new_tokens), "--temperature", str(args.temperature),
-              "--learning-rate", str(args.learning_rate)]
+    common = grpo_argv(args)
     runs: dict[str, list[dict]] = {"promptgym": [], "trl": []}
     load = [round(os.getloadavg()[0], 2)]
     for repeat in range(args.repeats):

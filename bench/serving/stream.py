@@ -17,8 +17,10 @@ and the fake server counts the upstream streams that serve closed for the client
 ``ttft``: the same prompts (distinct, so serve's response cache never answers) to the
 embedded model through serve, read with the official ``openai`` client, and to llama.cpp
 directly in this process (``create_chat_completion(stream=True)``: the engine's own first
-token), alternating which goes first. Then three requests to a program on the same model
-(constrained JSON) check that its last field streams in pieces and joins to its output. Writes bench/results/serving_stream_{fake,ttft}.json.
+token), alternating which goes first; each pair's serve / engine ratio and added milliseconds,
+with bootstrap intervals of their medians, over all pairs and the quiet ones. Then three
+requests to a program on the same model (constrained JSON) check that its last field streams
+in pieces and joins to its output. Writes bench/results/serving_stream_{fake,ttft}.json.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import asyncio
 import http.client
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -56,9 +59,10 @@ class Question(pg.DataModel):
     question: str = pg.Field(description="A question")
 
 
-def start_process(command: list[str], pattern: str, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """A process started, and the URL it prints (``pattern`` with one group)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def start_process(command: list[str], pattern: str, timeout: float = 120,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A process started (``env`` added to this one's), and the URL it prints (``pattern`` with one group)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
     lines: list[str] = []
     found: list[str] = []
@@ -279,9 +283,43 @@ def program_stream_check(client: Any, index: int) -> dict[str, Any]:
             "answer": whole.get("answer"), "same": "".join(texts) == whole.get("answer")}
 
 
+QUIET = 1.25
+"""A pair is *quiet* when its engine side is within this factor of the run's fastest engine first token (the
+machine's other jobs held it up least)."""
+
+
+def bootstrap_median(values: list[float], rounds: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """The 95% bootstrap interval of the median of ``values`` (seeded: a rerun gives the same interval)."""
+    draw = random.Random(seed)
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(rounds))
+    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
+
+
+def paired_summary(engine: list[float], served: list[float]) -> dict[str, Any]:
+    """Per pair (the same prompt, one side after the other): serve / engine and serve - engine, their medians
+    with bootstrap intervals, over all pairs and over the quiet ones."""
+    out: dict[str, Any] = {}
+    fastest = min(engine)
+    for name, pairs in (("all", list(zip(engine, served))),
+                        ("quiet", [(e, s) for e, s in zip(engine, served) if e <= QUIET * fastest])):
+        ratios = [s / e for e, s in pairs]
+        added = [(s - e) * 1000 for e, s in pairs]
+        low, high = bootstrap_median(ratios)
+        added_low, added_high = bootstrap_median(added)
+        out[f"pairs_{name}"] = {
+            "n": len(pairs), "ratio_median": round(statistics.median(ratios), 3),
+            "ratio_median_95ci": [round(low, 3), round(high, 3)],
+            "added_ms_median": round(statistics.median(added), 1),
+            "added_ms_median_95ci": [round(added_low, 1), round(added_high, 1)],
+            "engine_ms_median": round(statistics.median(e for e, _ in pairs) * 1000, 1),
+            "within_20_percent": round(sum(r <= 1.2 for r in ratios) / len(ratios), 3)}
+    return out
+
+
 def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     import openai  # deferred: only this mode needs the client
 
+    from promptgym.lm.cache import models_dir
     from promptgym.lm.local_engine import shared_local_engine
     from promptgym.lm.local_models import resolve_local_model
 
@@ -290,9 +328,12 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     folder = tempfile.TemporaryDirectory()
     program = Path(folder.name) / "qa.json"
     asyncio.run(save_local_program(program))
+    # A fresh response cache: prompts distinct within a run repeat across runs, and a cached answer is no first token.
+    fresh = {"PROMPTGYM_CACHE_DIR": str(Path(folder.name) / "cache"), "PROMPTGYM_MODELS_DIR": str(models_dir())}
     serve, url = start_process([PY, "-m", "promptgym.cli.main", "serve", str(program), "--model", LOCAL_MODEL,
-                                "--port", "0"], r"serving on (http://\S+)")
+                                "--port", "0"], r"serving on (http://\S+)", env=fresh)
     engine, served, pieces = [], [], []
+    load_before = round(os.getloadavg()[0], 2)
     try:
         wait_until_up(url)
         client = openai.OpenAI(api_key="unused", base_url=f"{url}/v1", max_retries=0, timeout=120)
@@ -311,6 +352,7 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
         folder.cleanup()
     engine_p50, serve_p50 = statistics.median(engine), statistics.median(served)
     return {
+        **paired_summary(engine, served), "load_average_1min": [load_before, round(os.getloadavg()[0], 2)],
         "bench": "serving_stream_ttft", "model": LOCAL_MODEL, "n": n, "max_tokens": max_tokens, "warmup": warmup,
         "engine_ttft_p50_ms": round(engine_p50 * 1000, 1), "serve_ttft_p50_ms": round(serve_p50 * 1000, 1),
         "engine_ttft_mean_ms": round(statistics.fmean(engine) * 1000, 1),

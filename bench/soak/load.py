@@ -39,7 +39,7 @@ def worker(url: str, path: str, deadline: float, started: float, counter: "itert
             payload = response.read()
             row.update(status=response.status, ms=round((time.perf_counter() - sent) * 1000, 3))
             if response.status >= 300:
-                row["body"] = payload[:300].decode("utf-8", "replace")
+                row["body"] = payload[:1000].decode("utf-8", "replace")  # enough for the whole reason
             if response.getheader("connection", "").lower() == "close":
                 connection.close()
                 connection = None

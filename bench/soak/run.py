@@ -11,7 +11,8 @@ process; the fake OpenAI server (``--latency-ms`` per answer, like a model) and 
 the server's resident memory and open descriptors, sampled from /proc every few seconds, are its own.
 
 Reported: RSS and open descriptors over time, p50/p99 latency per minute, every non-2xx answer and
-every lost request (a connection that failed), and RSS growth after warm-up (the first minute, or the
+every lost request (a connection that failed; the first 10 with their bodies in ``first_bad``), on an
+embedded model the answers cut at ``--max-tokens`` (closed and served 200), and RSS growth after warm-up (the first minute, or the
 first fifth of a shorter run): the mean of the last minute against the end of warm-up. Targets: growth
 under 5%, 0 lost, 0 5xx.
 """
@@ -23,6 +24,7 @@ import asyncio
 import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,13 +46,13 @@ import promptgym as pg  # noqa: E402
 PY = sys.executable
 
 
-async def save_program(model: str, base_url: str | None, path: Path) -> None:
+async def save_program(model: str, base_url: str | None, path: Path, max_tokens: int) -> None:
     """The one-step QA program, every cache off, on the fake server or an embedded model."""
     if model == "fake":
         lm = pg.LanguageModel(model="openai/fake", api_base=f"{base_url}/v1", api_key="fake", cache=False,
                               concurrency=64)
     else:
-        lm = pg.LanguageModel(model=model, cache=False, max_tokens=48)
+        lm = pg.LanguageModel(model=model, cache=False, max_tokens=max_tokens)
     inputs = pg.Input(data_model=Question)
     outputs = await pg.Generator(data_model=Answer, language_model=lm, instructions="Answer the question.")(inputs)
     pg.Program(inputs=inputs, outputs=outputs, name="qa").save(str(path))
@@ -102,6 +104,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--model", default="fake", help="'fake' (the fake OpenAI server) or local/NAME")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="the fake server's time per answer")
+    parser.add_argument("--max-tokens", type=int, default=48,
+                        help="the embedded model's answer limit (an answer cut there is closed, and counted)")
     parser.add_argument("--sample-every", type=float, default=5.0, help="seconds between RSS/fd samples")
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "soak_fake.json")
     args = parser.parse_args()
@@ -118,7 +122,7 @@ def main() -> None:
             base_url = f"http://127.0.0.1:{fake_port}"
             wait_until_up(f"{base_url}/v1/models")
         program = folder / "qa.json"
-        asyncio.run(save_program(args.model, base_url, program))
+        asyncio.run(save_program(args.model, base_url, program, args.max_tokens))
         port = free_port()
         server = start_serve(program, port, folder / "serve.log")
         try:
@@ -138,7 +142,11 @@ def main() -> None:
                 fake.terminate()
                 fake.wait(timeout=30)
         rows = [json.loads(line) for line in (folder / "load.jsonl").read_text().splitlines() if line.strip()]
-        log_tail = (folder / "serve.log").read_text()[-2000:]
+        log = (folder / "serve.log").read_text()
+        log_tail = log[-2000:]
+    # The log line's tokens=PROMPT+COMPLETION: an answer of exactly max_tokens was cut there (and closed).
+    completions = [int(match) for match in re.findall(r" 200 .* tokens=\d+\+(\d+)", log)]
+    cut = sum(1 for tokens in completions if tokens >= args.max_tokens) if args.model != "fake" else 0
     bad = [row for row in rows if not 200 <= row["status"] < 300]
     report = {
         "command": " ".join(["bench/soak/run.py", *sys.argv[1:]]), "model": args.model,
@@ -146,12 +154,13 @@ def main() -> None:
         "ok": len(rows) - len(bad), "lost": sum(1 for row in bad if row["status"] == 0),
         "5xx": sum(1 for row in bad if row["status"] >= 500),
         "non_2xx": collections.Counter(str(row["status"]) for row in bad),
-        "first_bad": bad[:10], "server_exit": exit_status, "rss": rss_growth(samples, seconds),
+        "answers_cut_at_max_tokens": cut, "first_bad": bad[:10], "server_exit": exit_status, "rss": rss_growth(samples, seconds),
         "per_minute": per_minute(rows), "samples": samples, "server_log_tail": log_tail,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    summary = {key: report[key] for key in ("model", "minutes", "requests", "ok", "lost", "5xx", "non_2xx", "rss")}
+    summary = {key: report[key] for key in ("model", "minutes", "requests", "ok", "lost", "5xx", "non_2xx",
+                                            "answers_cut_at_max_tokens", "rss")}
     print(json.dumps(summary, indent=1))
     for row in report["per_minute"]:
         print(row)

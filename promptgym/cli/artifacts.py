@@ -14,8 +14,14 @@ from promptgym.optimizers import Optimizer
 from promptgym.programs.program import Program
 from promptgym.stats import Evaluation, format_p
 from promptgym.runs.history import history_columns
+from promptgym.training.progress import HIDDEN_BY_DEFAULT
 from promptgym.training.spend import format_usd
-from promptgym.utils import plot_history, plot_metrics_comparison_with_mean_and_std  # matplotlib loads when plotting
+from promptgym.utils import (  # matplotlib loads when plotting
+    cost_points,
+    plot_cost_vs_score,
+    plot_history,
+    plot_metrics_comparison_with_mean_and_std,
+)
 
 logger = logging.getLogger("promptgym")
 TOP_CANDIDATES = 5
@@ -50,15 +56,31 @@ def paired_evaluations(status: dict[str, Any]) -> tuple[Evaluation, Evaluation] 
     return before, after
 
 
+def plotted_history(columns: dict[str, list[float]]) -> dict[str, list[float]]:
+    """The history columns the training plot draws: quality, calls, tokens and the run's total cost.
+
+    Breakdowns and spend details (``lm_calls_<phase>``, ``cost_usd_<phase>``, ``saved_usd``, ``compute_s``,
+    ``unpriced_calls``...) stay in history.csv and summary.md, as in the progress bar: a panel each made the
+    figure 13 panels, most of them zeros, and drawing it most of a short run's time.
+
+    >>> sorted(plotted_history({"reward": [1.0], "cost_usd": [0.1], "cost_usd_judge": [0.0], "lm_calls_inference": [3]}))
+    ['cost_usd', 'reward']
+    """
+    return {key: values for key, values in columns.items()
+            if not key.startswith(("lm_calls_", *HIDDEN_BY_DEFAULT)) and key not in ("failures", "unpriced_calls")}
+
+
 def write_plots(run: RunFolder, status: dict[str, Any] | None = None) -> list[str]:
-    history = {key: values for key, values in history_columns(run.path / "history.csv").items()
-               if not key.startswith("lm_calls_") and key != "failures"}
+    history = plotted_history(history_columns(run.path / "history.csv"))
     pair = paired_evaluations(status or {})
     written = []
     try:
         if history:
             written.append(plot_history(history, to_folder=run.path / "plots", to_file="training_history.png",
                                         title=run.id))
+        points = cost_points(run_comparisons(run))
+        if len(points) > 1:
+            written.append(plot_cost_vs_score(points, to_folder=run.path / "plots", title=f"{run.id}: cost vs score"))
         if pair is not None:
             written.append(plot_metrics_comparison_with_mean_and_std(
                 {"baseline": [pair[0]], "best": [pair[1]]}, to_folder=run.path / "plots", to_file="before_after.png",
@@ -66,6 +88,21 @@ def write_plots(run: RunFolder, status: dict[str, Any] | None = None) -> list[st
     except Exception as error:  # noqa: BLE001 - a missing plotting extra must not fail the run
         logger.warning("plots skipped: %s", error)
     return [str(path.relative_to(run.path)) for path in written]
+
+
+def run_comparisons(run: RunFolder) -> list[dict[str, Any]]:
+    """``history.comparisons`` as the run's events logged them."""
+    return [event["comparison"] for event in run.events()
+            if event["event"] in ("candidate_accepted", "candidate_rejected") and event.get("comparison")]
+
+
+def cost_cells(entry: dict[str, Any]) -> str:
+    """``| 212 | $0.000105 |``: tokens and dollars per call of an evaluation (``-`` when not measured)."""
+    cost = (entry.get("statistics") or {}).get("cost") or {}
+    tokens = cost.get("tokens_per_call")
+    usd = cost.get("usd_per_call")
+    return (f" {tokens:.0f} |" if tokens is not None else " - |") + \
+        (f" {format_usd(usd)} |" if usd is not None else (" unknown |" if tokens is not None else " - |"))
 
 
 def _score(value: Any) -> str:
@@ -160,10 +197,11 @@ def summary_markdown(run: RunFolder, job: RunPlan, status: dict[str, Any], ranke
         f"- Failed examples: {failures_line(status)}",
         f"- Time: {status.get('elapsed_s', 0):.1f} s", "",
         "## Scores", "",
-        f"| | {reward} | 95% CI | split | examples |", "|---|---|---|---|---|",
+        f"| | {reward} | 95% CI | split | examples | tokens/call | $/call |", "|---|---|---|---|---|---|---|",
         f"| baseline | {_score(before)} | {_interval(baseline, reward)} | {baseline.get('split', '-')} | "
-        f"{baseline.get('size', '-')} |",
-        f"| best | {_score(after)} | {_interval(final, reward)} | {final.get('split', '-')} | {final.get('size', '-')} |",
+        f"{baseline.get('size', '-')} |{cost_cells(baseline)}",
+        f"| best | {_score(after)} | {_interval(final, reward)} | {final.get('split', '-')} | {final.get('size', '-')} |"
+        f"{cost_cells(final)}",
         "", *improvement_lines(status, reward), *validation_lines(run), *stage_lines(run),
     ]
     lines += prompt_section(job.program)

@@ -24,6 +24,7 @@ from promptgym.core.events import (
     RunFinished,
     RunStarted,
     SFTEval,
+    SFTPlanned,
     SFTStarted,
     SFTStep,
     SpendCapHit,
@@ -74,6 +75,10 @@ def describe(record: dict[str, Any]) -> str | None:
             speed = f"  {event.tokens_per_s:.0f} tokens/s" if event.tokens_per_s is not None else ""
             evaluated = f"  eval loss {event.eval_loss:.4f}" if event.eval_loss is not None else ""
             return f"step {event.step}/{event.total_steps}  loss {event.loss:.4f}  lr {event.lr:.2e}{speed}{evaluated}"
+        case SFTPlanned() as event:
+            capped = f" (capped: {event.capped})" if event.capped else ""
+            return (f"n_epochs='auto': {event.steps} steps ({event.epochs:g} epochs) fill {event.budget_s:g} s at "
+                    f"{event.step_s:.3g} s a step; evaluated every {event.eval_steps} steps{capped}")
         case SFTEval(label=label, eval_loss=loss, step=step) if label != "step":
             return f"eval loss {loss:.4f} ({WHEN.get(label, label)}, step {step})"
         case RLStarted() as event:
@@ -220,7 +225,25 @@ class ChartRenderer:
             self.console.print(self.status, markup=False)
 
 
-class LossChartRenderer(ChartRenderer):
+class _WeightRunChartRenderer(ChartRenderer):
+    """A weight-training run's chart: an event is a train point, an eval point, the run's end, or not charted."""
+
+    def point(self, event: Any) -> tuple[list[tuple[int, float]], int, float] | None:
+        """The series (``self.train`` or ``self.val``) ``event`` adds to, and its x and y; None when it adds none."""
+        raise NotImplementedError
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        event = from_record(record)
+        if (point := self.point(event)) is not None:
+            series, x, y = point
+            series.append((x, y))
+        elif not isinstance(event, (RunFinished, ModelRegistered)):
+            return
+        self.status = describe(record) or self.status
+        self._refresh()
+
+
+class LossChartRenderer(_WeightRunChartRenderer):
     """Training loss per step and evaluation loss, scaled to their range (weight training)."""
 
     def chart(self) -> str:
@@ -229,21 +252,16 @@ class LossChartRenderer(ChartRenderer):
         return text_chart(self.train, self.val, self.width, self.height, self.status or "loss", y_range=y_range,
                           legend="* train loss per step   E eval loss", val_mark="E")
 
-    def __call__(self, record: dict[str, Any]) -> None:
-        match from_record(record):
+    def point(self, event: Any) -> tuple[list[tuple[int, float]], int, float] | None:
+        match event:
             case SFTStep(step=step, loss=loss) if loss is not None:
-                self.train.append((step, float(loss)))
+                return self.train, step, float(loss)
             case SFTEval(step=step, eval_loss=loss):
-                self.val.append((step, float(loss)))
-            case RunFinished() | ModelRegistered():
-                pass
-            case _:
-                return
-        self.status = describe(record) or self.status
-        self._refresh()
+                return self.val, step, float(loss)
+        return None
 
 
-class RewardChartRenderer(ChartRenderer):
+class RewardChartRenderer(_WeightRunChartRenderer):
     """An RL run: mean training reward per iteration and greedy evaluation rewards."""
 
     def chart(self) -> str:
@@ -254,18 +272,13 @@ class RewardChartRenderer(ChartRenderer):
                           legend="* train reward per iteration   E eval reward (greedy)", val_mark="E",
                           x_label="iteration")
 
-    def __call__(self, record: dict[str, Any]) -> None:
-        match from_record(record):
+    def point(self, event: Any) -> tuple[list[tuple[int, float]], int, float] | None:
+        match event:
             case RLIteration(iteration=iteration, mean_reward=reward) if reward is not None:
-                self.train.append((iteration, float(reward)))
+                return self.train, iteration, float(reward)
             case RLEvaluation(iteration=iteration, reward=reward) if reward is not None:
-                self.val.append((iteration, float(reward)))
-            case RunFinished() | ModelRegistered():
-                pass
-            case _:
-                return
-        self.status = describe(record) or self.status
-        self._refresh()
+                return self.val, iteration, float(reward)
+        return None
 
 
 Renderer = CliRenderer | ChartRenderer

@@ -21,7 +21,7 @@ from promptgym.training.run_recorder import RunRecorder
 from promptgym.cli.run_loggers import with_run_loggers
 from promptgym.runs.folder import SESSION_CALLS, RunFolder
 from promptgym.cli.secrets import Masker
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 from promptgym.core.events import ArtifactsWritten, Evaluated, Event, Resumed
 from promptgym.lm.spend import SpendCap, SpendCapReached
 from promptgym.lm.usage import LEDGER, Usage
@@ -134,7 +134,7 @@ class PromptAccounting:
         return {**counts, **spend, "failures": failure_counts({**previous, **changes, **counts})}
 
 
-async def train_program(job: RunPlan, session: RunSession, recorder: RunRecorder, training: FailureTally,
+async def train_program(job: RunPlan, session: RunAttempt, recorder: RunRecorder, training: FailureTally,
                         resume: bool, executor: Executor | None, spent_usd: float = 0.0) -> dict[str, Any] | None:
     """:func:`train_and_evaluate` under ``[budget] max_usd`` (counting what earlier sessions spent): None when
     the cap stopped it (the status says so; ``--resume`` goes on from the last checkpoint)."""
@@ -154,7 +154,7 @@ async def train_program(job: RunPlan, session: RunSession, recorder: RunRecorder
     return final
 
 
-async def train_and_evaluate(job: RunPlan, session: RunSession, recorder: RunRecorder, training: FailureTally,
+async def train_and_evaluate(job: RunPlan, session: RunAttempt, recorder: RunRecorder, training: FailureTally,
                              resume: bool, executor: Executor | None) -> dict[str, Any] | None:
     """Compile, restore (on resume), evaluate the baseline, ``fit()``, evaluate the best: the final evaluation."""
     run, config = session.run, job.config
@@ -191,7 +191,7 @@ async def execute(run: RunFolder, config: JobConfig, masker: Masker, listeners: 
     listeners = with_run_loggers(listeners, config, run, masker)
     training = FailureTally()
     accounting = PromptAccounting(run, training)
-    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume, accounting=accounting,
+    session = RunAttempt(run, masker, listeners, job_type=config.job.type, resume=resume, accounting=accounting,
                          runs_on=execution.describe() if execution is not None else None)
     recorder = RunRecorder(run, session.events)
     executor = execution.executor() if execution is not None else None

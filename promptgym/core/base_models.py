@@ -13,6 +13,28 @@ from typing import Any, Optional, Union
 from promptgym.core.data_model import DataModel, Field
 
 
+__all__ = [
+    "Embedding",
+    "EmbeddingRequest",
+    "Embeddings",
+    "GenericIO",
+    "GenericInputs",
+    "GenericOutputs",
+    "GenericResult",
+    "Instructions",
+    "Prediction",
+    "Stamp",
+    "Trainable",
+    "is_embedded",
+    "is_embedding",
+    "is_embeddings",
+    "is_instructions",
+    "is_prediction",
+    "is_stamped",
+    "is_trainable",
+]
+
+
 class GenericInputs(DataModel):
     inputs: dict[str, Any] = Field(default_factory=dict, description="The inputs")
 

@@ -19,6 +19,20 @@ import pydantic
 from promptgym.core.data_model import DataModel, Field
 
 
+__all__ = [
+    "ChatMessage",
+    "ChatMessages",
+    "ChatRole",
+    "ToolCall",
+    "ToolCallFunction",
+    "is_chat_message",
+    "is_chat_messages",
+    "is_strictly_chat_message",
+    "is_strictly_chat_messages",
+    "is_tool_call",
+]
+
+
 class ChatRole(str, Enum):
     SYSTEM = "system"
     DEVELOPER = "developer"

@@ -17,6 +17,28 @@ from typing import Any, Literal, Optional, Union
 from promptgym.core.chat import ChatMessage, ChatMessages, ChatRole, ToolCall, ToolCallFunction
 from promptgym.core.data_model import DataModel, Field
 
+__all__ = [
+    "ChatCompletionChoice",
+    "ChatCompletionCompletionTokensDetails",
+    "ChatCompletionFunctionCall",
+    "ChatCompletionJsonSchema",
+    "ChatCompletionMessage",
+    "ChatCompletionPromptTokensDetails",
+    "ChatCompletionRequest",
+    "ChatCompletionResponse",
+    "ChatCompletionResponseFormat",
+    "ChatCompletionTool",
+    "ChatCompletionToolCall",
+    "ChatCompletionToolFunction",
+    "ChatCompletionUsage",
+    "from_chat_completion_message",
+    "from_chat_completion_messages",
+    "to_chat_completion_message",
+    "to_chat_completion_messages",
+    "to_chat_completion_request",
+]
+
+
 Role = Literal["developer", "system", "user", "assistant", "tool", "function"]
 
 

@@ -399,6 +399,22 @@ class SFTEval(Event):
 
 
 @dataclass(frozen=True)
+class SFTPlanned(Event):
+    """``n_epochs="auto"``: the steps and evaluations planned to fill ``budget_s``, from the first steps' times."""
+
+    kind: ClassVar[str] = "sft_planned"
+    steps: int
+    epochs: float
+    steps_per_epoch: int
+    eval_steps: int
+    patience: int
+    step_s: float
+    eval_s: float
+    budget_s: float
+    capped: str = ""
+
+
+@dataclass(frozen=True)
 class ModelExported(Event):
     """A GGUF file written (``part``: merged or adapter)."""
 

@@ -19,6 +19,13 @@ GRACEFUL_S = 2.0
 """How long a stop waits for requests still in flight before it closes their connections."""
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a server that takes a port number, not a socket)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def bound_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free one)."""
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without it

@@ -36,6 +36,15 @@ class Retry(Exception):
         self.rate_limited = rate_limited
         self.wait_s = wait_s
 
+    @classmethod
+    def of(cls, error: BaseException) -> "Retry":
+        """A try that failed with ``error`` (a dropped connection...): its type, and its message if it has one.
+
+        >>> Retry.of(ConnectionResetError("peer closed")).reason, Retry.of(TimeoutError()).reason
+        ('ConnectionResetError: peer closed', 'TimeoutError')
+        """
+        return cls(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
+
 
 class RetriesExhausted(Exception):
     """Every try failed; ``last`` is the last try's :class:`Retry`."""

@@ -121,6 +121,23 @@ def deserialize_object(data: dict[str, Any], *, expected: str = "object") -> Any
         raise
 
 
+def with_objects(config: dict[str, Any], **expected: str) -> dict[str, Any]:
+    """A copy of ``config`` in which each key named in ``expected`` that holds a
+    serialized object (a dict, as :func:`serialize_object` wrote it) is rebuilt.
+
+    The shared half of a ``from_config`` whose arguments include objects: keys
+    that are absent, ``None`` or already objects are left as they are.
+
+    >>> with_objects({"k": 2, "reward": None}, reward="reward")
+    {'k': 2, 'reward': None}
+    """
+    config = dict(config)
+    for key, kind in expected.items():
+        if isinstance(config.get(key), dict):
+            config[key] = deserialize_object(config[key], expected=kind)
+    return config
+
+
 def _mark(error: Exception, where: Any) -> None:
     if not hasattr(error, _WHERE):
         with contextlib.suppress(AttributeError, TypeError):
@@ -213,6 +230,42 @@ def by_identifier(identifier: Any, cls: type, kind: str) -> Any:
         return deserialize_object(identifier, expected=kind)
     raise TypeError(f"{a_or_an(kind)} {kind} is {a_or_an(cls.__name__)} {cls.__name__}, a model string or a config dict, "
                     f"got {identifier!r:.80}")
+
+
+def deserialize_in_scope(config: dict[str, Any], custom_objects: dict[str, Any] | None = None, *,
+                         expected: str = "object") -> Any:
+    """:func:`deserialize_object` with ``custom_objects`` (name -> class) loadable for this call only.
+
+    The body of every package's synalinks-style ``deserialize(config, custom_objects)``.
+    """
+    with custom_object_scope(custom_objects or {}):
+        return deserialize_object(config, expected=expected)
+
+
+def identifier_functions(cls: type[T], kind: str) -> tuple[Callable[[Any], T], Callable[[T], dict[str, Any]],
+                                                           Callable[..., T]]:
+    """``get``, ``serialize`` and ``deserialize`` of a package of ``cls`` models (synalinks' ``language_models``).
+
+    >>> from promptgym.lm.language_model import LanguageModel
+    >>> get, serialize, deserialize = identifier_functions(LanguageModel, "language model")
+    >>> deserialize(serialize(get("ollama/qwen3"))).model
+    'ollama/qwen3'
+    """
+    def get(identifier: Any) -> T:
+        return by_identifier(identifier, cls, kind)
+
+    def serialize(model: T) -> dict[str, Any]:
+        return serialize_object(model)
+
+    def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> T:
+        return deserialize_in_scope(config, custom_objects, expected=kind)
+
+    get.__doc__ = (f"{a_or_an(cls.__name__).capitalize()} {cls.__name__} from an instance, a model string or a "
+                   '``{"class_name", "config"}`` dict.')
+    serialize.__doc__ = f'``{{"class_name": ..., "config": ...}}`` of {a_or_an(kind)} {kind}.'
+    deserialize.__doc__ = (f"Rebuild {a_or_an(kind)} {kind} from :func:`serialize`'s dict (registered classes, "
+                           "or ``custom_objects``).")
+    return get, serialize, deserialize
 
 
 def a_or_an(word: str) -> str:

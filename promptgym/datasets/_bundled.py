@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -60,3 +61,31 @@ def split_arrays(records: list[dict[str, Any]], path: str, input_model: Any, out
     train, test = seeded_split(records, n_train, seed, limit)
     return (records_to_arrays(train, input_model, output_model, path=path),
             records_to_arrays(test, input_model, output_model, path=path))
+
+
+def bundled_loader(file: str, input_model: Any, output_model: Any, *, n_train: int,
+                   records: Callable[[], list[dict[str, Any]]] | None = None) -> Callable[..., Any]:
+    """A dataset module's ``load_data(n_train, seed, limit)``: ``split_arrays`` of the bundled ``file``.
+
+    ``n_train`` is the default train size; ``records`` reads the examples when
+    they are not the file's records as they stand (``read_records(file)``).
+
+    >>> from promptgym.datasets import boolq
+    >>> load = bundled_loader("boolq/validation_subset.jsonl.gz", boolq.Question, boolq.Answer, n_train=10)
+    >>> [len(split[0]) for split in load(limit=3)]
+    [3, 3]
+    """
+    read = records or (lambda: read_records(file))
+
+    def load_data(n_train: int = n_train, seed: int = 0, limit: int | None = None):
+        return split_arrays(read(), file, input_model, output_model, n_train, seed, limit)
+
+    load_data.__doc__ = f"""``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
+
+    Args:
+        n_train: how many of the bundled examples form the train split (default
+            {n_train}); the rest are the test split. ``0`` = all are test.
+        seed: shuffles the examples before the cut; same seed, same split.
+        limit: keep at most this many examples in each split.
+    """
+    return load_data

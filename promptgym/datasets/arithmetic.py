@@ -27,17 +27,10 @@ import operator
 import random
 
 from promptgym.core.data_model import DataModel, Field
+from promptgym.datasets._api import DATASET_API, first_n_train, model_getters
 from promptgym.datasets._bundled import check_count
-from promptgym.datasets.loaders import to_object_array
 
-__all__ = [
-    "Answer",
-    "Expression",
-    "evaluate",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_data",
-]
+__all__ = [*DATASET_API, "Answer", "Expression", "evaluate"]
 
 
 class Expression(DataModel):
@@ -48,12 +41,7 @@ class Answer(DataModel):
     answer: int = Field(description="The value of the expression")
 
 
-def get_input_data_model() -> type[Expression]:
-    return Expression
-
-
-def get_output_data_model() -> type[Answer]:
-    return Answer
+get_input_data_model, get_output_data_model = model_getters(Expression, Answer)
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
@@ -110,5 +98,4 @@ def load_data(n_train: int = 200, n_test: int = 100, seed: int = 0, *,
             expressions.append(expr)
     xs = [Expression(expression=e) for e in expressions]
     ys = [Answer(answer=evaluate(e)) for e in expressions]
-    return ((to_object_array(xs[:n_train]), to_object_array(ys[:n_train])),
-            (to_object_array(xs[n_train:]), to_object_array(ys[n_train:])))
+    return first_n_train(xs, ys, n_train)

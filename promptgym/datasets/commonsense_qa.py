@@ -18,18 +18,10 @@ from __future__ import annotations
 from typing import Literal
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, split_arrays
+from promptgym.datasets._api import BUNDLED_API, model_getters
+from promptgym.datasets._bundled import bundled_loader
 
-__all__ = [
-    "LABELS",
-    "LICENSE",
-    "SOURCE_SIZE",
-    "Answer",
-    "Question",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_data",
-]
+__all__ = [*BUNDLED_API, "LABELS", "Answer", "Question"]
 
 SOURCE_SIZE = 1221
 LICENSE = "MIT"
@@ -46,20 +38,5 @@ class Answer(DataModel):
     answer: Literal["A", "B", "C", "D", "E"] = Field(description="The label of the correct choice")
 
 
-def get_input_data_model() -> type[Question]:
-    return Question
-
-
-def get_output_data_model() -> type[Answer]:
-    return Answer
-
-
-def load_data(n_train: int = 300, seed: int = 0, limit: int | None = None):
-    """``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
-
-    Args:
-        n_train: how many of the 1,221 bundled examples form the train split.
-        seed: shuffles the examples before the cut; same seed, same split.
-        limit: keep at most this many examples in each split.
-    """
-    return split_arrays(read_records(_FILE), _FILE, Question, Answer, n_train, seed, limit)
+get_input_data_model, get_output_data_model = model_getters(Question, Answer)
+load_data = bundled_loader(_FILE, Question, Answer, n_train=300)

@@ -28,18 +28,10 @@ import random
 import re
 
 from promptgym.core.data_model import DataModel, Field
+from promptgym.datasets._api import DATASET_API, first_n_train, model_getters
 from promptgym.datasets._bundled import check_count
-from promptgym.datasets.loaders import to_object_array
 
-__all__ = [
-    "FORMATS",
-    "TEMPLATES",
-    "Date",
-    "Text",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_data",
-]
+__all__ = [*DATASET_API, "FORMATS", "TEMPLATES", "Date", "Text"]
 
 
 class Text(DataModel):
@@ -50,12 +42,7 @@ class Date(DataModel):
     date: str = Field(description="The date mentioned in the text")
 
 
-def get_input_data_model() -> type[Text]:
-    return Text
-
-
-def get_output_data_model() -> type[Date]:
-    return Date
+get_input_data_model, get_output_data_model = model_getters(Text, Date)
 
 
 TEMPLATES = (
@@ -150,5 +137,4 @@ def load_data(n_train: int = 200, n_test: int = 100, seed: int = 0, *,
         xs.append(Text(text=text))
         ys.append(Date(date=output_format.replace("%Y", f"{day.year:04d}")
                        .replace("%m", f"{day.month:02d}").replace("%d", f"{day.day:02d}")))
-    return ((to_object_array(xs[:n_train]), to_object_array(ys[:n_train])),
-            (to_object_array(xs[n_train:]), to_object_array(ys[n_train:])))
+    return first_n_train(xs, ys, n_train)

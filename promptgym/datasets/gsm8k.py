@@ -24,19 +24,10 @@ Example::
 from __future__ import annotations
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, split_arrays
+from promptgym.datasets._api import BUNDLED_API, model_getters
+from promptgym.datasets._bundled import bundled_loader
 
-__all__ = [
-    "LICENSE",
-    "SOURCE_SIZE",
-    "Answer",
-    "MathQuestion",
-    "NumericalAnswerWithThinking",
-    "Question",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_data",
-]
+__all__ = [*BUNDLED_API, "Answer", "MathQuestion", "NumericalAnswerWithThinking", "Question"]
 
 SOURCE_SIZE = 1319
 LICENSE = "MIT"
@@ -57,23 +48,5 @@ MathQuestion = Question
 NumericalAnswerWithThinking = Answer
 
 
-def get_input_data_model() -> type[Question]:
-    """The input DataModel (``Question``)."""
-    return Question
-
-
-def get_output_data_model() -> type[Answer]:
-    """The target DataModel (``Answer``)."""
-    return Answer
-
-
-def load_data(n_train: int = 300, seed: int = 0, limit: int | None = None):
-    """``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
-
-    Args:
-        n_train: how many of the 1,319 official test problems form the train
-            split (seeded); the rest are the test split. ``0`` = all are test.
-        seed: shuffles the problems before the cut; same seed, same split.
-        limit: keep at most this many examples in each split.
-    """
-    return split_arrays(read_records(_FILE), _FILE, Question, Answer, n_train, seed, limit)
+get_input_data_model, get_output_data_model = model_getters(Question, Answer)
+load_data = bundled_loader(_FILE, Question, Answer, n_train=300)

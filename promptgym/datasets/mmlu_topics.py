@@ -28,19 +28,10 @@ from __future__ import annotations
 from typing import Literal
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, seeded_split, split_arrays
+from promptgym.datasets._api import BUNDLED_API, model_getters
+from promptgym.datasets._bundled import bundled_loader, read_records, seeded_split
 
-__all__ = [
-    "LABELS",
-    "LICENSE",
-    "SOURCE_SIZE",
-    "Question",
-    "Topic",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_data",
-    "load_subjects",
-]
+__all__ = [*BUNDLED_API, "LABELS", "Question", "Topic", "load_subjects"]
 
 SOURCE_SIZE = 1000
 LICENSE = "MIT"
@@ -57,23 +48,8 @@ class Topic(DataModel):
         description="The topic category of the question")
 
 
-def get_input_data_model() -> type[Question]:
-    return Question
-
-
-def get_output_data_model() -> type[Topic]:
-    return Topic
-
-
-def load_data(n_train: int = 400, seed: int = 0, limit: int | None = None):
-    """``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
-
-    Args:
-        n_train: how many of the 1,000 bundled questions form the train split.
-        seed: shuffles the questions before the cut; same seed, same split.
-        limit: keep at most this many examples in each split.
-    """
-    return split_arrays(read_records(_FILE), _FILE, Question, Topic, n_train, seed, limit)
+get_input_data_model, get_output_data_model = model_getters(Question, Topic)
+load_data = bundled_loader(_FILE, Question, Topic, n_train=400)
 
 
 def load_subjects(n_train: int = 400, seed: int = 0, limit: int | None = None):

@@ -17,18 +17,10 @@
 from __future__ import annotations
 
 from promptgym.core.data_model import DataModel, Field
-from promptgym.datasets._bundled import read_records, seeded_split, split_arrays
+from promptgym.datasets._api import BUNDLED_API, model_getters
+from promptgym.datasets._bundled import bundled_loader, read_records, seeded_split
 
-__all__ = [
-    "LICENSE",
-    "SOURCE_SIZE",
-    "Answer",
-    "Question",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_answers",
-    "load_data",
-]
+__all__ = [*BUNDLED_API, "Answer", "Question", "load_answers"]
 
 SOURCE_SIZE = 3610
 LICENSE = "CC-BY-SA-3.0"
@@ -43,12 +35,7 @@ class Answer(DataModel):
     answer: str = Field(description="A short answer: a name, a date, a number or a few words")
 
 
-def get_input_data_model() -> type[Question]:
-    return Question
-
-
-def get_output_data_model() -> type[Answer]:
-    return Answer
+get_input_data_model, get_output_data_model = model_getters(Question, Answer)
 
 
 def _records() -> list[dict]:
@@ -56,15 +43,7 @@ def _records() -> list[dict]:
             for r in read_records(_FILE)]
 
 
-def load_data(n_train: int = 500, seed: int = 0, limit: int | None = None):
-    """``(x_train, y_train), (x_test, y_test)`` as NumPy object arrays.
-
-    Args:
-        n_train: how many of the 3,610 bundled questions form the train split.
-        seed: shuffles the questions before the cut; same seed, same split.
-        limit: keep at most this many examples in each split.
-    """
-    return split_arrays(_records(), _FILE, Question, Answer, n_train, seed, limit)
+load_data = bundled_loader(_FILE, Question, Answer, n_train=500, records=_records)
 
 
 def load_answers(n_train: int = 500, seed: int = 0, limit: int | None = None):

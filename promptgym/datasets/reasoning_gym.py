@@ -26,18 +26,10 @@ import importlib
 from typing import Any
 
 from promptgym.core.data_model import DataModel, Field
+from promptgym.datasets._api import DATASET_API, first_n_train, model_getters
 from promptgym.datasets._bundled import check_count
-from promptgym.datasets.loaders import to_object_array
 
-__all__ = [
-    "PIN",
-    "Answer",
-    "Question",
-    "get_input_data_model",
-    "get_output_data_model",
-    "load_data",
-    "load_dataset",
-]
+__all__ = [*DATASET_API, "PIN", "Answer", "Question", "load_dataset"]
 
 PIN = "reasoning-gym==0.1.25"
 
@@ -50,12 +42,7 @@ class Answer(DataModel):
     answer: str = Field(description="The final answer")
 
 
-def get_input_data_model() -> type[Question]:
-    return Question
-
-
-def get_output_data_model() -> type[Answer]:
-    return Answer
+get_input_data_model, get_output_data_model = model_getters(Question, Answer)
 
 
 def _rg() -> Any:
@@ -91,5 +78,4 @@ def load_data(task: str, n_train: int = 200, n_test: int = 100, seed: int = 0, *
     entries = [ds[i] for i in range(n_train + n_test)]
     xs = [Question(question=str(e["question"])) for e in entries]
     ys = [Answer(answer=str(e["answer"])) for e in entries]
-    return ((to_object_array(xs[:n_train]), to_object_array(ys[:n_train])),
-            (to_object_array(xs[n_train:]), to_object_array(ys[n_train:])))
+    return first_n_train(xs, ys, n_train)

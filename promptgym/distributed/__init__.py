@@ -2,7 +2,7 @@
 
     from promptgym.distributed import RayExecutor
     await program.evaluate(x, y, executor=RayExecutor(num_workers=2))
-    sft(settings, "runs/my-sft", backend=RayTrainBackend(num_workers=2))   # SFT on Ray Train
+    sft(settings, "runs/my-sft", executor=RayTrainExecutor(num_workers=2))   # SFT on Ray Train
 
 See docs/scaling.md.
 """
@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
         from promptgym.distributed import ray_executor
 
         return getattr(ray_executor, name)
-    if name in ("RayTrainBackend", "RayTrainError"):
+    if name in ("RayTrainExecutor", "RayTrainError", "RayTrainBackend"):  # RayTrainBackend: deprecated, it warns
         from promptgym.distributed import sft_train
 
         return getattr(sft_train, name)
@@ -28,4 +28,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'promptgym.distributed' has no attribute {name!r}")
 
 
-__all__ = ["LocalRayHead", "RayExecutor", "RayExecutorError", "RayTrainBackend", "RayTrainError"]
+__all__ = ["LocalRayHead", "RayExecutor", "RayExecutorError", "RayTrainExecutor", "RayTrainError"]

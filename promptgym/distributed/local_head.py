@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Mapping
+
+from promptgym.core.local_server import free_port
 
 READY_LINE = "This command will now block forever"
 
@@ -50,13 +51,6 @@ def use_loopback_ray() -> None:
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:
         constants.ENABLE_RAY_CLUSTER = False
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def process_table() -> dict[int, tuple[int, int]]:

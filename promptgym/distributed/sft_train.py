@@ -1,8 +1,8 @@
 """SFT training on Ray Train: ``TorchTrainer`` with CPU workers, DDP over gloo, checkpoints reported to Ray.
 
-    from promptgym.distributed import RayTrainBackend
+    from promptgym.distributed import RayTrainExecutor
     job = SFTJob.prepare(settings)
-    result = run_sft(job, "runs/my-sft", backend=RayTrainBackend(num_workers=2))
+    result = run_sft(job, "runs/my-sft", executor=RayTrainExecutor(num_workers=2))
 
 Each worker builds the model from the job's base model and the rows this process already checked
 and encoded, and runs the same loop as a local run (:meth:`SFTRun.train`) on its share of every
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from promptgym.core.deprecation import renamed_names
 from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
 from promptgym.finetune.base_model import load_base_model, quiet_transformers
 from promptgym.finetune.device import plan_device
@@ -36,7 +37,7 @@ from promptgym.finetune.loop import EventSink
 from promptgym.runs.stop import StopRequest, TrainingInterrupted
 from promptgym.finetune.lora import add_lora
 from promptgym.finetune.replicas import SingleProcess
-from promptgym.finetune.sft_flow import SFTJob, SFTRun
+from promptgym.finetune.sft_run import SFTJob, SFTRun
 from promptgym.finetune.weight_run import StatusSink
 
 logger = logging.getLogger("promptgym")
@@ -188,7 +189,7 @@ def _train_worker(config: dict[str, Any]) -> None:
 
 
 @dataclass
-class RayTrainBackend:
+class RayTrainExecutor:
     """Where an SFT job trains: Ray Train's ``TorchTrainer`` with ``num_workers`` CPU workers.
 
     Args:
@@ -201,7 +202,7 @@ class RayTrainBackend:
         cpus_per_worker: the CPUs each worker reserves on the cluster.
         storage_path: where Ray Train keeps the reported checkpoints (default: ``<run folder>/ray``).
 
-    >>> RayTrainBackend(num_workers=2, threads=1).describe()
+    >>> RayTrainExecutor(num_workers=2, threads=1).describe()
     'Ray Train: 2 CPU worker(s) x 1 thread(s), DDP over gloo, on a local Ray instance on 127.0.0.1 (started for the run)'
     """
 
@@ -353,3 +354,6 @@ def _worker_error(error: BaseException) -> str:
     """The workers' own error when Ray wrapped it, else the error itself."""
     text = f"{type(error).__name__}: {error}"
     return text if len(text) < 4000 else text[:4000] + " ..."
+
+
+__getattr__ = renamed_names(__name__, {"RayTrainBackend": "RayTrainExecutor"}, globals())

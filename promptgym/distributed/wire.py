@@ -71,6 +71,7 @@ def outcome_to_wire(outcome: Outcome, usage: dict[str, Usage]) -> dict[str, Any]
         "index": outcome.index, "prediction": as_json(outcome.prediction), "prediction_class": class_path(outcome.prediction),
         "error": outcome.error, "trace": [step.to_json() for step in outcome.trace.steps],
         "usage": {phase: item.as_dict() for phase, item in usage.items() if item.calls or item.failures},
+        **({"spent": outcome.spent.as_dict()} if outcome.spent is not None else {}),
     }
 
 
@@ -78,7 +79,8 @@ def outcome_from_wire(data: dict[str, Any], program: Any) -> Outcome:
     prediction = rebuild(data["prediction"], data["prediction_class"], getattr(program, "output_data_model", None))
     trace = Trace([TraceStep.from_json(step) for step in data["trace"]])
     usage = {phase: Usage(**values) for phase, values in data["usage"].items()}
-    return Outcome(data["index"], prediction, data["error"], trace, usage)
+    spent = Usage(**data["spent"]) if data.get("spent") else None
+    return Outcome(data["index"], prediction, data["error"], trace, usage, spent)
 
 
 def registered_names(config: Any) -> Iterable[str]:

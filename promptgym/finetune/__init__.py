@@ -15,8 +15,8 @@ from typing import Any
 from promptgym.finetune.settings import ExportSettings, LoraSettings, SFTSettings, WeightTrainingSettings
 
 _LAZY = {
-    "sft": "promptgym.finetune.sft_flow",
-    "run_sft": "promptgym.finetune.sft_flow",
+    "sft": "promptgym.finetune.sft_run",
+    "run_sft": "promptgym.finetune.sft_run",
     "SFTJob": "promptgym.finetune.sft_job",
     "SFTResult": "promptgym.finetune.sft_finish",
     "StopRequest": "promptgym.runs.stop",

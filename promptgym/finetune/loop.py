@@ -26,15 +26,32 @@ def ignore_event(event: Event) -> None:
     """The default sink: events are dropped."""
 
 
-def make_optimizer(model: Any, settings: WeightTrainingSettings, total_steps: int) -> tuple[Any, Any]:
-    """AdamW on the trainable parameters, and a linear schedule with warm-up (``warmup_ratio`` of the steps)."""
+def make_optimizer(model: Any, settings: WeightTrainingSettings, total_steps: int | Callable[[], int]) -> tuple[Any, Any]:
+    """AdamW on the trainable parameters, and a linear schedule with warm-up (``warmup_ratio`` of the steps).
+
+    ``total_steps`` may be a callable, read at every step: a run that plans its length after its first
+    steps (``n_epochs="auto"``) decays the rate to its planned end, not to a guess made before it started.
+    """
     import torch  # deferred: heavy, loaded when a job runs
-    from transformers import get_linear_schedule_with_warmup
 
     parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=settings.learning_rate, weight_decay=settings.weight_decay)
-    warmup = math.ceil(total_steps * settings.warmup_ratio)
-    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, max(total_steps, 1))
+    total = total_steps if callable(total_steps) else (lambda: total_steps)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: linear_rate(step, total(), settings.warmup_ratio))
+
+
+def linear_rate(step: int, total_steps: int, warmup_ratio: float) -> float:
+    """The learning-rate factor at ``step``: up from 0 over the warm-up, then linearly down to 0 at the end
+    (transformers' ``get_linear_schedule_with_warmup``).
+
+    >>> [round(linear_rate(step, 10, 0.2), 3) for step in (0, 1, 2, 6, 10)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+    total = max(total_steps, 1)
+    warmup = math.ceil(total * warmup_ratio)
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
 
 
 def peak_rss_mb() -> float:

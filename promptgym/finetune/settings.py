@@ -75,10 +75,17 @@ class SFTSettings(WeightTrainingSettings):
     validation_split: float = Field(0.1, ge=0, lt=1, description="held out from train_file when no validation_file")
     examples: int | None = Field(None, ge=1, description="keep only the first N training rows")
     n_epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps (the last epoch "
+                                  "ends partway, on rows drawn from its own shuffle); None: n_epochs whole epochs")
     batch_size: int = Field(4, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
     max_length: int = Field(512, ge=8)
     eval_steps: int | None = Field(None, ge=1, description="also evaluate every N steps (always before and after)")
+    early_stopping_patience: int | None = Field(
+        None, ge=1, description="stop when this many evaluations in a row (every eval_steps) are not below the best "
+        "validation loss so far; None: train every planned step")
+    keep_best: bool = Field(False, description="export the adapter of the lowest validation loss (the evaluation "
+                            "before training included), not the last one")
     train_on: Literal["assistant", "all"] = "assistant"
     skip_invalid_rows: bool = False
     loss_chunk_size: int = Field(512, ge=16, description="positions per chunk of the output layer in the loss")
@@ -87,3 +94,12 @@ class SFTSettings(WeightTrainingSettings):
         "batch: same loss and gradients, fewer tokens computed; 'auto': on the CPU, where compute sets the pace, "
         "not on a GPU, where the second pass costs more than the tokens it saves")
     summary_samples: int = Field(3, ge=0, description="validation prompts answered by base and tuned model in summary.md")
+
+    @model_validator(mode="after")
+    def _evaluations_to_watch(self) -> "SFTSettings":
+        for name in ("early_stopping_patience", "keep_best"):
+            if getattr(self, name) and self.eval_steps is None:
+                raise ValueError(f"{name} watches the validation loss every eval_steps: set eval_steps too")
+            if getattr(self, name) and not self.validation_file and self.validation_split == 0:
+                raise ValueError(f"{name} needs validation rows: set validation_file or validation_split > 0")
+        return self

@@ -2,16 +2,17 @@
 answers, skipped rows, files).
 
 The finish itself (export, registry entry, final status) is the weight-run skeleton's
-(:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.sft_flow.SFTRun`
+(:meth:`promptgym.finetune.weight_run.WeightRun.finish`); :class:`promptgym.finetune.sft_run.SFTRun`
 calls :func:`summary_markdown` from it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from promptgym.finetune.auto_epochs import BudgetPlan
 from promptgym.finetune.chat_data import describe_problems
 from promptgym.finetune.sft_job import SFTJob
 from promptgym.finetune.weight_run import WeightRunResult, export_files
@@ -29,6 +30,17 @@ class SFTResult(WeightRunResult):
     final_eval_loss: float | None
     initial_eval_loss: float | None
     device: str = "cpu"
+    epochs: float = 0.0
+    """Passes over the training rows (the last one may be partial)."""
+    eval_losses: list[list[float]] = field(default_factory=list)
+    """``[step, validation loss]`` of every evaluation, the one before training at step 0."""
+    exported_step: int | None = None
+    """The step whose adapter was exported: the last, or the best evaluation's (``keep_best``, ``n_epochs="auto"``)."""
+    best_eval_loss: float | None = None
+    """The exported step's validation loss when it was kept as the best."""
+    stop_reason: str = ""
+    plan: dict[str, Any] | None = None
+    """What ``n_epochs="auto"`` planned (:class:`promptgym.finetune.auto_epochs.BudgetPlan`), or None."""
 
     def status_fields(self) -> dict[str, Any]:
         data = asdict(self)
@@ -62,8 +74,12 @@ def summary_markdown(job: SFTJob, result: SFTResult, samples: list[dict[str, str
         f"modules {', '.join(settings.lora.target_modules)}; {job.trainable_parameters:,} trainable of "
         f"{job.total_parameters:,} parameters",
         f"- Hyperparameters: {json.dumps(hyper)}",
-        f"- Steps: {result.steps}; time {result.elapsed_s:.1f} s; peak RSS {result.peak_rss_mb:.0f} MB"
+        f"- Steps: {result.steps} ({result.epochs:g} epochs); time {result.elapsed_s:.1f} s; peak RSS "
+        f"{result.peak_rss_mb:.0f} MB"
         + (f"; peak GPU memory {result.peak_gpu_memory_mb:.0f} MB" if result.peak_gpu_memory_mb is not None else ""),
+        f"- Stopped: {result.stop_reason}; exported the adapter of step {result.exported_step}"
+        + (f" (the best validation loss, {_loss(result.best_eval_loss)})" if result.best_eval_loss is not None else ""),
+        *([f"- Plan (n_epochs = \"auto\"): {BudgetPlan.from_dict(result.plan).describe()}"] if result.plan else []),
         f"- Device: {job.plan.describe()}" + ("; shared prefix on" if job.shares_prefix else ""), "",
         "## Loss", "",
         "| | eval loss |", "|---|---|",

@@ -2,10 +2,10 @@
 
     job = SFTJob.prepare(SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl"))
     job.total_steps, job.measure_step_seconds()      # what a preview shows
-    result = run_sft(job, "runs/dates-sft")           # promptgym.finetune.sft_flow: the trainer
+    result = run_sft(job, "runs/dates-sft")           # promptgym.finetune.sft_run: the trainer
 
 The job holds the model and the data and answers questions about them (a batch's loss, the steps of an
-epoch, the validation loss); the trainer (:class:`promptgym.finetune.sft_flow.SFTRun`) owns the optimiser
+epoch, the validation loss); the trainer (:class:`promptgym.finetune.sft_run.SFTRun`) owns the optimiser
 step, the loop, checkpoints and the finish.
 """
 
@@ -82,7 +82,9 @@ class SFTJob:
 
     @property
     def total_steps(self) -> int:
-        return self.steps_per_epoch * self.settings.n_epochs
+        """Optimiser steps of the run: ``n_epochs`` epochs, or ``max_steps`` when that ends sooner."""
+        steps = self.steps_per_epoch * self.settings.n_epochs
+        return steps if self.settings.max_steps is None else min(steps, self.settings.max_steps)
 
     def measure_step_seconds(self) -> float:
         """Time one forward+backward pass on the first batch; no weight, RNG or optimiser state changes."""

@@ -42,7 +42,7 @@ and its summary. A third trainer is one class::
     result = MyRun(job, "runs/my-run").run(resume=False)   # job: a WeightJob (settings, model, plan...)
 
 ``tests/finetune/test_weight_run.py`` builds such a trainer on a tiny model and checks training, checkpoints,
-stop and resume, status, events and the result. :class:`promptgym.finetune.sft_flow.SFTRun` and
+stop and resume, status, events and the result. :class:`promptgym.finetune.sft_run.SFTRun` and
 :class:`promptgym.finetune.rl.grpo.RLRun` are the two real ones (RL's loop is async: ``run_async``).
 """
 
@@ -196,6 +196,12 @@ class WeightRun:
     def registry_details(self) -> dict[str, Any]:
         return {"steps": self.progress.step}
 
+    def exported_checkpoint(self) -> Path:
+        """The checkpoint whose adapter is exported: the last one (a flow that keeps its best says which)."""
+        checkpoint = last_checkpoint(self.folder / "checkpoints")
+        assert checkpoint is not None, "the finish comes after the end checkpoint"
+        return checkpoint
+
     def result(self, **base: Any) -> WeightRunResult:
         return WeightRunResult(**base)
 
@@ -223,7 +229,8 @@ class WeightRun:
     def begin(self, resume: bool) -> Progress:
         """The optimiser, the checkpoint to continue from (or a fresh start), the RNG and the running status."""
         main, self.resumed = self.replicas.is_main, resume
-        optimizer, scheduler = make_optimizer(self.job.model, self.settings, self.job.total_steps)
+        # read at every step: a run that plans its length as it goes (n_epochs="auto") decays to its planned end
+        optimizer, scheduler = make_optimizer(self.job.model, self.settings, lambda: self.job.total_steps)
         self.training = TrainingParts(self.job.model, optimizer, scheduler)
         if resume:
             self.progress = load_checkpoint(self.folder / "checkpoints", self.training)
@@ -327,7 +334,7 @@ class WeightRun:
         rss, gpu_memory = peak_rss_mb(), peak_gpu_memory_mb(job.plan)
         job.release()
         name = self.model_id.removeprefix("local/")
-        files = export_files(job, self.folder, last_checkpoint(self.folder / "checkpoints"), name, self.on_event)
+        files = export_files(job, self.folder, self.exported_checkpoint(), name, self.on_event)
         entry = register_finetuned_model(FineTunedModel(
             name=name, base=self.settings.base_model, method=self.method, merged=files.get("merged"),
             adapter=files.get("adapter"), base_gguf=str(job.source.gguf) if job.source.gguf else None,

@@ -20,7 +20,10 @@ from promptgym.lm.cache import ResponseCache, request_key
 from promptgym.lm.errors import EngineMissingError, LMError, LMOutputError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_engine import OpenAICompatibleEngine
-from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger
+from promptgym.lm.prices import Price, resolve_embedding_price
+from promptgym.lm.pricing import ModelPricing
+from promptgym.lm.streaming import estimate_tokens
+from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
 DEFAULT_EMBEDDING_MODEL = "local/multilingual-e5-small"
@@ -48,12 +51,19 @@ class EmbeddingModel(UsageCounters):
     ``Embeddings`` value with the vectors as the model returned them.
     ``fallback=`` embeds when this model fails; ``retry=`` and ``caching=``
     are synalinks' names for ``retries`` and the on-disk cache switch.
+
+    Each call counts its input tokens (the server's ``usage``, else about 4
+    characters a token, see :func:`~promptgym.lm.streaming.estimate_tokens`)
+    and dollars (``price=``, else the pinned table; ``local/`` models cost $0
+    and count compute seconds) under the phase it runs in, and reserves its
+    price on an open ``max_usd`` cap first, as a LanguageModel's call does.
     """
 
     def __init__(self, model: str | None = None, api_base: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, retries: int = 3, fallback: "EmbeddingModel | None" = None,
                  cache_dir: str | None = None, retry: int | None = None, caching: bool | None = None,
-                 name: str | None = None, description: str | None = None, **_: Any) -> None:
+                 name: str | None = None, description: str | None = None,
+                 price: "Price | dict[str, Any] | None" = None, **_: Any) -> None:
         retries = retry if retry is not None else retries
         self.model = model or DEFAULT_EMBEDDING_MODEL
         self.model_string = parse_model_string(self.model)
@@ -69,6 +79,10 @@ class EmbeddingModel(UsageCounters):
         self.cache_dir = str(cache_dir) if cache_dir is not None and caching is not False else None
         self.name, self.description = name, description
         self.usage = UsageLedger()
+        self.pricing = ModelPricing(f"the embedding model {self.model}", lambda override: resolve_embedding_price(
+            self.model_string.provider, self.model_string.name, self.api_base, override),
+            Price.of(price, where=f"{self.model}: price") if price is not None else None,
+            hint="EmbeddingModel(..., price={'input_per_mtok': ...})")
         self.last_call_vectors = 0  # the last call that reached the model (synalinks' last_call_* mirrors)
         self.last_call_elapsed_s = 0.0
         self._vectors: dict[str, np.ndarray] = {}  # as the model returned them
@@ -100,7 +114,7 @@ class EmbeddingModel(UsageCounters):
         """Embed the texts not seen yet (from the disk cache when it has them)."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
         if texts and not missing:  # answered from memory: a call the cache served (its vectors count as returned)
-            self._record(Usage(calls=1, cache_hits=1, vectors=len(texts)))
+            self._record(self._cache_hit(texts))
             return
         if self._file_cache is not None:
             for text in list(missing):
@@ -108,28 +122,68 @@ class EmbeddingModel(UsageCounters):
                 if hit is not None:
                     self._vectors[text] = np.asarray(hit["vector"], dtype=np.float64)
                     missing.remove(text)
-                    self._record(Usage(calls=1, cache_hits=1, vectors=1))
+                    self._record(self._cache_hit([text]))
         if not missing:
             return
+        estimate = await self._reserve(missing)
         started = time.perf_counter()
         try:
             vectors, spent = await self._embed_with_usage(missing)
         except LMError:
+            self.pricing.settle(estimate, 0.0)
             if self.fallback is None:
                 raise
             self._record(Usage(fallback_activations=1))
             await self.fallback._ensure(missing)
-            vectors, spent = [self.fallback._vectors[text] for text in missing], Usage()
+            vectors, spent = [self.fallback._vectors[text] for text in missing], None
+        except BaseException:
+            self.pricing.settle(estimate, 0.0)
+            raise
         if len(vectors) != len(missing):  # zip would pair texts with the wrong vectors, or leave some without
+            self.pricing.settle(estimate, 0.0)
             raise LMOutputError(f"embedding model {self.model} returned {len(vectors)} vectors for {len(missing)} texts")
+        priced = None
+        if spent is not None:  # the fallback counted its own call
+            counted = spent.prompt_tokens > 0  # nobody counted (local model, a test double, no usage): estimated
+            tokens = spent.prompt_tokens if counted else sum(estimate_tokens(text) for text in missing)
+            priced = self._priced(tokens, spent.cost)
+            priced.cached_tokens, priced.cost, priced.estimated_calls = spent.cached_tokens, spent.cost, int(not counted)
+        self.pricing.settle(estimate, priced.cost_usd if priced is not None else 0.0)
         for text, vector in zip(missing, vectors):
             self._vectors[text] = np.asarray(vector, dtype=np.float64)
             if self._file_cache is not None:
                 self._file_cache.put(self._key(text), {"vector": [float(value) for value in vector]})
-        self.last_call_vectors, self.last_call_elapsed_s = len(missing), time.perf_counter() - started
-        self._record(Usage(calls=1, vectors=len(missing), prompt_tokens=spent.prompt_tokens,
-                           cached_tokens=spent.cached_tokens, cost=spent.cost, cost_usd=spent.cost,
-                           latency_s=self.last_call_elapsed_s))
+        if priced is not None:
+            self.last_call_vectors, self.last_call_elapsed_s = len(missing), time.perf_counter() - started
+            priced.calls, priced.vectors, priced.latency_s = 1, len(missing), self.last_call_elapsed_s
+            priced.compute_s = self.last_call_elapsed_s if self.model_string.provider == "local" else 0.0
+            self._record(priced)
+
+    @property
+    def price(self) -> Price | None:
+        """Dollars per million input tokens (None: unknown, see docs/cost.md); looked up once, at first use."""
+        return self.pricing.price
+
+    @property
+    def price_override(self) -> Price | None:
+        """The price given as ``price=`` (None: the table's)."""
+        return self.pricing.override
+
+    def _priced(self, tokens: int, billed: float = 0.0) -> Usage:
+        """A call's tokens and dollars: what the server billed, else the price; no price is unpriced, never $0."""
+        priced = self.pricing.priced(tokens, 0, billed)
+        priced.prompt_tokens = tokens
+        return priced
+
+    def _cache_hit(self, texts: list[str]) -> Usage:
+        """A call the cache answered: $0, its tokens counted as if made (a rerun reports the same), the price saved."""
+        would = self._priced(sum(estimate_tokens(text) for text in dict.fromkeys(texts)))
+        return Usage(calls=1, cache_hits=1, vectors=len(texts), prompt_tokens=would.prompt_tokens,
+                     saved_usd=would.cost_usd, unpriced_calls=would.unpriced_calls)
+
+    async def _reserve(self, texts: list[str]) -> float:
+        """Hold an upper estimate of the call's price (a token per UTF-8 byte) on every open cap; 0 with none."""
+        return await self.pricing.reserve(lambda price: price.usd(sum(len(text.encode()) for text in texts) + 1, 0))
 
     def _key(self, text: str) -> str:
         return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
@@ -138,6 +192,7 @@ class EmbeddingModel(UsageCounters):
         usage.total_tokens = usage.total_tokens or usage.prompt_tokens
         self.usage.record(usage)
         LEDGER.record(usage)
+        record_in_scopes(usage, sampled=False)
 
     def _server(self) -> Any:
         if self._http is None:
@@ -178,6 +233,8 @@ class EmbeddingModel(UsageCounters):
             config["cache_dir"] = self.cache_dir
         if self.fallback is not None:
             config["fallback"] = serialize_object(self.fallback)
+        if self.price_override is not None:
+            config["price"] = self.price_override.as_dict()
         return config
 
     @classmethod

@@ -26,7 +26,7 @@ import json as jsonlib
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 from urllib.parse import urlsplit
 
 MAX_HEADER_LINES = 200
@@ -34,6 +34,8 @@ MAX_ROUTES = 256
 """URLs whose (pool, path) a client remembers: a model's few endpoints are parsed once, not per request."""
 _READ_SIZE = 65536
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+R = TypeVar("R")
 
 
 class HttpError(Exception):
@@ -304,11 +306,7 @@ class HttpClient:
     async def request(self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
                       *, json: Any = None, timeout: float | None = None) -> RawReply:
         """The whole answer (any status); ``json`` is sent as the body, encoded."""
-        pool, path = self.pool_of(url)
-        body, headers = _with_json(body, headers, json)
-        reply = await pool.request(method, path, body, headers, timeout)
-        reply.url = url
-        return reply
+        return await self._send(ConnectionPool.request, method, url, body, headers, json, timeout)
 
     @contextlib.asynccontextmanager
     async def stream(self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
@@ -323,9 +321,14 @@ class HttpClient:
     async def open(self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
                    *, json: Any = None, timeout: float | None = None) -> StreamedReply:
         """As :meth:`stream`, for a caller that closes the reply itself (``reply.close()``, no await)."""
+        return await self._send(ConnectionPool.open, method, url, body, headers, json, timeout)
+
+    async def _send(self, send: Callable[..., Awaitable[R]], method: str, url: str, body: bytes | None,
+                    headers: dict[str, str] | None, json: Any, timeout: float | None) -> R:
+        """``send`` (``ConnectionPool.request`` or ``.open``) on ``url``'s pool, the reply tagged with its URL."""
         pool, path = self.pool_of(url)
         body, headers = _with_json(body, headers, json)
-        reply = await pool.open(method, path, body, headers, timeout)
+        reply = await send(pool, method, path, body, headers, timeout)
         reply.url = url
         return reply
 

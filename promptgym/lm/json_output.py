@@ -50,23 +50,33 @@ def close_truncated_json(text: str) -> str | None:
     return closed + "".join(reversed(stack))
 
 
+def _loads(text: str) -> Any:
+    # strict=False: a raw newline or tab inside a string (JSON wants \n) means only itself; small
+    # models write them, and servers without a grammar pass them on.
+    return json.loads(text, strict=False)
+
+
 def parse_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in ``text`` (tolerating code fences, chatter around it, and a cut-off end)."""
+    """The JSON object in ``text`` (tolerating code fences, chatter around it, a cut-off end, raw newlines in strings).
+
+    >>> parse_json_object('{"answer": "two\\nlines"}')
+    {'answer': 'two\\nlines'}
+    """
     stripped = _FENCE.sub("", text.strip())
     try:
-        value = json.loads(stripped)
+        value = _loads(stripped)
     except json.JSONDecodeError:
         start, end = stripped.find("{"), stripped.rfind("}")
         closed = close_truncated_json(stripped[start:]) if start >= 0 else None
         if closed is not None:
             try:
-                return _as_object(json.loads(closed), text)
+                return _as_object(_loads(closed), text)
             except json.JSONDecodeError:
                 pass
         if start < 0 or end <= start:
             raise LMOutputError(f"no JSON object in the answer: {text[:200]!r}") from None
         try:
-            value = json.loads(stripped[start : end + 1])
+            value = _loads(stripped[start : end + 1])
         except json.JSONDecodeError as error:
             raise LMOutputError(f"invalid JSON in the answer ({error.msg}): {text[:200]!r}") from None
     return _as_object(value, text)

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -29,9 +28,10 @@ from promptgym.lm.local_engine import shared_local_engine
 from promptgym.lm.local_models import DEFAULT_LOCAL_MODEL, check_local_model, resolve_local_model
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_engine import OpenAICompatibleEngine
-from promptgym.lm.prices import Price, resolve_price, warn_unknown_price
-from promptgym.lm.spend import SpendCapReached, active_caps
-from promptgym.lm.streaming import StreamingIterator
+from promptgym.lm.prices import Price, resolve_price
+from promptgym.lm.pricing import ModelPricing
+from promptgym.lm.spend import active_caps
+from promptgym.lm.streaming import StreamingIterator, StreamMeter, estimate_prompt_tokens
 from promptgym.lm.traces import record_call
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
@@ -163,11 +163,9 @@ class LanguageModel(UsageCounters):
         """What the server billed for the last call (0 when it doesn't say, or the cache answered)."""
         self.last_call_cost_usd: float | None = 0.0
         """What the last call cost in dollars, from the price (0 for a cache hit; None when the price is unknown)."""
-        self.price_override = Price.of(price, where=f"{self.model}: price") if price is not None else None
-        self._price: Price | None = None
-        self._price_resolved = False
-        self._tokens_per_char = 1.0  # a prompt's tokens per character, the most seen (a cap's estimate; 1.0: bytes)
-        self._learned = False
+        self.pricing = ModelPricing(self.model, lambda override: resolve_price(
+            self.model_string.provider, self.model_string.name, self.api_base, override),
+            Price.of(price, where=f"{self.model}: price") if price is not None else None)
         self.usage = UsageLedger()
         self._engine: Engine | None = None
         self._slots = loop_semaphore(lambda: self.concurrency or self.engine.concurrency)
@@ -209,63 +207,21 @@ class LanguageModel(UsageCounters):
     @property
     def price(self) -> Price | None:
         """Dollars per million tokens (None: unknown, see docs/cost.md); looked up once, at first use."""
-        if not self._price_resolved:
-            self._price = resolve_price(self.model_string.provider, self.model_string.name, self.api_base,
-                                        self.price_override)
-            self._price_resolved = True
-        return self._price
+        return self.pricing.price
 
-    def _priced(self, prompt_tokens: int, completion_tokens: int, billed: float = 0.0) -> Usage:
-        """The dollar fields of a call's usage: what the server billed, else the price; unknown counted as such."""
-        price = self.price
-        if billed:
-            return Usage(cost_usd=billed)
-        if price is None:
-            warn_unknown_price(self.model)
-            return Usage(unpriced_calls=1)
-        return Usage(cost_usd=price.usd(prompt_tokens, completion_tokens))
+    @property
+    def price_override(self) -> Price | None:
+        """The price given as ``price=`` (None: the table's); setting it looks the price up again."""
+        return self.pricing.override
+
+    @price_override.setter
+    def price_override(self, value: Price | None) -> None:
+        self.pricing.override = value
 
     def estimate_usd(self, request: LMRequest) -> float:
         """An upper estimate of a call's price, before it is made: its prompt, and ``max_tokens`` of answer."""
         price = self.price
-        if price is None or price.free:
-            return 0.0
-        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
-        chars += len(json.dumps(request.schema)) if request.schema else 0
-        chars += len(json.dumps(request.tools)) if request.tools else 0
-        prompt = chars * self._tokens_per_char * 1.1 + 16 * len(request.messages) + 16
-        return price.usd(int(prompt) + 1, request.max_tokens)
-
-    async def _reserve(self, request: LMRequest) -> float:
-        """Hold the call's estimate on every open cap; returns it (0 with no cap)."""
-        caps = active_caps()
-        if not caps:
-            return 0.0
-        if self.price is None:
-            warn_unknown_price(self.model)
-            raise SpendCapReached(f"max_usd is set but {self.model} has no price: give it one "
-                                  "(price={'input_per_mtok': ..., 'output_per_mtok': ...}, or [prices] in the "
-                                  "train config) so its spend can be capped", reason="unpriced")
-        estimate = self.estimate_usd(request)
-        for index, cap in enumerate(caps):
-            try:
-                await cap.reserve(estimate, self.model)
-            except SpendCapReached:
-                for held in caps[:index]:
-                    held.settle(estimate, 0.0)
-                raise
-        return estimate
-
-    def _settle(self, estimate: float, actual_usd: float) -> None:
-        for cap in active_caps():
-            cap.settle(estimate, actual_usd)
-
-    def _learn_prompt_size(self, request: LMRequest, prompt_tokens: int) -> None:
-        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
-        if chars and prompt_tokens:  # less the template allowance estimate_usd adds on its own
-            ratio = max(0, prompt_tokens - 16 * len(request.messages) - 16) / chars
-            self._tokens_per_char = max(0.0 if not self._learned else self._tokens_per_char, ratio)
-            self._learned = True
+        return 0.0 if price is None else self.pricing.estimate(price, request)
 
     async def check(self) -> None:
         """Raise an :class:`LMError` naming the model and URL when its server can't be used.
@@ -417,6 +373,8 @@ class LanguageModel(UsageCounters):
                 yield chunk
 
     async def _stream_chunks(self, request: LMRequest) -> AsyncIterator[LMChunk]:
+        """The engine's chunks, priced like a call made in one piece: reserved on the caps before, its tokens
+        (the server's usage chunk, else counted from the text) and dollars recorded after, however it ended."""
         engine_stream = getattr(self.engine, "stream", None)
         cache = self._response_cache() if self.cache and request.temperature == 0 else None
         key = self._cache_key(request) if cache is not None else ""
@@ -425,16 +383,20 @@ class LanguageModel(UsageCounters):
             yield LMChunk(response.content, response.reasoning or "", response.finish_reason,
                           response.prompt_tokens, response.completion_tokens)
             return
+        meter = StreamMeter(estimate_prompt_tokens(request.messages), getattr(self.engine, "count_tokens", None))
+        held = await self.pricing.reserve(lambda price: self.pricing.estimate(price, request))
         started = time.perf_counter()
         first: float | None = None
         content: list[str] = []
         reasoning: list[str] = []
         end = LMChunk()
-        finished = False
+        outcome = "left"  # "done", "failed", or "left": a reader that stopped reading (or a cap that stopped it)
         own_slot = None if getattr(self.engine, "slots", None) is not None else await self._slots.get()
-        if own_slot is not None:
-            await own_slot.acquire()
+        holding = False
         try:
+            if own_slot is not None:
+                await own_slot.acquire()
+                holding = True
             chunks = engine_stream(request)
             try:
                 async for chunk in chunks:
@@ -442,27 +404,57 @@ class LanguageModel(UsageCounters):
                         first = time.perf_counter() - started
                     if chunk.finish_reason is not None or chunk.prompt_tokens or chunk.completion_tokens:
                         end = chunk
+                        meter.finish(chunk.prompt_tokens, chunk.completion_tokens)
+                    meter.add(chunk.content + chunk.reasoning)  # reasoning is billed as completion tokens
+                    if held:
+                        held = self.pricing.extend_stream_hold(held, meter)  # a cap stops it between chunks
                     content.append(chunk.content)
                     reasoning.append(chunk.reasoning)
                     yield chunk
             finally:
                 await chunks.aclose()  # a reader that left stops the engine's generation here
-            finished = True
+            outcome = "done"
         except Exception:
-            self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
+            outcome = "failed"
             raise
         finally:
-            if own_slot is not None:
+            if holding:
                 own_slot.release()
-            if not finished and first is not None:  # left mid-answer: the call happened, its tokens unknown
-                self._record(Usage(calls=1, latency_s=time.perf_counter() - started))
-        last = time.perf_counter() - started
-        response = LMResponse("".join(content), end.prompt_tokens, end.completion_tokens,
-                              "".join(reasoning) or None, end.finish_reason)
-        self.last_call_finish_reason = response.finish_reason
-        self._record(Usage(calls=1, prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                           latency_s=last, streaming_calls=1, ttft_s=last if first is None else first, ttlt_s=last))
-        record_call(self.model, request, response, last, cached=False)
+            self._settle_stream(request, meter, held, outcome, first, time.perf_counter() - started,
+                                "".join(content), "".join(reasoning) or None, end.finish_reason, cache, key)
+
+    def _settle_stream(self, request: LMRequest, meter: StreamMeter, held: float, outcome: str, first: float | None,
+                       seconds: float, content: str, reasoning: str | None, finish_reason: str | None,
+                       cache: Any, key: str) -> None:
+        """Record a stream that ended (read to the end, failed, or left half-way) and give its caps the real price.
+
+        Synchronous, so a cancelled reader still counts what was written. Nothing written: no tokens, $0.
+        """
+        wrote = first is not None or outcome == "done"
+        if wrote and not meter.exact:
+            meter.finish()  # the tokenizer's recount, when the engine has one
+        prompt, completion = (meter.prompt_tokens, meter.completion_tokens) if wrote else (0, 0)
+        priced = self.pricing.priced(prompt, completion) if wrote else Usage()
+        if held:
+            if meter.exact:
+                self.pricing.learn_prompt_size(request, prompt)
+            self.pricing.settle(held, priced.cost_usd)
+        local = self.model_string.provider == "local"
+        done = outcome == "done"
+        self._record(Usage(calls=1, failures=int(outcome == "failed"), prompt_tokens=prompt,
+                           completion_tokens=completion, latency_s=seconds, cost_usd=priced.cost_usd,
+                           unpriced_calls=priced.unpriced_calls, compute_s=seconds if local and wrote else 0.0,
+                           estimated_calls=int(wrote and not meter.exact), streaming_calls=int(done),
+                           ttft_s=(seconds if first is None else first) if done else 0.0,
+                           ttlt_s=seconds if done else 0.0))
+        self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
+        if not done:
+            return
+        self.last_call_finish_reason = finish_reason
+        self.last_call_prompt_tokens, self.last_call_completion_tokens = prompt, completion
+        self.last_call_tokens, self.last_call_elapsed_s = prompt + completion, seconds
+        response = LMResponse(content, prompt, completion, reasoning, finish_reason)
+        record_call(self.model, request, response, seconds, cached=False, cost_usd=self.last_call_cost_usd)
         if cache is not None:
             cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
                             "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
@@ -510,13 +502,13 @@ class LanguageModel(UsageCounters):
                 self.last_call_finish_reason = response.finish_reason
                 # Tokens are counted as if the call were made, so a rerun reports the same usage; dollars are
                 # $0, and what the call would have cost is counted as saved.
-                would = self._priced(response.prompt_tokens, response.completion_tokens)
+                would = self.pricing.priced(response.prompt_tokens, response.completion_tokens)
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens, saved_usd=would.cost_usd,
                                    unpriced_calls=would.unpriced_calls))
                 record_call(self.model, request, response, 0.0, cached=True, cost_usd=0.0)
                 return response
-        estimate = await self._reserve(request)
+        estimate = await self.pricing.reserve(lambda price: self.pricing.estimate(price, request))
         started = time.perf_counter()
         try:
             if getattr(self.engine, "slots", None) is not None:  # it holds a slot per try, none while backing off
@@ -525,16 +517,16 @@ class LanguageModel(UsageCounters):
                 async with await self._slots.get():
                     response = await self.engine.complete(request)
         except BaseException:
-            self._settle(estimate, 0.0)
+            self.pricing.settle(estimate, 0.0)
             self._record(Usage(calls=1, failures=1, latency_s=time.perf_counter() - started))
             raise
         latency = time.perf_counter() - started
         self.last_call_finish_reason = response.finish_reason
         self.last_call_cost = float(response.cost or 0.0)
-        priced = self._priced(response.prompt_tokens, response.completion_tokens, float(response.cost or 0.0))
+        priced = self.pricing.priced(response.prompt_tokens, response.completion_tokens, float(response.cost or 0.0))
         if active_caps():
-            self._learn_prompt_size(request, response.prompt_tokens)
-            self._settle(estimate, priced.cost_usd)
+            self.pricing.learn_prompt_size(request, response.prompt_tokens)
+            self.pricing.settle(estimate, priced.cost_usd)
         local = self.model_string.provider == "local"
         self.last_call_prompt_tokens, self.last_call_completion_tokens = response.prompt_tokens, response.completion_tokens
         self.last_call_tokens = response.prompt_tokens + response.completion_tokens

@@ -9,6 +9,9 @@ share instructions + examples only evaluates each example's own tokens.
 ``stream`` runs llama.cpp's token generator in a worker thread that feeds the
 caller's event loop; a caller that stops reading (``aclose()``, a cancelled
 task) stops the generation before the next token and frees the context.
+After the first token the worker waits (briefly) for the reader to take it:
+llama.cpp computing the second token on every core would otherwise leave the
+event loop, and the client reading the first, no core to do it on.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ from typing import Any, AsyncIterator, Callable
 
 from promptgym.lm.engine import LMChunk, LMRequest, LMResponse
 from promptgym.lm.errors import EngineMissingError, LMError
+from promptgym.lm.json_grammar import json_schema_gbnf
 
 DEFAULT_CONTEXT_SIZE = 4096
+MAX_CACHED_GRAMMARS = 128
 LOCK_POLL_S = 0.02
 """How often a streamed call waiting for the context checks whether its reader left."""
+FIRST_TOKEN_HANDOFF_S = 0.02
+"""The longest the worker waits, after the first token, for the reader to take it (a reader held up for
+longer, e.g. by an event loop busy with other requests, lets the generation go on)."""
 _END = object()
 
 
@@ -59,7 +67,8 @@ class LlamaCppEngine:
         self.n_threads = n_threads or int(os.environ.get(LOCAL_THREADS_ENV) or 0) or max(1, os.cpu_count() or 1)
         self._llama: Any = None
         self._lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[str, Any] = {}  # insertion order is recency
+        self._grammars_lock = threading.Lock()
 
     def _engine(self) -> Any:
         if self._llama is None:
@@ -75,12 +84,21 @@ class LlamaCppEngine:
         return self._llama
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
-        """Compile each schema's grammar once; a batch reuses it."""
+        """Compile each schema's grammar once; a batch reuses it (strings without raw control characters).
+
+        At most ``MAX_CACHED_GRAMMARS`` are kept, least recently used out first: a served agent's
+        schemas can differ per request, and a long-running server must not grow with them.
+        """
         key = json.dumps(schema, sort_keys=True)
-        if key not in self._grammars:
-            llama_cpp = _import_llama_cpp()
-            self._grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
-        return self._grammars[key]
+        with self._grammars_lock:
+            grammar = self._grammars.pop(key, None)
+            if grammar is None:
+                llama_cpp = _import_llama_cpp()
+                grammar = llama_cpp.LlamaGrammar.from_string(json_schema_gbnf(key), verbose=False)
+            self._grammars[key] = grammar  # now the most recent
+            while len(self._grammars) > MAX_CACHED_GRAMMARS:
+                self._grammars.pop(next(iter(self._grammars)))
+        return grammar
 
     def _sampling(self, request: LMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {key: request.extra[key] for key in ("top_p", "top_k") if key in request.extra}
@@ -117,6 +135,7 @@ class LlamaCppEngine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
+        taken = threading.Event()  # the reader asked for the next chunk: the first one is on its way
 
         def put(item: Any) -> None:
             try:
@@ -124,7 +143,7 @@ class LlamaCppEngine:
             except RuntimeError:  # the loop is closed: nobody reads any more
                 stop.set()
 
-        worker = loop.run_in_executor(None, self._stream_sync, request, stop, put)
+        worker = loop.run_in_executor(None, self._stream_sync, request, stop, put, taken)
         try:
             while True:
                 item = await queue.get()
@@ -133,12 +152,19 @@ class LlamaCppEngine:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
+                taken.set()
         finally:
             stop.set()
+            taken.set()
             await asyncio.shield(worker)  # the context is free when the reader gets control back
 
-    def _stream_sync(self, request: LMRequest, stop: threading.Event, put: Callable[[Any], None]) -> None:
-        """Runs in a worker thread: one streamed completion, each token ``put`` as an LMChunk, then ``_END``."""
+    def _stream_sync(self, request: LMRequest, stop: threading.Event, put: Callable[[Any], None],
+                     taken: threading.Event | None = None) -> None:
+        """Runs in a worker thread: one streamed completion, each token ``put`` as an LMChunk, then ``_END``.
+
+        After the first token it waits for ``taken`` (the reader came back for more), at most
+        :data:`FIRST_TOKEN_HANDOFF_S`, so the first token leaves before the second is computed.
+        """
         while not self._lock.acquire(timeout=LOCK_POLL_S):  # another call holds the context: wait, unless left
             if stop.is_set():
                 put(_END)
@@ -160,6 +186,10 @@ class LlamaCppEngine:
                     if text:
                         pieces.append(text)
                         put(LMChunk(content=text))
+                        if taken is not None and len(pieces) == 1:
+                            taken.wait(FIRST_TOKEN_HANDOFF_S)
+                            if stop.is_set():  # it left instead: not one token more
+                                break
             finally:
                 chunks.close()  # a generator left early frees llama.cpp's sampling state now, not at collection
             if not stop.is_set():

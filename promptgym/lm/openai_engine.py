@@ -141,7 +141,7 @@ class OpenAICompatibleEngine:
             except asyncio.TimeoutError:
                 raise Retry(f"timed out after {self.timeout:g} s") from None
             except HttpError as error:
-                raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
+                raise Retry.of(error) from None
             if response.status_code in _RETRYABLE_STATUS and not refuses_response_format(response):
                 raise Retry(f"HTTP {response.status_code}: {response.text[:200]}",
                             rate_limited=response.status_code == 429, wait_s=wait)
@@ -250,7 +250,7 @@ class OpenAICompatibleEngine:
                 raise Retry(f"timed out after {self.timeout:g} s") from None
             except HttpError as error:
                 slots.release()
-                raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
+                raise Retry.of(error) from None
             except BaseException:
                 slots.release()
                 raise
@@ -259,7 +259,7 @@ class OpenAICompatibleEngine:
             try:
                 reply = HttpReply(raw.status, await raw.text(), url)
             except (HttpError, asyncio.TimeoutError) as error:
-                raise Retry(f"{type(error).__name__}: {error}") from None
+                raise Retry.of(error) from None
             finally:
                 raw.close()
                 slots.release()
@@ -349,7 +349,7 @@ class OpenAICompatibleEngine:
             raise LMError(f"{response.url} answered without one embedding per text: {response.text[:200]!r}")
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
-        spent = Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        spent = Usage(prompt_tokens=int(usage.get("prompt_tokens") or usage.get("total_tokens") or 0),
                       cached_tokens=int(details.get("cached_tokens") or 0), cost=float(usage.get("cost") or 0.0))
         return [item["embedding"] for item in sorted(data, key=lambda item: item["index"])], spent
 

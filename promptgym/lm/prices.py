@@ -167,6 +167,30 @@ def resolve_price(provider: str, name: str, api_base: str | None, override: "Pri
     return table_price(name, api_base)
 
 
+def resolve_embedding_price(provider: str, name: str, api_base: str | None,
+                            override: "Price | dict[str, Any] | None") -> Price | None:
+    """An embedding model's price (input tokens only), in :func:`resolve_price`'s order; None when unknown.
+
+    The table files embedding models under their provider only, so it is asked with the model string's
+    provider (``openai`` for a bare name).
+
+    >>> resolve_embedding_price("openai", "text-embedding-3-small", None, None).input_per_mtok
+    0.02
+    """
+    if override is not None or provider in FREE_PROVIDERS or any(key in _user_prices
+                                                                 for key in (f"{provider}/{name}", name)):
+        return resolve_price(provider, name, api_base, override)
+    if _is_loopback(api_base):
+        return None
+    for where in ({"provider_id": provider}, {}):
+        try:
+            prompt = calc_price(TableUsage(input_tokens=_PROBE_TOKENS), name, **where)
+        except (LookupError, ValueError):  # a provider the table doesn't know, or the model under none
+            continue
+        return Price(float(prompt.total_price * Decimal(1_000_000 // _PROBE_TOKENS)), 0.0, source=TABLE_SOURCE)
+    return None
+
+
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 

@@ -79,6 +79,21 @@ class SpendCap:
                 self._waiters.append(waiter)
             await waiter  # a call in flight settles: its real price is usually below its estimate
 
+    def try_extend(self, usd: float) -> bool:
+        """Add ``usd`` to a call's reservation (a stream that runs long) if it fits now; never waits."""
+        with self._lock:
+            if self.reached or self.spent_usd + self.reserved_usd + usd > self.limit_usd:
+                return False
+            self.reserved_usd += usd
+            self.peak_committed_usd = max(self.peak_committed_usd, self.spent_usd + self.reserved_usd)
+            return True
+
+    def release(self, usd: float) -> None:
+        """Give back part of a reservation, the call still in flight (an extension another cap refused)."""
+        with self._lock:
+            self.reserved_usd = max(0.0, self.reserved_usd - usd)
+            self._wake()
+
     def settle(self, reserved_usd: float, actual_usd: float) -> None:
         """Replace a reservation by what the call cost (0 for one that failed before an answer).
 

@@ -50,6 +50,7 @@ class Usage:
     trajectory_calls: int = 0  # streamed final answers of an agent trajectory
     trajectory_ttft_s: float = 0.0  # their seconds from the trajectory's start to the first chunk
     vectors: int = 0  # vectors an embedding model returned
+    estimated_calls: int = 0  # calls whose tokens nobody counted (a stream with no usage chunk): estimated
 
     def add(self, other: "Usage") -> None:
         for name in _USAGE_FIELDS:  # field by field, not asdict(): every model call adds two or three of these
@@ -293,11 +294,14 @@ def usage_scope() -> Iterator[Usage]:
         _scopes.reset(token)
 
 
-def record_in_scopes(usage: Usage) -> None:
-    """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record)."""
+def record_in_scopes(usage: Usage, sampled: bool = True) -> None:
+    """Add ``usage`` to every :func:`usage_scope` open here (models call this with each record).
+
+    ``sampled=False`` keeps it out of :func:`cost_samples` (an embedding call: the preview prices chat calls).
+    """
     for scope in _scopes.get():
         scope.add(usage)
-    if usage.calls and not usage.failures:
+    if sampled and usage.calls and not usage.failures:
         for samples in _samples.get():
             samples.append(usage.cost_usd + usage.saved_usd)
 

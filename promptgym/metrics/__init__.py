@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
-from promptgym.core.serialization import custom_object_scope, deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import deserialize_in_scope, register_builtin, serialize_object
 from promptgym.metrics.base import Mean, MeanMetricWrapper, Metric, Sum
 from promptgym.metrics.classification import (
     BinaryAccuracy,
@@ -75,5 +75,4 @@ def serialize(metric: Any) -> dict[str, Any]:
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
     """Rebuild a metric from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
-    with custom_object_scope(custom_objects or {}):
-        return deserialize_object(config, expected="metric")
+    return deserialize_in_scope(config, custom_objects, expected="metric")

@@ -11,7 +11,7 @@ over all the values pooled; with ``labels=[...]``, counts per label
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 from promptgym.core.serialization import register_builtin
 from promptgym.metrics.base import Metric
@@ -28,11 +28,16 @@ class _Counted(Metric):
         self.average = check_average(average)
         super().__init__(name=name, **masks)
 
+    formula: ClassVar[Callable[..., float]]
+    """The score of ``(tp, fp, fn, beta)``: ``precision``, ``recall`` or ``f_beta`` (a class may override
+    :meth:`score_of` instead)."""
+    beta = 1.0  # the F-beta classes take it as an argument; for the others it is f_beta's default, unused
+
     def initial_state(self) -> dict[str, Any]:
         return {"counts": {}}
 
     def score_of(self, counts: list[float]) -> float:
-        raise NotImplementedError
+        return self.formula(counts[0], counts[1], counts[2], self.beta)
 
     def result_of(self, state: dict[str, Any]) -> Any:
         return averaged(state["counts"], self.score_of, lambda c: c[0] + c[2], self.average)
@@ -71,14 +76,12 @@ class BinaryAccuracy(_Binary):
 @register_builtin
 class BinaryFBetaScore(_Binary):
     default_name = "binary_fbeta_score"
+    formula = staticmethod(f_beta)
 
     def __init__(self, average: Any = None, beta: float = 1.0, threshold: float = 0.5, name: str | None = None,
                  **masks: Any) -> None:
         self.beta = beta
         super().__init__(average=average, threshold=threshold, name=name, **masks)
-
-    def score_of(self, counts: list[float]) -> float:
-        return f_beta(counts[0], counts[1], counts[2], self.beta)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "beta": self.beta}
@@ -87,25 +90,19 @@ class BinaryFBetaScore(_Binary):
 @register_builtin
 class BinaryF1Score(_Binary):
     default_name = "binary_f1_score"
-
-    def score_of(self, counts: list[float]) -> float:
-        return f_beta(counts[0], counts[1], counts[2])
+    formula = staticmethod(f_beta)
 
 
 @register_builtin
 class BinaryPrecision(_Binary):
     default_name = "binary_precision"
-
-    def score_of(self, counts: list[float]) -> float:
-        return precision(counts[0], counts[1], counts[2])
+    formula = staticmethod(precision)
 
 
 @register_builtin
 class BinaryRecall(_Binary):
     default_name = "binary_recall"
-
-    def score_of(self, counts: list[float]) -> float:
-        return recall(counts[0], counts[1], counts[2])
+    formula = staticmethod(recall)
 
 
 class _Categorical(_Counted):
@@ -149,14 +146,12 @@ class CategoricalAccuracy(_Categorical):
 @register_builtin
 class CategoricalFBetaScore(_Categorical):
     default_name = "categorical_fbeta_score"
+    formula = staticmethod(f_beta)
 
     def __init__(self, average: Any = None, beta: float = 1.0, labels: list[str] | None = None,
                  name: str | None = None, **masks: Any) -> None:
         self.beta = beta
         super().__init__(average=average, labels=labels, name=name, **masks)
-
-    def score_of(self, counts: list[float]) -> float:
-        return f_beta(counts[0], counts[1], counts[2], self.beta)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "beta": self.beta}
@@ -165,25 +160,19 @@ class CategoricalFBetaScore(_Categorical):
 @register_builtin
 class CategoricalF1Score(_Categorical):
     default_name = "categorical_f1_score"
-
-    def score_of(self, counts: list[float]) -> float:
-        return f_beta(counts[0], counts[1], counts[2])
+    formula = staticmethod(f_beta)
 
 
 @register_builtin
 class CategoricalPrecision(_Categorical):
     default_name = "categorical_precision"
-
-    def score_of(self, counts: list[float]) -> float:
-        return precision(counts[0], counts[1], counts[2])
+    formula = staticmethod(precision)
 
 
 @register_builtin
 class CategoricalRecall(_Categorical):
     default_name = "categorical_recall"
-
-    def score_of(self, counts: list[float]) -> float:
-        return recall(counts[0], counts[1], counts[2])
+    formula = staticmethod(recall)
 
 
 ListFBetaScore = CategoricalFBetaScore

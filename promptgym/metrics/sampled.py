@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin, serialize_object, with_objects
 from promptgym.metrics.base import Metric
 from promptgym.rewards.builtin import ExactMatch
 
@@ -61,10 +61,7 @@ class _Sampled(BatchMetric):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "_Sampled":
-        config = dict(config)
-        if isinstance(config.get("reward"), dict):
-            config["reward"] = deserialize_object(config["reward"], expected="reward")
-        return cls(**config)
+        return cls(**with_objects(config, reward="reward"))
 
 
 def _pass_at_k(n: int, c: int, k: int) -> float:

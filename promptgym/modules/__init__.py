@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from promptgym.core.serialization import custom_object_scope, deserialize_object, serialize_object
+from promptgym.core.serialization import deserialize_in_scope, serialize_object
 from promptgym.modules.action import Action
 from promptgym.modules.branch import Branch
 from promptgym.modules.chain_of_thought import ChainOfThought
@@ -40,5 +40,4 @@ def serialize(module: Module) -> dict[str, Any]:
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
     """Rebuild a module from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
-    with custom_object_scope(custom_objects or {}):
-        return deserialize_object(config, expected="module")
+    return deserialize_in_scope(config, custom_objects, expected="module")

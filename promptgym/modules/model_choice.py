@@ -95,3 +95,19 @@ def assign_models(program: Any, models: Mapping[str, str]) -> None:
         module = by_name[name]
         if getattr(module.language_model, "model", None) != model:
             module.language_model = model_for(module.language_model, model)
+
+
+def assign_variables(program: Any, variables: Mapping[str, Any], owner: str = "the candidate") -> None:
+    """Give ``program`` a candidate's variable values, and its modules the models it names (:data:`MODELS_KEY`).
+
+    ``owner`` names the candidate in the error when it has a variable the program lacks.
+    """
+    by_name = {variable.name: variable for variable in program.variables}
+    unknown = sorted(set(variables) - set(by_name) - {MODELS_KEY})
+    if unknown:
+        raise ValueError(f"{owner} has variables the program lacks: {', '.join(unknown)}")
+    for name, value in variables.items():
+        if name == MODELS_KEY:
+            assign_models(program, value)
+        else:
+            by_name[name].assign(value)

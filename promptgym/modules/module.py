@@ -132,6 +132,10 @@ class Module:
                 found.setdefault(id(child), child)
         return list(found.values())
 
+    def _variable_holders(self) -> list["Module"]:
+        """The modules whose variables are this one's too: its submodules (a program: its modules)."""
+        return self.submodules
+
     def _flatten_modules(self, include_self: bool = True, recursive: bool = True) -> list["Module"]:
         """This module (``include_self``) and the modules under it, each once, depth first (synalinks' name)."""
         found: list[Module] = [self] if include_self else []
@@ -176,8 +180,9 @@ class Module:
 
     @property
     def variables(self) -> list[Variable]:
+        """This module's own variables, then those of :meth:`_variable_holders`, each once."""
         found: dict[int, Variable] = {id(variable): variable for variable in self._variables}
-        for module in self.submodules:
+        for module in self._variable_holders():
             for variable in module.variables:
                 found.setdefault(id(variable), variable)
         return list(found.values())

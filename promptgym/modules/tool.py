@@ -374,10 +374,28 @@ def _jsonable(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, list, dict))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_text(text: str) -> str:
+    """``text`` with each lone surrogate (bytes decoded with ``surrogateescape``) as U+FFFD.
+
+    No request to a model can carry a lone surrogate: UTF-8 has no form for it.
+
+    >>> unicode_text(b"report-\\xff.txt".decode("utf-8", "surrogateescape"))
+    'report-\ufffd.txt'
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def strict_json(value: Any, path: tuple[str, ...] = (), within: frozenset[int] = frozenset()) -> Any:
     """``value`` as strict JSON (what ``json.dumps(..., allow_nan=False)`` takes).
 
-    Anything else becomes its text (a tool may return a date, a set...), NaN and the infinities
+    Anything else becomes its text (a tool may return a date, a set...), a lone surrogate U+FFFD, NaN and the infinities
     the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; a value that contains itself or is
     nested deeper than ``MAX_RESULT_DEPTH`` raises :class:`ToolResultError` naming where.
 
@@ -386,7 +404,9 @@ def strict_json(value: Any, path: tuple[str, ...] = (), within: frozenset[int] =
     """
     if isinstance(value, float) and not math.isfinite(value):
         return _NON_FINITE.get(value, "NaN")
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if isinstance(value, str):
+        return unicode_text(value)
+    if value is None or isinstance(value, (int, float, bool)):
         return value
     where = "/".join(path) or "the top"
     if id(value) in within:
@@ -395,7 +415,7 @@ def strict_json(value: Any, path: tuple[str, ...] = (), within: frozenset[int] =
         raise ToolResultError(f"a value nested deeper than {MAX_RESULT_DEPTH} levels (at {where[:200]}...)")
     inner = within | {id(value)}
     if isinstance(value, dict):
-        return {str(key): strict_json(item, (*path, str(key)), inner) for key, item in value.items()}
+        return {unicode_text(str(key)): strict_json(item, (*path, str(key)), inner) for key, item in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [strict_json(item, (*path, str(index)), inner) for index, item in enumerate(value)]
     if hasattr(value, "model_dump"):

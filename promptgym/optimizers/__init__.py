@@ -54,7 +54,6 @@ def serialize(optimizer: Any) -> dict[str, Any]:
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
     """Rebuild a optimizer from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
-    from promptgym.core.serialization import custom_object_scope, deserialize_object
+    from promptgym.core.serialization import deserialize_in_scope
 
-    with custom_object_scope(custom_objects or {}):
-        return deserialize_object(config, expected="optimizer")
+    return deserialize_in_scope(config, custom_objects, expected="optimizer")

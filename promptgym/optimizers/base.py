@@ -45,13 +45,14 @@ import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from promptgym.core.events import CandidateAccepted
 from promptgym.lm.usage import LEDGER
-from promptgym.modules.model_choice import MODELS_KEY, assign_models
+from promptgym.modules.model_choice import assign_variables
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts, variable_owners
 from promptgym.optimizers.variable_population import VariablePopulation
 from promptgym.rollouts import ExampleResult
@@ -89,6 +90,8 @@ class Stage:
     label: str
     index: int
     count: int
+    finish: Callable[[Any], Awaitable[Any]] | None = None
+    """What the chain checks after this (its last) stage, with the stage's context, before its best is placed."""
 
 
 class StageRunner(Protocol):
@@ -350,15 +353,7 @@ class Optimizer(VariablePopulation):
         >>> # optimizer.load_candidate(program, 3)
         """
         candidate = self.best if candidate_id is None else self.get_candidate(candidate_id)
-        by_name = {variable.name: variable for variable in program.variables}
-        unknown = sorted(set(candidate.variables) - set(by_name) - {MODELS_KEY})
-        if unknown:
-            raise ValueError(f"candidate {candidate.id} has variables the program lacks: {', '.join(unknown)}")
-        for name, value in candidate.variables.items():
-            if name == MODELS_KEY:
-                assign_models(program, value)
-            else:
-                by_name[name].assign(value)
+        assign_variables(program, candidate.variables, f"candidate {candidate.id}")
         return candidate.variables
 
     def export_candidates(self) -> list[dict[str, Any]]:

@@ -56,11 +56,9 @@ from promptgym.optimizers import pareto
 from promptgym.optimizers.base import Candidate
 from promptgym.optimizers.demo_pool import DemoSampler
 from promptgym.optimizers.kit import Budget, OptimizerContext
-from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
-    degenerate_reason,
     output_strings,
     text_schema,
 )
@@ -378,17 +376,15 @@ class GEPA(PromptSearchOptimizer):
                                 temperature=self.reflection_temperature)
         if answer is None:
             return None
-        text = cut_repetition(answer.get("new_instructions"))
         labels = output_strings([step.outputs for r in results for step in r.trace.steps]
                                 + [ctx.rollouts.target_json("train", r.index) for r in results])
-        reason = degenerate_reason(text, current, labels, self.min_instruction_length, self.max_instruction_length)
-        variables = with_component(parent.variables, key, text.strip() if isinstance(text, str) else text)
-        if reason is None and self.find(variables) is not None:
-            reason = "same as a known candidate"
-        if reason is not None:
-            await self.reject(ctx, f"instructions for {name}", reason, text)
-            return None
-        return variables, "reflection"
+
+        def known(text: str) -> str | None:
+            return None if self.find(with_component(parent.variables, key, text)) is None else "same as a known candidate"
+
+        text = await self.accept_instructions(ctx, answer.get("new_instructions"), current, labels,
+                                              f"instructions for {name}", known)
+        return None if text is None else (with_component(parent.variables, key, text), "reflection")
 
     async def propose_examples(self, ctx: OptimizerContext, parent: Candidate, name: str
                                ) -> tuple[dict[str, Any], str] | None:

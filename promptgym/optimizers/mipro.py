@@ -53,11 +53,9 @@ from promptgym.lm.usage import LEDGER
 from promptgym.optimizers.base import Candidate, lm_calls_since
 from promptgym.optimizers.demo_pool import DemoSampler
 from promptgym.optimizers.kit import Budget, OptimizerContext
-from promptgym.optimizers.guard_rails import cut_repetition
 from promptgym.optimizers.proposals import (
     PromptSearchOptimizer,
     as_text,
-    degenerate_reason,
     output_strings,
     text_schema,
 )
@@ -334,15 +332,12 @@ class MIPRO(PromptSearchOptimizer):
                                                 f"instruction proposal {number} for {name}")
                 if answer is None:
                     continue
-                text = cut_repetition(answer.get("proposed_instruction"))
-                reason = degenerate_reason(text, known[0], labels, self.min_instruction_length,
-                                           self.max_instruction_length)
-                if reason is None and any(text.strip() == other for other in known):
-                    reason = "same as another proposal"
-                if reason is not None:
-                    await self.reject(ctx, f"instruction proposal {number} for {name}", reason, text)
+                text = await self.accept_instructions(
+                    ctx, answer.get("proposed_instruction"), known[0], labels, f"instruction proposal {number} for {name}",
+                    lambda text: "same as another proposal" if text in known else None)
+                if text is None:
                     continue
-                known.append(text.strip())
+                known.append(text)
                 await ctx.emit(InstructionProposed(optimizer="MIPRO", module=self.module_of(name), tip=tip_name,
                                                    text=as_text(text, 200)))
 

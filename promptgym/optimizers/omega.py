@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from promptgym.core.events import ProposalFailed, ProposalRejected
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin, serialize_object, with_objects
 from promptgym.lm.defaults import get_default_embedding_model, get_default_language_model
 from promptgym.lm.embedding_model import EmbeddingModel
 from promptgym.lm.language_model import LanguageModel
@@ -531,11 +531,8 @@ class OMEGA(FewShotArguments, EvolutionaryOptimizer):
         config = dict(config)
         if "max_instructions_length" in config:  # the spelling of files written before it was renamed
             config["max_instruction_length"] = config.pop("max_instructions_length")
-        for key, expected in (("language_model", "language model"), ("embedding_model", "embedding model"),
-                              ("distance_function", "distance function")):
-            if isinstance(config.get(key), dict):
-                config[key] = deserialize_object(config[key], expected=expected)
-        return cls(**config)
+        return cls(**with_objects(config, language_model="language model", embedding_model="embedding model",
+                                  distance_function="distance function"))
 
 
 def json_of(item: Any) -> Any:

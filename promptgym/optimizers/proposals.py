@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from promptgym.core.events import ProposalFailed, ProposalRejected
 from promptgym.core.schema import describe_fields
@@ -20,7 +20,7 @@ from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.lm.defaults import get_default_language_model
 from promptgym.lm.usage import lm_phase
 from promptgym.optimizers.base import Optimizer
-from promptgym.optimizers.guard_rails import instruction_problem
+from promptgym.optimizers.guard_rails import cut_repetition, instruction_problem
 from promptgym.optimizers.kit import Budget, OptimizerContext
 
 logger = logging.getLogger("promptgym")
@@ -89,6 +89,10 @@ class PromptSearchOptimizer(Optimizer):
     model_argument = ""
     """The constructor argument that holds the optimizer's own language model (saved in its config)."""
 
+    min_instruction_length: int
+    max_instruction_length: int
+    """Bounds on a proposed instruction's length, in characters (each subclass's arguments)."""
+
     def __init__(self, seed: int | None = None, budget: Budget | None = None) -> None:
         super().__init__(seed=seed, budget=budget)
         self.proposal_failures = 0
@@ -148,6 +152,24 @@ class PromptSearchOptimizer(Optimizer):
                                           error=f"{type(error).__name__}: {error}"))
             return None
         return answer if isinstance(answer, dict) else None
+
+    async def accept_instructions(self, ctx: OptimizerContext, proposed: Any, current: str, labels: set[str],
+                                  what: str, known: Callable[[str], str | None] = lambda text: None) -> str | None:
+        """The proposed instructions, stripped, or None when rejected before any rollout.
+
+        ``proposed`` (the model's answer field) is cut of repetitions, then rejected
+        (:meth:`reject`, which counts and reports it) when :func:`degenerate_reason`
+        finds it unusable against ``current`` and the output ``labels``, or when
+        ``known(text)`` says why it is not new (``"same as a known candidate"``).
+        """
+        text = cut_repetition(proposed)
+        reason = degenerate_reason(text, current, labels, self.min_instruction_length, self.max_instruction_length)
+        if reason is None:
+            reason = known(text.strip())
+        if reason is not None:
+            await self.reject(ctx, what, reason, text)
+            return None
+        return text.strip()
 
     async def reject(self, ctx: OptimizerContext, what: str, reason: str, text: Any = "") -> None:
         self.rejected_proposals += 1

@@ -33,6 +33,7 @@ from promptgym.optimizers.base import Candidate, Optimizer
 from promptgym.optimizers.kit import OptimizerContext
 from promptgym.rewards.base import to_json
 from promptgym.stats import Interval, PairedTest, confidence_interval, paired_test
+from promptgym.stats.token_rule import mean_tokens, token_rule
 
 NO_VALIDATION_ADVICE = (
     "fit() has no validation data (validation_split=0 and no validation_data), so it cannot check that the "
@@ -62,15 +63,35 @@ class Comparison:
     stage: str | None = None
     incumbent_label: str = "start"
     note: str = ""
+    candidate_tokens: float | None = None
+    """Mean prompt + completion tokens per validation call (None: not measured)."""
+    incumbent_tokens: float | None = None
+    candidate_usd: float | None = None
+    """Mean dollars per validation call, cached answers at their price (None: not measured or unpriced)."""
+    incumbent_usd: float | None = None
+    token_rule: str = ""
+    """Why a candidate that costs more tokens per call was kept or dropped (:mod:`promptgym.stats.token_rule`)."""
+    dropped_for_cost: bool = False
+    """Ahead on validation, but costlier per call without a significant win: not accepted."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"candidate": self.candidate, "incumbent": self.incumbent, "split": self.split,
                 "stage": self.stage, "accepted": self.accepted,
                 "candidate_score": self.candidate_score.as_dict(), "incumbent_score": self.incumbent_score.as_dict(),
-                "test": self.test.as_dict(), **({"note": self.note} if self.note else {})}
+                "test": self.test.as_dict(), **({"note": self.note} if self.note else {}),
+                "tokens_per_call": {"candidate": self.candidate_tokens, self.incumbent_label: self.incumbent_tokens},
+                "usd_per_call": {"candidate": self.candidate_usd, self.incumbent_label: self.incumbent_usd},
+                **({"token_rule": self.token_rule, "dropped_for_cost": self.dropped_for_cost}
+                   if self.token_rule else {})}
 
     def brief(self) -> str:
         brief = f"{self.split} {self.candidate_score} vs {self.incumbent_label} {self.incumbent_score}: {self.test.brief()}"
+        if self.candidate_tokens is not None and self.incumbent_tokens is not None:
+            brief += f"; tokens/call {self.candidate_tokens:.0f} vs {self.incumbent_tokens:.0f}"
+        if self.candidate_usd is not None and self.incumbent_usd is not None:
+            brief += f", ${self.candidate_usd:.6f} vs ${self.incumbent_usd:.6f} a call"
+        if self.token_rule:
+            brief += f"; {self.token_rule}"
         return f"{brief}; note: {self.note}" if self.note else brief
 
 
@@ -113,8 +134,17 @@ async def compare_on_validation(ctx: OptimizerContext, candidate: Candidate, inc
     accepted = test.difference > (-_EPS if ties_win else _EPS)
     note = one_answer_note([r.prediction for r in ours if not r.error],
                            [rollouts.target_json("val", i) for i in indices])
+    tokens_after, tokens_before = mean_tokens([r.tokens for r in ours]), mean_tokens([r.tokens for r in theirs])
+    rule = token_rule(test, tokens_after, tokens_before)
     return Comparison(candidate.id, incumbent.id, "val", confidence_interval(after), confidence_interval(before),
-                      test, accepted, stage, incumbent_label, note)
+                      test, accepted and rule.keep, stage, incumbent_label, note, tokens_after, tokens_before,
+                      _mean_usd(ours), _mean_usd(theirs), rule.why, accepted and not rule.keep)
+
+
+def _mean_usd(results: Sequence[Any]) -> float | None:
+    """Mean dollars per call; None when any call's price is unknown (a partial figure would mislead)."""
+    values = [r.usd for r in results]
+    return sum(values) / len(values) if values and all(v is not None for v in values) else None
 
 
 async def announce(ctx: OptimizerContext, comparison: Comparison, candidate: Candidate, what: str = "") -> None:
@@ -126,6 +156,10 @@ async def announce(ctx: OptimizerContext, comparison: Comparison, candidate: Can
         verb = "no better than" if abs(difference) <= _EPS else "worse than" if difference < 0 else \
             "better than (but behind another contender)"
     reason = f"{what}{verb} the {comparison.incumbent_label} on validation: {comparison.brief()}"
+    if comparison.dropped_for_cost:
+        level = "level with" if abs(difference) <= _EPS else "ahead of"
+        reason = (f"{what}dropped: {level} the {comparison.incumbent_label} on validation but costlier per call, "
+                  f"without a significant win: {comparison.brief()}")
     event = CandidateAccepted if comparison.accepted else CandidateRejected
     if comparison.accepted and comparison.note:
         warnings.warn(f"{what}accepted on validation, but {comparison.note}", OneAnswerWarning, stacklevel=2)
@@ -159,11 +193,14 @@ async def keep_if_better_than_start(optimizer: Optimizer, ctx: OptimizerContext,
 
 async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, contenders: Sequence[Candidate | None],
                              describe: Callable[[Candidate], str] = lambda c: f"{c.origin} candidate {c.id}: ",
-                             stage: str | None = None) -> Candidate | None:
+                             stage: str | None = None,
+                             annotate: Callable[[Comparison], Comparison] = lambda comparison: comparison
+                             ) -> Candidate | None:
     """Score each contender and the incumbent on every validation example; the best strictly ahead wins.
 
     Each contender's comparison is announced (the winner's as accepted, the others' as rejected);
-    returns the winner (None when none is ahead: the incumbent stays).
+    returns the winner (None when none is ahead: the incumbent stays). ``annotate`` may return the
+    comparison with more to say (FineTune adds what it trained).
     """
     incumbent = optimizer.best
     label = "start" if incumbent.id == optimizer.start.id else "incumbent"
@@ -173,7 +210,7 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
         if contender is not None and contender.id != incumbent.id:
             comparison = await compare_on_validation(ctx, contender, incumbent, stage, incumbent_label=label)
             if comparison is not None:
-                compared.append((contender, comparison))
+                compared.append((contender, annotate(comparison)))
     ahead = [(c, comparison) for c, comparison in compared if comparison.accepted]
     winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
     if winner is None and compared:
@@ -187,3 +224,38 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
         else:
             await announce(ctx, replace(comparison, accepted=False), contender, what=describe(contender))
     return winner
+
+
+async def check_chain(stages: Sequence[Optimizer], ctx: OptimizerContext) -> Comparison | None:
+    """A chain's end against the program its first stage started from, by the same check (``stage="chain"``).
+
+    Each stage is checked against the stage before it, so a chain of small steps could grow its tokens per
+    call past the rule's tolerance (:mod:`promptgym.stats.token_rule`) without any one step doing so. When
+    the end fails against the start, the latest stage end that passes is kept instead, else the start (it
+    becomes the last stage's best). None when the chain changed nothing, or only its first stage did (that
+    stage's own check said it all), or without validation data.
+    """
+    origin, last = stages[0].start, stages[-1]
+    end = last.best
+    if end.variables == origin.variables or (len(stages) > 1 and end.variables == stages[0].best.variables):
+        return None
+    comparison = await compare_on_validation(ctx, end, origin, "chain", ties_win=True)
+    if comparison is None:
+        return None
+    await announce(ctx, comparison, end, what="the chain's end: ")
+    if comparison.accepted:
+        return comparison
+    kept = origin
+    for stage in reversed(stages[:-1]):
+        earlier = stage.best
+        if earlier.variables == origin.variables:
+            continue
+        check = await compare_on_validation(ctx, earlier, origin, "chain", ties_win=True)
+        if check is not None and check.accepted:
+            await announce(ctx, check, earlier, what=f"the chain's end falls back to {stage.stage_name or 'a stage'}: ")
+            kept = earlier
+            break
+    fallback = last.find(kept.variables) or last.add_candidate(kept.variables, parent=end.id, origin="chain")
+    last.best_id = fallback.id
+    last.last_check = comparison
+    return comparison

@@ -20,7 +20,8 @@ from typing import Any
 
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.optimizers.base import Candidate, FitSizes, Optimizer, Stage, StageEstimate, StageRunner
-from promptgym.optimizers.kit import Budget
+from promptgym.optimizers.kit import Budget, OptimizerContext
+from promptgym.optimizers.selection import Comparison, check_chain
 
 
 @register_builtin
@@ -56,7 +57,9 @@ class Sequence(Optimizer):
         first = self.stage if self.stage < len(self.stages) else 0  # a finished chain fitted again runs again
         for index in range(first, len(self.stages)):
             self.stage = index
-            await trainer.run_stage(self.stages[index], Stage(self.stage_label(index), index, len(self.stages)))
+            last = index == len(self.stages) - 1
+            await trainer.run_stage(self.stages[index], Stage(self.stage_label(index), index, len(self.stages),
+                                                              finish=self.check_chain if last else None))
             self.stage = index + 1
             if trainer.stop_training:
                 break
@@ -111,6 +114,10 @@ class Sequence(Optimizer):
                     resolve()
                 except ValueError:  # no default set yet: the stage says which call to make when it runs
                     pass
+
+    async def check_chain(self, ctx: OptimizerContext) -> Comparison | None:
+        """After the last stage: the chain's end against its start (:func:`~promptgym.optimizers.selection.check_chain`)."""
+        return await check_chain(self.stages, ctx)
 
     def build(self, program: Any) -> None:
         self.current.build(program)

@@ -31,11 +31,10 @@ from promptgym.core.tree import flatten
 from promptgym.modules.generator import as_json
 from promptgym.modules.module import Module, unique_name
 from promptgym.modules.symbolic import SymbolicDataModel
-from promptgym.modules.variable import Variable
 from promptgym.programs.functional_config import graph_config, graph_from_config
 from promptgym.programs.graph import FunctionalGraph
 from promptgym.programs.saving import load_program, load_variables, save_program, save_variables
-from promptgym.programs.state import ProgramState
+from promptgym.programs.state import ProgramState, by_name_or_index
 from promptgym.programs.streaming import ProgramStream, stream_program
 from promptgym.programs.summary import program_summary
 from promptgym.training.trainer import Trainer
@@ -84,25 +83,12 @@ class Program(ProgramState, Trainer, Module):
         raise AttributeError("`modules` is a reserved attribute of programs (the list of their modules); "
                              "name yours differently")
 
-    @property
-    def variables(self) -> list[Variable]:
-        found: dict[int, Variable] = {id(variable): variable for variable in self._variables}
-        for module in self.modules:
-            for variable in module.variables:
-                found.setdefault(id(variable), variable)
-        return list(found.values())
+    def _variable_holders(self) -> list[Module]:
+        return self.modules
 
     def get_module(self, name: str | None = None, index: int | None = None) -> Module:
         """A module by name (or by position in ``modules``)."""
-        modules = self.modules
-        if index is not None:
-            if not -len(modules) <= index < len(modules):
-                raise ValueError(f"{self.name}: no module at index {index}; the program has {len(modules)} modules")
-            return modules[index]
-        for module in modules:
-            if module.name == name:
-                return module
-        raise ValueError(f"no module named {name!r}; modules: {', '.join(m.name for m in modules)}")
+        return by_name_or_index(self.modules, name, index, "module", self.name)
 
     def answer_modules(self) -> list[Module]:
         """Modules whose input is the program's input and whose output is its output (functional programs only)."""

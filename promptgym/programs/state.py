@@ -8,12 +8,33 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from promptgym.core.serialization import deserialize_object
 from promptgym.modules.variable import Variable
 from promptgym.programs import saving
 from promptgym.programs.synalinks_files import is_synalinks_file
+
+
+T = TypeVar("T")
+
+
+def by_name_or_index(items: Sequence[T], name: str | None, index: int | None, kind: str, program: str) -> T:
+    """``items[index]`` when ``index`` is given, else the item called ``name`` (a module, a variable of ``program``).
+
+    >>> from types import SimpleNamespace as Item
+    >>> by_name_or_index([Item(name="a"), Item(name="b")], "b", None, "module", "qa").name
+    'b'
+    """
+    if index is not None:
+        if not -len(items) <= index < len(items):
+            raise ValueError(f"{program}: no {kind} at index {index}; the program has {len(items)} {kind}s")
+        return items[index]
+    for item in items:
+        if item.name == name:  # type: ignore[attr-defined]
+            return item
+    raise ValueError(f"{program}: no {kind} named {name!r}; {kind}s: {', '.join(i.name for i in items)}")  # type: ignore[attr-defined]
 
 
 def _nested(variables: list[Variable]) -> dict[str, Any]:
@@ -51,15 +72,7 @@ class ProgramState:
         """A variable by name (``"generator/state"``) or by position in ``variables``."""
         if (name is None) == (index is None):
             raise ValueError(f"give either a variable name or an index, got name={name!r}, index={index!r}")
-        variables = self.variables
-        if index is not None:
-            if not -len(variables) <= index < len(variables):
-                raise ValueError(f"no variable at index {index}: the program has {len(variables)} variables")
-            return variables[index]
-        for variable in variables:
-            if variable.name == name:
-                return variable
-        raise ValueError(f"no variable named {name!r}; variables: {', '.join(v.name for v in variables)}")
+        return by_name_or_index(self.variables, name, index, "variable", self.name)  # type: ignore[attr-defined]
 
     def get_state_tree(self) -> dict[str, Any]:
         """The variables' values nested by name: trainable, non-trainable, and the optimizer's state."""

@@ -3,7 +3,7 @@
 from typing import Any
 
 from promptgym.core.identifiers import get_by_identifier
-from promptgym.core.serialization import custom_object_scope, deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import deserialize_in_scope, register_builtin, serialize_object
 from promptgym.rewards.base import JsonView, NoReward, Reward, RewardResult
 from promptgym.rewards.builtin import (
     BatchReward,
@@ -46,5 +46,4 @@ def serialize(reward: Any) -> dict[str, Any]:
 
 def deserialize(config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Any:
     """Rebuild a reward from :func:`serialize`'s dict (registered classes, or ``custom_objects``)."""
-    with custom_object_scope(custom_objects or {}):
-        return deserialize_object(config, expected="reward")
+    return deserialize_in_scope(config, custom_objects, expected="reward")

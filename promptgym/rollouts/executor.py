@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from promptgym.lm.usage import Usage, lm_phase
+from promptgym.lm.usage import Usage, lm_phase, usage_scope
 from promptgym.modules.tracing import Trace, tracing
 from promptgym.modules.variable import variable_values
 
@@ -49,6 +49,9 @@ class Outcome:
     usage: dict[str, Usage] | None = None
     """LM usage by phase the rollout caused in another process (None in-process). A remote executor records
     it in this process's ``LEDGER`` before returning, so usage reports read the same wherever rollouts ran."""
+    spent: Usage | None = None
+    """The model usage of this rollout's own calls, wherever it ran (tokens, dollars; cache hits' tokens too):
+    what the program costs per call, for the comparisons that weigh a candidate's score against it."""
 
     @property
     def ok(self) -> bool:
@@ -67,7 +70,7 @@ class Executor(Protocol):
 
 async def run_rollout(program: Any, rollout: Rollout, training: bool = False) -> Outcome:
     """Run one rollout here; an exception becomes the outcome's error (a failed example is data, not a crash)."""
-    with variable_values(rollout.variables), tracing() as trace, lm_phase("inference"):
+    with variable_values(rollout.variables), tracing() as trace, lm_phase("inference"), usage_scope() as spent:
         try:
             prediction = await program(rollout.inputs, training=training)
         except asyncio.CancelledError:
@@ -75,8 +78,8 @@ async def run_rollout(program: Any, rollout: Rollout, training: bool = False) ->
         except Exception as error:  # noqa: BLE001 - one bad answer never kills a batch
             message = f"{type(error).__name__}: {error}"
             logger.warning("example %d failed: %s", rollout.index, message)
-            return Outcome(rollout.index, None, message, trace)
-    return Outcome(rollout.index, prediction, None, trace)
+            return Outcome(rollout.index, None, message, trace, spent=spent)
+    return Outcome(rollout.index, prediction, None, trace, spent=spent)
 
 
 class InProcessExecutor:

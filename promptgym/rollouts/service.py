@@ -54,6 +54,10 @@ class ExampleResult:
     error: str | None = None
     trace: Trace = field(default_factory=Trace)
     metrics: dict[str, float] = field(default_factory=dict)
+    tokens: int | None = None
+    """Prompt + completion tokens of the program's model calls for this example (None: not measured)."""
+    usd: float | None = None
+    """What those calls cost in dollars, a cached answer at its price (None: not measured, or a model unpriced)."""
 
 
 def variables_key(variables: dict[str, Any]) -> str:
@@ -180,6 +184,10 @@ class RolloutService:
 
     async def _score(self, split: str, outcome: Outcome, target: Any) -> ExampleResult:
         result = ExampleResult(outcome.index, split, outcome.prediction, 0.0, error=outcome.error, trace=outcome.trace)
+        if outcome.spent is not None:
+            spent = outcome.spent
+            result.tokens = spent.prompt_tokens + spent.completion_tokens
+            result.usd = None if spent.unpriced_calls else spent.cost_usd + spent.saved_usd
         try:
             with lm_phase("reward"):
                 scored = await self.reward.score(target, outcome.prediction)
@@ -251,7 +259,9 @@ class RolloutService:
 def result_to_json(result: ExampleResult) -> dict[str, Any]:
     return {"prediction": to_json(result.prediction), "reward": result.reward, "feedback": result.feedback,
             "error": result.error, "metrics": dict(result.metrics),
-            "trace": [step.to_json() for step in result.trace.steps]}
+            "trace": [step.to_json() for step in result.trace.steps],
+            **({"tokens": result.tokens} if result.tokens is not None else {}),
+            **({"usd": result.usd} if result.usd is not None else {})}
 
 
 def result_from_json(item: dict[str, Any], output: Any = None) -> ExampleResult:
@@ -261,4 +271,5 @@ def result_from_json(item: dict[str, Any], output: Any = None) -> ExampleResult:
         prediction = output.model_validate(prediction)
     trace = Trace([TraceStep.from_json(step) for step in item.get("trace", [])])
     return ExampleResult(int(item["index"]), item["split"], prediction, float(item["reward"]),
-                         item.get("feedback", ""), item.get("error"), trace, dict(item.get("metrics", {})))
+                         item.get("feedback", ""), item.get("error"), trace, dict(item.get("metrics", {})),
+                         item.get("tokens"), item.get("usd"))

@@ -6,7 +6,7 @@
 
 ``folder`` (the run folder and its listing), ``status`` (``run.json``), ``events``
 (``events.jsonl``), ``history`` (``history.csv``), ``checkpoints`` (a program's, and where a weight
-run continues), ``stop`` (stop requests and signals), ``session`` (one session of a run: started and
+run continues), ``stop`` (stop requests and signals), ``attempt`` (one attempt of a run: started and
 finished events, how it ended), ``loggers`` (the guarded listeners), ``process_identity``. Prompt
 learning (``training.fit``), the weight runs (``finetune.weight_run``) and the CLI all write through these;
 the formats are in docs/runs.md.

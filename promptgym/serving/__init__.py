@@ -8,6 +8,6 @@
 
 from promptgym.serving.app import create_app
 from promptgym.serving.programs import ServedProgram, load_programs, share_language_models
-from promptgym.serving.state import ServeSettings
+from promptgym.serving.context import ServeSettings
 
 __all__ = ["ServeSettings", "ServedProgram", "create_app", "load_programs", "share_language_models"]

@@ -19,7 +19,7 @@ from promptgym.serving.errors import BodyTooLarge, on_body_too_large, on_http_er
 from promptgym.serving.middleware import ServingMiddleware
 from promptgym.serving.programs import ServedProgram, share_language_models
 from promptgym.serving.routes import add_routes
-from promptgym.serving.state import ServerState, ServeSettings
+from promptgym.serving.context import ServerContext, ServeSettings
 
 
 def create_app(programs: dict[str, ServedProgram] | Iterable[Any], models: Iterable[LanguageModel] = (),
@@ -34,7 +34,7 @@ def create_app(programs: dict[str, ServedProgram] | Iterable[Any], models: Itera
     shared = share_language_models((entry.program for entry in served.values()), extra=models)
     direct = {name: model for name, model in shared.items()
               if model.model_string.provider == "local" or any(model is given for given in models)}
-    state = ServerState(programs=dict(served), models=direct, settings=settings or ServeSettings())
+    state = ServerContext(programs=dict(served), models=direct, settings=settings or ServeSettings())
     state.metrics.in_flight.set_function(lambda: state.admission.admitted)
     state.metrics.traces_lost.set_function(lambda: state.recorder.lost if state.recorder is not None else 0)
     @contextlib.asynccontextmanager

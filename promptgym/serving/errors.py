@@ -6,6 +6,7 @@ response or the log.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from fastapi import Request
@@ -82,7 +83,9 @@ async def on_http_error(request: Request, error: StarletteHTTPException) -> JSON
         request.state.failure = "invalid_input"
         cause = error.__cause__
         reason = "nested too deeply" if isinstance(cause, RecursionError) else \
-            "not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
+            "not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else \
+            f"a number of more than {sys.get_int_max_str_digits()} digits" if "integer string conversion" in str(cause) \
+            else type(cause).__name__
         return error_response(400, f"the request body is not valid JSON ({reason})", code="invalid_json")
     if error.status_code == 404 and message == "Not Found":
         message = f"no route {request.method} {request.url.path}; see GET /v1/models and /docs"

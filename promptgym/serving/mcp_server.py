@@ -26,7 +26,7 @@ from promptgym.lm.errors import LMError
 from promptgym.serving.admission import Busy
 from promptgym.serving.programs import InputError, NoOutputError, ServedProgram
 from promptgym.traces.feedback import FeedbackError
-from promptgym.serving.state import ServerState
+from promptgym.serving.context import ServerContext
 
 logger = logging.getLogger("promptgym.serve")
 
@@ -48,7 +48,7 @@ def tool_of(served: ServedProgram) -> types.Tool:
                       output_schema=served.output_schema if served.output_schema.get("type") == "object" else None)
 
 
-def mcp_server(state: ServerState) -> Server[Any]:
+def mcp_server(state: ServerContext) -> Server[Any]:
     """An MCP server listing ``state``'s programs as tools and running them on call."""
 
     async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
@@ -90,7 +90,7 @@ def mcp_server(state: ServerState) -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def feedback(state: ServerState, arguments: dict[str, Any], started: float) -> types.CallToolResult:
+async def feedback(state: ServerContext, arguments: dict[str, Any], started: float) -> types.CallToolResult:
     """The feedback tool: the stored feedback as JSON, or a tool error naming the bad field or unknown trace."""
     try:
         given = await asyncio.to_thread(state.recorder.feedback, arguments)
@@ -102,7 +102,7 @@ async def feedback(state: ServerState, arguments: dict[str, Any], started: float
                                 structured_content=stored)
 
 
-def _tool_error(state: ServerState, program: str, message: str, reason: str, started: float) -> types.CallToolResult:
+def _tool_error(state: ServerContext, program: str, message: str, reason: str, started: float) -> types.CallToolResult:
     state.metrics.observe(program, "mcp", 400 if reason in ("invalid_input", "not_found") else 500,
                           time.perf_counter() - started)
     state.metrics.failed(program, reason)

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 from promptgym.serving.auth import key_matches, presented_key
 from promptgym.serving.errors import BodyTooLarge, error_body
 from promptgym.serving.recording import TRACE_HEADER
-from promptgym.serving.state import ServerState
+from promptgym.serving.context import ServerContext
 
 logger = logging.getLogger("promptgym.serve")
 
@@ -36,9 +36,9 @@ LOGGED_INPUT_CHARS = 2000
 
 
 class ServingMiddleware:
-    """Wraps the FastAPI app (``.app``); ``.state`` is the :class:`ServerState`."""
+    """Wraps the FastAPI app (``.app``); ``.state`` is the :class:`ServerContext`."""
 
-    def __init__(self, app: Any, state: ServerState) -> None:
+    def __init__(self, app: Any, state: ServerContext) -> None:
         self.app = app
         self.state = state
 

@@ -26,14 +26,14 @@ from promptgym.serving.chat import (
 from promptgym.serving.errors import error_response
 from promptgym.serving.programs import InputError, NoOutputError, ServedCall, ServedProgram
 from promptgym.traces.feedback import FeedbackError
-from promptgym.serving.state import ServerState
+from promptgym.serving.context import ServerContext
 from promptgym.serving.streaming import DISCONNECTED, AnswerStream, Delta, SlotStreamingResponse, StreamEnd
 from promptgym.traces.store import new_trace_id
 
 logger = logging.getLogger("promptgym.serve")
 
 
-def add_routes(app: FastAPI, state: ServerState) -> None:
+def add_routes(app: FastAPI, state: ServerContext) -> None:
     for served in state.programs.values():
         app.add_api_route(f"/v1/programs/{served.name}/predict", predict_route(state, served), methods=["POST"],
                           name=f"predict_{served.name}", summary=f"Run program {served.name!r}",
@@ -123,7 +123,7 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
     app.add_api_route("/metrics", metrics, methods=["GET"], tags=["server"], summary="Prometheus metrics")
 
 
-def predict_route(state: ServerState, served: ServedProgram) -> Any:
+def predict_route(state: ServerContext, served: ServedProgram) -> Any:
     """The predict handler of one program, its body typed by the program's input DataModel."""
     if served.input_model is not None:
         async def predict(body: served.input_model, request: Request) -> Response:  # type: ignore[name-defined]
@@ -152,7 +152,7 @@ def _input_error(request: Request, error: InputError) -> Response:
                           code="invalid_json" if error.status == 400 else "invalid_value")
 
 
-async def run_served(state: ServerState, served: ServedProgram, inputs: Any, request: Request) -> Any:
+async def run_served(state: ServerContext, served: ServedProgram, inputs: Any, request: Request) -> Any:
     """The program's output JSON, or the error response (429 busy, 422 input, 502 model, 500 other)."""
     request.state.usage = Usage()
     started = time.perf_counter()
@@ -168,7 +168,7 @@ async def run_served(state: ServerState, served: ServedProgram, inputs: Any, req
     return outcome.output
 
 
-def record(state: ServerState, request: Request, program: str, inputs: Any, call: ServedCall,
+def record(state: ServerContext, request: Request, program: str, inputs: Any, call: ServedCall,
            trace_id: str | None = None) -> None:
     """Store the call when the server records (``--record``); its id goes back in the trace header.
 
@@ -183,7 +183,7 @@ def record(state: ServerState, request: Request, program: str, inputs: Any, call
         logger.warning("trace of %s not stored: %s: %s", program, type(error).__name__, error)
 
 
-def model_request(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
+def model_request(state: ServerContext, body: ChatCompletionRequest, request: Request) -> Any:
     """``(model, messages, schema)`` of a direct model chat, or the 400 its messages or format earn."""
     request.state.usage = Usage()
     try:
@@ -192,7 +192,7 @@ def model_request(state: ServerState, body: ChatCompletionRequest, request: Requ
         return _input_error(request, error)
 
 
-async def chat_with_model(state: ServerState, body: ChatCompletionRequest, request: Request) -> Any:
+async def chat_with_model(state: ServerContext, body: ChatCompletionRequest, request: Request) -> Any:
     """``(content, finish_reason)`` from a model called directly, or the error response."""
     prepared = model_request(state, body, request)
     if isinstance(prepared, Response):
@@ -214,7 +214,7 @@ async def chat_with_model(state: ServerState, body: ChatCompletionRequest, reque
     return await in_slot(state, request, f"model {body.model!r}", answer)
 
 
-async def in_slot(state: ServerState, request: Request, what: str, work: Callable[[], Awaitable[Any]]) -> Any:
+async def in_slot(state: ServerContext, request: Request, what: str, work: Callable[[], Awaitable[Any]]) -> Any:
     """``work()`` run in one of the server's slots, or the error response its failure maps to."""
     try:
         async with state.admission.slot():
@@ -239,7 +239,7 @@ def error_answer(request: Request, what: str, error: Exception) -> Response:
     return _failed(request, 500, "internal", f"{what} failed: {type(error).__name__}: {error}")
 
 
-async def stream_program_answer(state: ServerState, served: ServedProgram, inputs: Any, body: ChatCompletionRequest,
+async def stream_program_answer(state: ServerContext, served: ServedProgram, inputs: Any, body: ChatCompletionRequest,
                                 request: Request) -> Response:
     """The program's last output field streamed as it is written; the whole output in its trace."""
     request.state.usage = Usage()
@@ -262,7 +262,7 @@ async def stream_program_answer(state: ServerState, served: ServedProgram, input
                              lambda: StreamEnd("stop", call.usage), finished)
 
 
-async def stream_model_answer(state: ServerState, body: ChatCompletionRequest, request: Request) -> Response:
+async def stream_model_answer(state: ServerContext, body: ChatCompletionRequest, request: Request) -> Response:
     """A model's answer streamed as it writes it (reasoning as ``reasoning_content``)."""
     prepared = model_request(state, body, request)
     if isinstance(prepared, Response):
@@ -296,7 +296,7 @@ async def stream_model_answer(state: ServerState, body: ChatCompletionRequest, r
                              lambda: StreamEnd(answer.finish_reason or "stop", usage()), finished)
 
 
-async def open_stream(state: ServerState, request: Request, body: ChatCompletionRequest, what: str,
+async def open_stream(state: ServerContext, request: Request, body: ChatCompletionRequest, what: str,
                       pieces: AsyncIterator[Delta], finish: Callable[[], StreamEnd],
                       finished: Callable[[str | None, str | None], None]) -> Response:
     """The streamed answer in a slot held until it ends; an HTTP error if it fails before its first piece.

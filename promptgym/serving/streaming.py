@@ -82,9 +82,9 @@ class AnswerStream:
 
     async def events(self) -> AsyncIterator[str]:
         try:
-            yield self._chunk({"role": "assistant", "content": ""})
-            if self.first:
-                yield self._chunk(self.first)
+            role = self._chunk({"role": "assistant", "content": ""})
+            # One write for both: the client wakes once for the first piece, not again after the role.
+            yield role + self._chunk(self.first) if self.first else role
             async for delta in self.pieces:
                 yield self._chunk(delta)
             end = self.finish()

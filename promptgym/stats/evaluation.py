@@ -42,6 +42,9 @@ class Evaluation(dict):
             raise ValueError(f"every key needs one score per example; got lengths { {k: len(v) for k, v in self.scores.items()} }")
         self.n = sizes.pop() if sizes else 0
         self.level, self.seed = level, seed
+        self.cost: dict[str, Any] | None = None
+        """What a call cost, beside the score: ``tokens_per_call``, ``usd_per_call`` (None when unpriced),
+        ``cost_usd`` (all the examples, cached answers at their price); None when not measured."""
         means = {name: (sum(values) / self.n if self.n else None) for name, values in self.scores.items()}
         super().__init__({**means, **(extra or {})})
 
@@ -64,15 +67,18 @@ class Evaluation(dict):
         """JSON-ready: ``{"n", "level", "intervals": {key: {...}}, "scores": {key: [...]}}``."""
         return {"n": self.n, "level": self.level, "seed": self.seed, "failures": list(self.failures),
                 "intervals": {name: interval.as_dict() for name, interval in self.intervals().items()},
-                "scores": {name: list(values) for name, values in self.scores.items()}}
+                "scores": {name: list(values) for name, values in self.scores.items()},
+                **({"cost": dict(self.cost)} if self.cost is not None else {})}
 
     @classmethod
     def from_statistics(cls, means: Mapping[str, Any], statistics: Mapping[str, Any]) -> "Evaluation":
         """Rebuild from ``statistics()`` (e.g. a run folder's status) and the plain dict it came with."""
         scores = statistics.get("scores") or {}
         extra = {key: value for key, value in means.items() if key not in scores}
-        return cls(scores, extra, level=statistics.get("level", DEFAULT_LEVEL), seed=statistics.get("seed", 0),
-                   failures=statistics.get("failures", ()))
+        evaluation = cls(scores, extra, level=statistics.get("level", DEFAULT_LEVEL), seed=statistics.get("seed", 0),
+                         failures=statistics.get("failures", ()))
+        evaluation.cost = dict(statistics["cost"]) if statistics.get("cost") else None
+        return evaluation
 
     def describe(self, name: str | None = None) -> str:
         """``"0.800 [0.650, 0.925] (n=40)"``."""

@@ -69,7 +69,7 @@ class TaskAppClient:
                 raise Retry(f"{type(error).__name__}: no answer within {self.timeout:g} s (the client's timeout; "
                             "data.task_timeout in a config)") from None
             except HttpError as error:
-                raise Retry(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
+                raise Retry.of(error) from None
             if response.status >= 500 or response.status == 429:
                 raise Retry(f"HTTP {response.status}: {response.text[:200]}", rate_limited=response.status == 429)
             return response

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from promptgym import metrics as metrics_module
 from promptgym import rewards as rewards_module
@@ -54,6 +54,19 @@ def get_reward(identifier: Any) -> Any:
     if isinstance(identifier, rewards_module.Reward) or isinstance(identifier, str) or isinstance(identifier, dict):
         return rewards_module.get(identifier)
     return rewards_module.RewardFunctionWrapper(fn=identifier, name=getattr(identifier, "__name__", "reward"))
+
+
+class _RebuiltByCompile:
+    """Not saved: ``compile()`` builds it again from what is (``saved_instead``)."""
+
+    saved_instead: ClassVar[str]
+
+    def get_config(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} is rebuilt by compile(); save {self.saved_instead}")
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Any:
+        raise NotImplementedError(f"{cls.__name__} is rebuilt by compile(); save {cls.saved_instead}")
 
 
 class MetricsList:
@@ -100,8 +113,10 @@ def _metric_sublist(entries: Any, argument_name: str, where: str) -> list[Any]:
     return [get_metric(entry) for entry in entries if entry is not None]
 
 
-class CompileMetrics:
+class CompileMetrics(_RebuiltByCompile):
     """The compiled metrics of a program, one :class:`MetricsList` per output (built on the first update)."""
+
+    saved_instead = "the metrics themselves"
 
     def __init__(self, metrics: Any, name: str = "compile_metrics", output_names: list[str] | None = None) -> None:
         if metrics and not isinstance(metrics, (list, tuple, dict)):
@@ -218,12 +233,6 @@ class CompileMetrics:
                 results[name] = metric.result()
         return results
 
-    def get_config(self) -> dict[str, Any]:
-        raise NotImplementedError("CompileMetrics is rebuilt by compile(); save the metrics themselves")
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "CompileMetrics":
-        raise NotImplementedError("CompileMetrics is rebuilt by compile(); save the metrics themselves")
 
 
 @dataclass
@@ -236,8 +245,10 @@ class FlatReward:
     name: str
 
 
-class CompileReward:
+class CompileReward(_RebuiltByCompile):
     """The compiled reward of a program: one reward, or one per output (a dict or a list), weighted and summed."""
+
+    saved_instead = "the reward itself"
 
     def __init__(self, reward: Any, reward_weights: Any = None, reduction: str = "mean",
                  output_names: list[str] | None = None) -> None:
@@ -345,9 +356,3 @@ class CompileReward:
             total += value
         return total
 
-    def get_config(self) -> dict[str, Any]:
-        raise NotImplementedError("CompileReward is rebuilt by compile(); save the reward itself")
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "CompileReward":
-        raise NotImplementedError("CompileReward is rebuilt by compile(); save the reward itself")

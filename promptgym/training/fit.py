@@ -17,13 +17,13 @@ import numpy as np
 from promptgym.core.events import EpochEnd, Resumed, SpendCapHit, StageEnded, StageStarted, TrainBegin, TrainEnd
 from promptgym.lm.spend import SpendCap, SpendCapReached, active_caps
 from promptgym.lm.usage import LEDGER
-from promptgym.modules.model_choice import MODELS_KEY, assign_models
+from promptgym.modules.model_choice import assign_variables
 from promptgym.optimizers.base import Stage
 from promptgym.optimizers.kit import OptimizerContext
 from promptgym.optimizers.selection import NO_VALIDATION_ADVICE, keep_if_better_than_start
 from promptgym.rollouts import ExampleResult, RolloutService
 from promptgym.rollouts.executor import Executor
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 from promptgym.training.callback import CallbackList
 from promptgym.training.data import as_object_array, split_validation, validate_inputs, validate_targets
 from promptgym.training.headroom import check_starting_candidate
@@ -113,7 +113,7 @@ async def fit_in_run_folder(program: Any, x: Any, y: Any, settings: FitSettings)
     """``fit(run_dir=...)``: the fit with its run folder (status, events, history, checkpoints), resumed from
     its last checkpoint when it has one (:mod:`promptgym.training.fit_folder`, docs/runs.md)."""
     run, resume = open_run_folder(settings.run_dir, getattr(program, "name", None) or "fit")
-    session = RunSession(run, None, None, job_type=JOB_TYPE, resume=resume)
+    session = RunAttempt(run, None, None, job_type=JOB_TYPE, resume=resume)
     recorder = RunRecorder(run, session.events)
 
     def save_interrupted() -> None:
@@ -238,7 +238,7 @@ class FitRun:
         self.program.stop_training = True
         self.program.stop_reason = "max_usd"
         if self.current_stage is not None and getattr(self.current_stage, "best", None) is not None:
-            program_assign(self.program, self.current_stage.best.variables)
+            assign_variables(self.program, self.current_stage.best.variables)
         self.compiled.spend = self.spend.state()
         position = self.compiled.position or {"epoch": 0, "step": 0}
         cap = self.cap or active_caps()[-1]  # fit's own, or the one around it (the CLI's, for the whole run)
@@ -277,7 +277,9 @@ class FitRun:
                 break
         await stage.on_train_end(ctx)
         await keep_if_better_than_start(stage, ctx, label)
-        program_assign(self.program, stage.best.variables)
+        if place is not None and place.finish is not None:
+            await place.finish(ctx)  # the chain's end against its start
+        assign_variables(self.program, stage.best.variables)
         if place is not None:
             await end_stage(self.callbacks, self.rollouts, stage, place.label, place.index, stage.last_check,
                             stage_start)
@@ -301,7 +303,7 @@ class FitRun:
         validating = bool(self.val_size) and (epoch + 1) % settings.validation_freq == 0
         if validating:  # the epoch's validation pass shows the program fit() would return now
             await keep_if_better_than_start(stage, ctx, label)
-        program_assign(self.program, stage.best.variables)
+        assign_variables(self.program, stage.best.variables)
         self.compiled.position = {"epoch": epoch + 1, "step": 0}
         epoch_logs, intervals = await self.epoch_logs(train_results, validating, label, failures_start)
         await self.callbacks.emit(EpochEnd(epoch=epoch, logs=epoch_logs, best_candidate=stage.best.id,
@@ -318,7 +320,7 @@ class FitRun:
         results = list(self.rollouts.train_results.values())  # what the optimizer ran on training examples
         await self.rollouts.add_metrics(results)
         train_results += results
-        program_assign(self.program, stage.best.variables)
+        assign_variables(self.program, stage.best.variables)
         self.compiled.position = {"epoch": epoch, "step": step + 1}
         self.compiled.spend = self.spend.state()
         logs = {**scored_logs(train_results, self.compiled), **{k: v for k, v in step_logs.items() if k != "reward"}}
@@ -360,16 +362,6 @@ async def end_stage(callback_list: CallbackList, rollouts: RolloutService, stage
     await callback_list.emit(StageEnded(stage=label, index=index, val=val,
                                         comparison=comparison.as_dict() if comparison is not None else None,
                                         lm_calls=calls, seconds=round(time.monotonic() - began, 2)))
-
-
-def program_assign(program: Any, variables: dict[str, Any]) -> None:
-    """Give ``program`` a candidate's variable values (and the models it names, see ``modules.model_choice``)."""
-    by_name = {variable.name: variable for variable in program.variables}
-    for name, value in variables.items():
-        if name == MODELS_KEY:
-            assign_models(program, value)
-        else:
-            by_name[name].assign(value)
 
 
 async def validate(rollouts: RolloutService, callback_list: CallbackList, batch_size: int, compiled: Any

@@ -7,7 +7,7 @@ The folder holds ``run.json`` (status), ``events.jsonl`` (every trainer event), 
 per epoch), ``checkpoints/`` (``last.json`` after every step, ``epoch_N.json``), ``finetune/stage-N/`` (a
 FineTune stage's SFT runs, resumed inside their own steps) and, once done, ``best_program.json``
 (docs/runs.md). ``training.fit`` and the CLI's prompt-learning flow drive the same pieces (:func:`resume_point`,
-the optimizer's ``place_outputs``, ``RunSession`` and ``RunRecorder``), so both leave the same layout.
+the optimizer's ``place_outputs``, ``RunAttempt`` and ``RunRecorder``), so both leave the same layout.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import numpy as np
 from promptgym.lm.usage import PHASES
 from promptgym.rollouts import ExampleResult
 from promptgym.stats import Evaluation
+from promptgym.training.spend import per_call_cost
 
 
 def mean(values: list[float]) -> float:
@@ -51,4 +52,6 @@ def scored_evaluation(results: list[ExampleResult], compiled: Any, prefix: str =
             scores[f"{prefix}{metric.name}"] = [float(metric.result())] * len(results)
         else:
             scores[f"{prefix}{metric.name}"] = [r.metrics.get(metric.name, 0.0) for r in results]
-    return Evaluation(scores, failures=[position for position, r in enumerate(results) if r.error])
+    evaluation = Evaluation(scores, failures=[position for position, r in enumerate(results) if r.error])
+    evaluation.cost = per_call_cost([r.tokens for r in results], [r.usd for r in results])  # cost beside the score
+    return evaluation

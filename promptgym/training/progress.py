@@ -106,6 +106,10 @@ class ProgressBar(Callback):
         elif kind == "sft_started":
             self._begin("  SFT", int(event["steps"]))
             self.stream.write(f"  SFT of {event['base_model']}: {event['train_rows']} rows, {event['steps']} steps\n")
+        elif kind == "sft_planned":
+            self._total = int(event["steps"])
+            self.stream.write(f"\n  SFT plan (n_epochs='auto'): {event['steps']} steps ({event['epochs']:g} epochs), "
+                              f"{event['step_s']:.3g} s a step, evaluated every {event['eval_steps']} steps\n")
         elif kind == "sft_step":
             self._update(int(event["step"]), {"loss": event["loss"]}, final=event["step"] >= event["total_steps"])
         elif kind == "model_registered":

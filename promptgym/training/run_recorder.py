@@ -1,7 +1,7 @@
 """The run folder's consumer of trainer events under ``fit()``: checkpoints, history.csv, and every event
 through the run's one event writer (events.jsonl and the live listeners).
 
-    session = RunSession(run, masker, listeners, job_type="prompt_learning", resume=False)
+    session = RunAttempt(run, masker, listeners, job_type="prompt_learning", resume=False)
     recorder = RunRecorder(run, session.events)
     await program.fit(x, y, callbacks=[recorder])   # what fit(run_dir=...) does itself
 """

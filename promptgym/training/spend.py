@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from promptgym.lm.usage import LEDGER, PHASES, Usage
 
@@ -69,6 +69,37 @@ class RunSpend:
             logs[f"cost_usd_{phase}"] = by_phase[phase].cost_usd if phase in by_phase else 0.0
         logs.update(saved_usd=total.saved_usd, unpriced_calls=total.unpriced_calls, compute_s=total.compute_s)
         return logs
+
+
+def per_call_cost(tokens: Sequence[int | None], usd: Sequence[float | None]) -> dict[str, Any] | None:
+    """Cost beside a score: mean tokens and dollars per call over the calls measured, and their dollars in all.
+
+    Dollars are None when any call's price is unknown (a partial sum would read as a real figure).
+
+    >>> per_call_cost([100, 300], [0.001, 0.003])
+    {'tokens_per_call': 200.0, 'usd_per_call': 0.002, 'cost_usd': 0.004, 'calls': 2}
+    """
+    measured = [value for value in tokens if value is not None]
+    if not measured:
+        return None
+    priced = all(value is not None for value in usd) and len(usd) == len(tokens)
+    total = sum(float(value) for value in usd if value is not None) if priced else None
+    return {"tokens_per_call": sum(measured) / len(measured),
+            "usd_per_call": round(total / len(usd), 12) if total is not None else None,
+            "cost_usd": round(total, 12) if total is not None else None, "calls": len(measured)}
+
+
+def describe_call_cost(cost: dict[str, Any] | None) -> str:
+    """``212 tokens/call, $0.000105/call`` from :func:`per_call_cost`'s dict; "" when not measured.
+
+    >>> describe_call_cost({"tokens_per_call": 212.0, "usd_per_call": 0.000105}), describe_call_cost(None)
+    ('212 tokens/call, $0.000105/call', '')
+    """
+    if not cost or cost.get("tokens_per_call") is None:
+        return ""
+    usd = cost.get("usd_per_call")
+    return f"{cost['tokens_per_call']:.0f} tokens/call, " + (f"{format_usd(usd)}/call" if usd is not None
+                                                              else "$ unknown/call")
 
 
 def format_usd(value: float | None, unpriced_calls: int = 0) -> str:

@@ -17,6 +17,7 @@ from promptgym.utils._plot_data import (
     metrics_mean_and_std,
     paired_comparison,
 )
+from promptgym.utils.plot_cost import CostPoint, cost_points, pareto_front, plot_cost_vs_score
 from promptgym.utils.plot_runs import (
     plot_history_comparison,
     plot_history_comparison_with_mean_and_std,
@@ -41,6 +42,10 @@ __all__ = [
     "plot_metrics_with_mean_and_std",
     "plot_metrics_comparison_with_mean_and_std",
     "plot_program",
+    "plot_cost_vs_score",
+    "cost_points",
+    "pareto_front",
+    "CostPoint",
     "history_panels",
     "metrics_mean_and_std",
     "metrics_comparison_mean_and_std",

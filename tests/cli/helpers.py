@@ -9,7 +9,7 @@ from pathlib import Path
 
 import promptgym as pg
 from promptgym.runs.folder import RunFolder, list_runs
-from promptgym.testing import ScriptedLanguageModel, last_user_json
+from promptgym.testing import ScriptedLanguageModel, last_user_json, QA_GENERATOR, qa_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,43 +65,16 @@ def write_data(folder: Path, count: int = 12) -> Path:
 
 
 FACTORY_PROGRAM = '[program]\nfactory = "tests.cli.helpers:build_program"'
-GENERATOR_PROGRAM = """[program.generator]
-name = "answerer"
-inputs = { question = "A question" }
-outputs = { answer = "The answer" }"""
+GENERATOR_PROGRAM = QA_GENERATOR
 
 
 def write_config(folder: Path, epochs: int = 2, extra: str = "", program: str = FACTORY_PROGRAM, model: str = "",
                  name: str = "test-run", batch_size: int = 3, filename: str = "run.toml") -> Path:
     """A config training on ``write_data``'s 12 examples (9 train, 3 validation)."""
-    data = write_data(folder)
     config = folder / filename
-    config.write_text(f"""
-[job]
-name = "{name}"
-seed = 0
-{model}
-{program}
-
-[data]
-train = "{data}"
-x_fields = {{ question = "prompt" }}
-y_fields = {{ answer = "label" }}
-validation_split = 0.25
-
-[reward]
-name = "exactmatch"
-
-[optimizer]
-name = "randomfewshot"
-params = {{ nb_max_examples = 2 }}
-
-[training]
-epochs = {epochs}
-batch_size = {batch_size}
-minibatch_size = {batch_size}
-{extra}
-""")
+    config.write_text(qa_run_config(write_data(folder), program=program, name=name, job="seed = 0", model=model,
+                                    training=f"epochs = {epochs}\nbatch_size = {batch_size}\n"
+                                             f"minibatch_size = {batch_size}\n{extra}"))
     return config
 
 
@@ -123,7 +96,7 @@ def raising_factory(language_model=None) -> pg.Program:
 def build_priced_program(language_model=None) -> pg.Program:
     """``build_program`` on a scripted model priced at $3 / $15 per million tokens (a word is a token)."""
     model = learner_lm()
-    model.price_override, model._price_resolved, model.max_tokens = pg.Price(3.0, 15.0), False, 32
+    model.price_override, model.max_tokens = pg.Price(3.0, 15.0), 32
     generator = pg.Generator(data_model=Answer, language_model=model, name="answerer",
                              instructions="Answer in upper case.")
     return pg.Sequential([pg.Input(data_model=Question), generator], name="qa")

@@ -8,6 +8,7 @@ import pytest
 
 from promptgym.cli.config import ConfigError, load_config, validate_config
 from promptgym.cli.secrets import Masker, load_env_file
+from promptgym.testing import qa_run_config
 
 GOOD = {"program": {"generator": {}}, "data": {"dataset": "arithmetic"}}
 
@@ -101,3 +102,13 @@ async def test_call_estimate_is_capped_by_the_optimizer_budget() -> None:
         estimate = estimate_lm_calls(await build_run_plan(config))
         totals.append(estimate["training runs"] + estimate["candidate scoring"])
     assert totals[0] > 5 and totals[1] == 5
+
+
+def test_the_testing_config_loads_with_its_parts(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(qa_run_config(tmp_path / "train.jsonl", name="q", job="seed = 3",
+                                  optimizer='name = "greedyoptimizer"', training="epochs = 4\nbatch_size = 2"))
+    config = load_config([path])
+    assert (config.job.name, config.job.seed, config.training.epochs, config.training.batch_size) == ("q", 3, 4, 2)
+    assert config.data.train == str(tmp_path / "train.jsonl") and config.data.validation_split == 0.25
+    assert config.program.generator.name == "answerer"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import tomllib
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
+from promptgym.core.local_server import free_port
 from promptgym.runs.folder import RunFolder
 from tests.cli.helpers import WORDS, only_run, served_config, write_config
 from tests.lm.fake_openai_server import FakeOpenAIServer
@@ -51,11 +51,6 @@ def test_env_file_masks_secrets_only_and_the_run_folder_stays_usable(workdir: Pa
     assert resumed.exit_code == 0, resumed.output
     assert run.status()["status"] == "completed"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("fault", [(401, '{"error": "Incorrect API key"}'), (403, '{"error": "forbidden"}')])

@@ -14,13 +14,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import promptgym.cli.artifacts as artifacts
+from promptgym.cli.artifacts import plotted_history, write_plots
 from promptgym.cli.main import app
+from promptgym.runs.history import history_columns
 from tests.cli.helpers import ROOT, only_run, wait_for, write_config
 
 runner = CliRunner()
 
 
-def test_full_run_writes_every_artifact(workdir: Path) -> None:
+def test_full_run_writes_every_artifact(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = write_config(workdir)
     result = runner.invoke(app, ["train", "--config", str(config), "--yes"])
     assert result.exit_code == 0, result.output
@@ -33,6 +36,15 @@ def test_full_run_writes_every_artifact(workdir: Path) -> None:
                  "candidates.json", "checkpoints/last.json", "checkpoints/epoch_1.json", "checkpoints/epoch_2.json",
                  "plots/training_history.png", "plots/before_after.png"):
         assert (run.path / name).is_file(), name
+    columns = history_columns(run.path / "history.csv")
+    assert {"cost_usd_inference", "saved_usd", "unpriced_calls", "lm_calls_inference"} <= set(columns)
+    # the plot draws quality, calls, tokens and the total cost; the breakdowns stay in history.csv
+    assert sorted(plotted_history(columns)) == ["completion_tokens", "cost_usd", "lm_calls", "prompt_tokens",
+                                                "reward", "val_reward"]
+    drawn: dict = {}
+    monkeypatch.setattr(artifacts, "plot_history", lambda history, to_folder, **_: drawn.update(history) or to_folder / "h.png")
+    write_plots(run)
+    assert sorted(drawn) == sorted(plotted_history(columns))
     status = run.status()
     assert status["status"] == "completed" and status["epochs_done"] == 2
     assert status["final"]["reward"] > status["baseline"]["reward"]

@@ -63,3 +63,9 @@ async def test_the_slot_is_free_while_a_try_waits_to_retry():
 def test_a_server_hint_longer_than_the_backoff_wins_up_to_the_cap():
     policy = RetryPolicy(backoff_s=0.5, max_wait_s=10)
     assert [policy.wait_s(1), policy.wait_s(1, hint=3.0), policy.wait_s(5, hint=60.0)] == [0.5, 3.0, 10.0]
+
+
+def test_a_transport_error_becomes_a_retry_naming_its_type_and_message():
+    assert Retry.of(ConnectionResetError("peer closed")).reason == "ConnectionResetError: peer closed"
+    assert Retry.of(asyncio.TimeoutError()).reason == "TimeoutError"  # no message: the type alone
+    assert not Retry.of(OSError("x")).rate_limited

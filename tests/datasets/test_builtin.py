@@ -1,5 +1,6 @@
 """The built-in datasets: sizes, fields, labels, determinism, disjoint splits."""
 
+import importlib
 from collections import Counter
 
 import numpy as np
@@ -224,3 +225,17 @@ def test_dates_output_format():
     for bad in ("%Y-%m", "%Y-%m-%d %H", "%d/%d/%Y", "plain"):
         with pytest.raises(ValueError, match="output_format must use each of %Y, %m and %d"):
             dates.load_data(output_format=bad)
+
+
+@pytest.mark.parametrize("name", IDS + ["arithmetic", "dates", "reasoning_gym"])
+def test_every_module_exports_the_dataset_api(name):
+    # __all__ is built from the shared lists: each name must exist, and the
+    # getters and load_data must be the module's own (not another module's).
+    module = importlib.import_module(f"promptgym.datasets.{name}")
+    assert {"get_input_data_model", "get_output_data_model", "load_data"} <= set(module.__all__)
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == []
+    assert module.get_input_data_model().__module__ == module.__name__
+    assert module.get_output_data_model.__doc__ == f"The target DataModel (``{module.get_output_data_model().__name__}``)."
+    if name in IDS:
+        assert isinstance(module.SOURCE_SIZE, int) and isinstance(module.LICENSE, str)

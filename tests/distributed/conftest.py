@@ -12,7 +12,7 @@ pytest.importorskip("ray")
 from promptgym.distributed.local_head import LocalRayHead, process_table  # noqa: E402
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # not "session": the head's processes would keep running through every later folder
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
     home = tmp_path_factory.mktemp("ray-home")
     head = LocalRayHead(num_cpus=2, dashboard=True, home=home, extra_env={"HOME": str(home)}).start()

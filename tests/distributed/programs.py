@@ -65,5 +65,5 @@ def dataset(words: list[str] = WORDS) -> tuple[Any, Any]:
 
 
 def build_cli_program() -> pg.Program:
-    """The same program for `promptgym train --backend ray` configs (a factory without arguments)."""
+    """The same program for `promptgym train --executor ray` configs (a factory without arguments)."""
     return build_program()

@@ -1,4 +1,4 @@
-"""`promptgym train --backend ray --workers N`: a local Ray instance owned by the run, stopped by process id."""
+"""`promptgym train --executor ray --workers N`: a local Ray instance owned by the run, stopped by process id."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_backend_values_and_their_errors(monkeypatch: pytest.MonkeyPatch) -> Non
     assert parse_execution("ray://10.0.0.5:10001", workers=8) == ExecutionSpec("ray", "ray://10.0.0.5:10001", 8)
     monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")  # inside a submitted job: join its cluster
     assert parse_execution("ray", workers=3) == ExecutionSpec("ray", "auto", 3)
-    with pytest.raises(ExecutionError, match="--workers needs --backend ray"):
+    with pytest.raises(ExecutionError, match="--workers needs --executor ray"):
         parse_execution("local", workers=2)
     with pytest.raises(ExecutionError, match="expected 'local', 'ray' or 'ray://HOST:PORT'"):
         parse_execution("ray://nohost")
@@ -72,20 +72,20 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_preview_says_where_the_run_executes(workdir: Path) -> None:
-    result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--backend", "ray",
+    result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--executor", "ray",
                                  "--workers", "3"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "runs on" in result.output and "a local Ray instance on 127.0.0.1" in result.output
     assert "3 worker(s)" in result.output
     bad = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--dry-run", "--workers", "3"])
-    assert bad.exit_code == 2 and "--workers needs --backend ray" in bad.output
+    assert bad.exit_code == 2 and "--workers needs --executor ray" in bad.output
 
 
 def test_a_run_on_its_own_ray_instance_completes_and_stops_it(workdir: Path) -> None:
     before = set(descendants(os.getpid()))
     local = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--yes", "--runs-dir", str(workdir / "local")])
     assert local.exit_code == 0, local.output
-    result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--yes", "--backend", "ray", "--workers", "2"])
+    result = runner.invoke(app, ["train", "-c", str(write_config(workdir)), "--yes", "--executor", "ray", "--workers", "2"])
     assert result.exit_code == 0, result.output
     (status,) = list_runs(workdir / "runs")
     assert status["status"] == "completed" and "2 worker(s)" in status["runs_on"]

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import pytest_asyncio
+import ray
 
 import promptgym as pg
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback, process_table
@@ -17,8 +19,19 @@ from tests.distributed.programs import WORDS, build_program, dataset
 from tests.lm.fake_openai_server import FakeOpenAIServer
 
 
-@pytest.fixture
+# One event loop for the module: the shared executor's Ray calls are awaited on the loop it first ran on.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def not_connected() -> None:
+    """The tests of connecting and of a local instance need this process not yet connected to Ray."""
+    assert not ray.is_initialized(), "another test's Ray connection is still open: this check would pass trivially"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def executor(ray_head: LocalRayHead) -> Iterator[RayExecutor]:
+    """Two workers shared by the comparisons below: starting them (two processes importing promptgym, and
+    the connection) was most of each test's time. The tests that need no connection open run before it."""
     executor = RayExecutor(address=ray_head.gcs_address, num_workers=2, concurrency=2)
     yield executor
     await executor.close()
@@ -33,6 +46,48 @@ async def predictions_and_usage(program: pg.Program, x: Any, **kwargs: Any) -> t
     predictions = await program.predict(x, batch_size=8, verbose=0, **kwargs)
     shown = [p.get_json() if p is not None else None for p in predictions]
     return shown, dict(predictions.failures), calls_during(before)
+
+
+async def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    not_connected()
+    x, _ = dataset()
+    expected = await predictions_and_usage(build_program(fail_words=["sky"]), x)
+    executor = RayExecutor(num_workers=2, concurrency=2)  # its own local instance, stopped by close()
+    marker = tmp_path / "died"
+    try:
+        with caplog.at_level(logging.WARNING, logger="promptgym"):
+            got = await predictions_and_usage(build_program(fail_words=["sky"], die_word="river", marker=str(marker)),
+                                              x, executor=executor)
+        head_pids = executor.head.pids()
+        assert not listeners_outside_loopback(head_pids)
+    finally:
+        await executor.close()
+    assert marker.exists()  # a worker really died (it wrote its pid, then SIGKILLed itself)
+    assert got == expected
+    lines = [r.getMessage() for r in caplog.records if "died while running" in r.getMessage()]
+    # one line per call that was in flight when the worker died (more than one when it had several)
+    rerun = [int(i) for line in lines for i in line.split("example(s) ")[1].split(" (")[0].split(", ")]
+    assert WORDS.index("river") in rerun and executor.retries == len(rerun)  # the dead worker's chunk, once
+    assert not set(head_pids) & set(process_table())  # close() stopped the instance it started
+
+
+async def test_connecting_keeps_the_runs_sigterm_handler(ray_head: LocalRayHead) -> None:
+    """`promptgym runs stop` sends SIGTERM, which the run turns into a cancel; ray.init's handler would exit at once."""
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        pass
+
+    not_connected()
+    executor = RayExecutor(address=ray_head.gcs_address, num_workers=2, concurrency=2)
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        executor._connect()
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        await executor.close()
 
 
 async def test_predict_and_evaluate_match_in_process(executor: RayExecutor) -> None:
@@ -99,41 +154,3 @@ async def test_the_default_executor_is_used_when_none_is_given(executor: RayExec
         pg.set_default_executor(None)
     assert [p.get_json()["answer"] for p in predictions] == ["AB", "CAT", "house", "garden"]
     assert len(executor.workers) == 2  # the rollouts went to the workers
-
-
-async def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    x, _ = dataset()
-    expected = await predictions_and_usage(build_program(fail_words=["sky"]), x)
-    executor = RayExecutor(num_workers=2, concurrency=2)  # its own local instance, stopped by close()
-    marker = tmp_path / "died"
-    try:
-        with caplog.at_level(logging.WARNING, logger="promptgym"):
-            got = await predictions_and_usage(build_program(fail_words=["sky"], die_word="river", marker=str(marker)),
-                                              x, executor=executor)
-        head_pids = executor.head.pids()
-        assert not listeners_outside_loopback(head_pids)
-    finally:
-        await executor.close()
-    assert marker.exists()  # a worker really died (it wrote its pid, then SIGKILLed itself)
-    assert got == expected
-    lines = [r.getMessage() for r in caplog.records if "died while running" in r.getMessage()]
-    # one line per call that was in flight when the worker died (more than one when it had several)
-    rerun = [int(i) for line in lines for i in line.split("example(s) ")[1].split(" (")[0].split(", ")]
-    assert WORDS.index("river") in rerun and executor.retries == len(rerun)  # the dead worker's chunk, once
-    assert not set(head_pids) & set(process_table())  # close() stopped the instance it started
-
-
-async def test_connecting_keeps_the_runs_sigterm_handler(executor: RayExecutor) -> None:
-    """`promptgym runs stop` sends SIGTERM, which the run turns into a cancel; ray.init's handler would exit at once."""
-    import signal
-
-    def handler(signum: int, frame: Any) -> None:
-        pass
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        executor._connect()
-        assert signal.getsignal(signal.SIGTERM) is handler
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -17,7 +17,7 @@ pytest.importorskip("peft")
 pytest.importorskip("ray.train")
 
 from promptgym.distributed.local_head import LocalRayHead, listeners_outside_loopback  # noqa: E402
-from promptgym.distributed.sft_train import RayTrainBackend, cluster_on_loopback  # noqa: E402
+from promptgym.distributed.sft_train import RayTrainExecutor, cluster_on_loopback  # noqa: E402
 from promptgym.finetune import SFTJob, SFTSettings, StopRequest, TrainingInterrupted, run_sft  # noqa: E402
 from tests.finetune import fixtures  # noqa: E402
 from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
@@ -26,6 +26,7 @@ from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
 tiny_model = fixtures.tiny_model
 isolated_models_dir = fixtures.isolated_models_dir
 fake_export = fixtures.fake_export
+one_torch_thread = fixtures.one_torch_thread
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +42,8 @@ def settings_for(tiny_model: Path, tmp_path: Path, **changes: Any) -> SFTSetting
     return SFTSettings(**{**values, **changes})
 
 
-def on_ray(head: LocalRayHead, workers: int) -> RayTrainBackend:
-    return RayTrainBackend(address=head.gcs_address, num_workers=workers, threads=1)
+def on_ray(head: LocalRayHead, workers: int) -> RayTrainExecutor:
+    return RayTrainExecutor(address=head.gcs_address, num_workers=workers, threads=1)
 
 
 def adapter(checkpoint: Path) -> dict:
@@ -107,7 +108,7 @@ def test_two_workers_train_as_one_process_does_and_leave_the_same_run_folder(
             outside.extend(listeners_outside_loopback(ray_head.pids()))
 
     job = SFTJob.prepare(settings, name="same")
-    result = run_sft(job, tmp_path / "ray", on_event=on_event, backend=on_ray(ray_head, 2))
+    result = run_sft(job, tmp_path / "ray", on_event=on_event, executor=on_ray(ray_head, 2))
 
     assert result.status == "completed" and result.steps == 8
     assert result.final_eval_loss < result.initial_eval_loss
@@ -153,7 +154,7 @@ def test_one_worker_gives_exactly_the_weights_of_the_local_loop(ray_head: LocalR
                                                                 tmp_path: Path) -> None:
     settings = settings_for(tiny_model, tmp_path, lora={"r": 4, "alpha": 8, "dropout": 0.1}, summary_samples=0)
     local = run_sft(SFTJob.prepare(settings, name="one"), tmp_path / "local")
-    remote = run_sft(SFTJob.prepare(settings, name="one"), tmp_path / "ray", backend=on_ray(ray_head, 1))
+    remote = run_sft(SFTJob.prepare(settings, name="one"), tmp_path / "ray", executor=on_ray(ray_head, 1))
     # Same seed, same rows, same dropout masks: another mask would move the weights by 1e-3 or more. The sums
     # themselves may round apart (~1e-7): Ray's worker runs torch with its own thread count (OMP_NUM_THREADS
     # from its CPUs), so a matmul adds its parts in another order than this process does.
@@ -180,13 +181,13 @@ def test_a_stop_request_checkpoints_the_workers_and_resume_continues(ray_head: L
 
     with pytest.raises(TrainingInterrupted) as caught:
         run_sft(SFTJob.prepare(settings, name="b"), tmp_path / "split", on_event=record, stop=stop,
-                                               backend=on_ray(ray_head, 2))
+                                               executor=on_ray(ray_head, 2))
     # every worker stops after the same step, with a checkpoint
     assert caught.value.step == 1 and caught.value.checkpoint.name == "step_000001"
     status = json.loads((tmp_path / "split/run.json").read_text())
     assert status["status"] == "interrupted" and status["steps_done"] == 1
     resumed = run_sft(SFTJob.prepare(settings, name="b"), tmp_path / "split", on_event=record, resume=True,
-                                                     backend=on_ray(ray_head, 2))
+                                                     executor=on_ray(ray_head, 2))
     assert steps_seen == list(range(1, 9)) and resumed.steps == 8
     assert_close(adapter(tmp_path / "split/checkpoints/step_000008"), adapter(tmp_path / "local/checkpoints/step_000008"),
                  atol=1e-4)  # the optimizer state and schedule came back from the checkpoint
@@ -211,7 +212,7 @@ def test_the_cli_trains_on_its_own_ray_instance_and_stops_it(tiny_model: Path, t
     monkeypatch.setenv("COLUMNS", "200")
     before = set(descendants(os.getpid()))
     config = write_config(tmp_path, tiny_model, capital_rows(16))
-    result = CliRunner().invoke(app, ["train", "-c", str(config), "--yes", "--backend", "ray", "--workers", "2"])
+    result = CliRunner().invoke(app, ["train", "-c", str(config), "--yes", "--executor", "ray", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert "step 3/3" in result.output and "model ready: local/ft-tiny-sft-" in result.output
     run = RunFolder(tmp_path / "runs" / list_runs(tmp_path / "runs")[0]["id"])

@@ -8,4 +8,4 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 pytest.register_assert_rewrite("tests.finetune.interrupting")  # its checks report like the tests' own
 
-from tests.finetune.fixtures import fake_export, isolated_models_dir, tiny_model  # noqa: E402, F401
+from tests.finetune.fixtures import fake_export, isolated_models_dir, one_torch_thread, tiny_model  # noqa: E402, F401

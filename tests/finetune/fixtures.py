@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -13,6 +14,18 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.finetune.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread per test: the tiny model's matrices are too small to split, so a second thread only
+    waits (on 2 busy cores a step took 3-4x the CPU and wall time). Restored after, for the real models elsewhere."""
+    import torch  # deferred: torch is optional, and the conftests skip this folder without it
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(autouse=True)

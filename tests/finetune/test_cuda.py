@@ -16,7 +16,7 @@ from promptgym.finetune.rl.sampler import sample  # noqa: E402
 from promptgym.finetune.rl.settings import RLSettings  # noqa: E402
 from promptgym.finetune.rl.update import TrainingRow, row_logprobs  # noqa: E402
 from promptgym.finetune.settings import LoraSettings, SFTSettings  # noqa: E402
-from promptgym.finetune.sft_flow import SFTJob, run_sft  # noqa: E402
+from promptgym.finetune.sft_run import SFTJob, run_sft  # noqa: E402
 from tests.finetune.tiny_model import capital_rows, write_rows  # noqa: E402
 
 

@@ -101,7 +101,7 @@ def test_a_step_out_of_memory_checkpoints_and_says_what_to_lower(tiny_model: Pat
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from promptgym.finetune.checkpoint import last_checkpoint
     from promptgym.finetune.device import DeviceOutOfMemory
-    from promptgym.finetune.sft_flow import SFTJob, SFTRun, run_sft
+    from promptgym.finetune.sft_run import SFTJob, SFTRun, run_sft
     from tests.finetune.tiny_model import capital_rows, write_rows
 
     class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError's name, raised on the third step

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,6 +17,7 @@ from promptgym.finetune.settings import LoraSettings
 from promptgym.lm.finetuned_models import finetuned_model
 from promptgym.taskapp import TaskAppEnvironment, TaskAppError
 from tests.finetune import tiny_task_app
+from tests.support import served_in_thread
 
 KEY = "tiny-app-key"
 FAULTS = ("TINY_FAIL_SEEDS", "TINY_SLOW_SEEDS", "TINY_BAD_JSON_SEEDS", "TINY_CONSTANT", "TINY_DELAY_S")
@@ -27,24 +25,11 @@ FAULTS = ("TINY_FAIL_SEEDS", "TINY_SLOW_SEEDS", "TINY_BAD_JSON_SEEDS", "TINY_CON
 
 @pytest.fixture
 def app_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    import uvicorn
-
     monkeypatch.setenv("TASK_APP_API_KEY", KEY)
     for name in FAULTS:
         monkeypatch.delenv(name, raising=False)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(tiny_task_app.build_app(KEY), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 10
-    while not server.started:
-        assert time.time() < deadline, "task app did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_in_thread(tiny_task_app.build_app(KEY)) as url:
+        yield url
 
 
 def settings(tiny_model: Path, **changes: Any) -> RLSettings:

@@ -63,8 +63,8 @@ def test_dry_run_previews_the_job_with_a_measured_step(workdir: Path, tiny_model
 def test_the_preview_says_the_job_trains_on_ray_train(workdir: Path, tiny_model: Path) -> None:
     config = write_config(workdir, tiny_model, capital_rows(20))
     here = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
-    assert here.exit_code == 0 and "this process (--backend local)" in here.output
-    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--backend", "ray", "--workers", "2"])
+    assert here.exit_code == 0 and "this process (--executor local)" in here.output
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--executor", "ray", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert "Ray Train: 2 CPU worker(s)" in result.output and "DDP over gloo" in result.output
     assert "a local Ray instance on 127.0.0.1" in result.output and "plus starting Ray Train" in result.output

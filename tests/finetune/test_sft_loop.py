@@ -103,7 +103,7 @@ def test_a_model_name_taken_by_another_run_is_refused(tiny_model: Path, tmp_path
 
 
 def test_the_public_names_stay_functions_after_the_modules_load() -> None:
-    import promptgym.finetune.sft_flow  # noqa: F401 - a loaded submodule must not shadow the function
+    import promptgym.finetune.sft_run  # noqa: F401 - a loaded submodule must not shadow the function
     from promptgym.finetune import sft
 
     assert callable(sft) and sft.__name__ == "sft"

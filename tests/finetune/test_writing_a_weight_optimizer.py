@@ -1,28 +1,17 @@
 """The weight optimizer of docs/writing_an_optimizer.md (examples/custom_weight_optimizer.py): it trains the tiny
-in-test model on the labels, the tuned program wins its race, the program saves with it, and the doc shows it whole.
+in-test model on the labels, the tuned program wins its race, and the program saves with it (that the doc shows it
+whole is tests/optimizers/test_writing_an_optimizer.py's check).
 
 As in test_finetune_optimizer.py, the GGUF export is faked and the tuned model runs as a scripted one."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import promptgym as pg
 from promptgym.modules.model_choice import set_model_factory
 from promptgym.testing import ScriptedLanguageModel, last_user_json
-from tests.support import functional_program, labelled
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "custom_weight_optimizer.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("custom_weight_optimizer", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.support import functional_program, labelled, load_example
 
 
 async def test_the_example_weight_optimizer_trains_and_keeps_the_tuned_model(tiny_model, tmp_path, fake_export):
@@ -34,7 +23,7 @@ async def test_the_example_weight_optimizer_trains_and_keeps_the_tuned_model(tin
 
     previous = set_model_factory(tuned)
     try:
-        LabelSFT = load_example().LabelSFT
+        LabelSFT = load_example("custom_weight_optimizer.py").LabelSFT
         program = await functional_program(ScriptedLanguageModel(respond=lambda r: {"answer": "?"}))
         optimizer = LabelSFT(str(tiny_model), output_dir=str(tmp_path / "sft"),
                              sft={"batch_size": 2, "max_length": 4096, "validation_split": 0.0, "summary_samples": 0,
@@ -53,7 +42,3 @@ async def test_the_example_weight_optimizer_trains_and_keeps_the_tuned_model(tin
     program.save(tmp_path / "program.json")
     loaded = pg.Program.load(tmp_path / "program.json")
     assert loaded.training_setup.optimizer.model_id == model  # a resumed fit would not train again
-
-
-def test_the_doc_shows_the_whole_example():
-    assert EXAMPLE.read_text().strip() in (ROOT / "docs" / "writing_an_optimizer.md").read_text()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -12,16 +11,12 @@ import httpx
 import pytest
 
 import promptgym as pg
+from promptgym.core.local_server import free_port
 from promptgym.lm.local_models import SMALLEST_LOCAL_MODEL, ensure_local_model
 from tests.support import Answer, Question
 
 pytestmark = pytest.mark.integration
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,10 @@ Fault = Callable[[dict[str, Any], int], "tuple[int, str] | None"]
 
 class FakeOpenAIServer:
     def __init__(self, answer: Callable[[dict[str, Any]], str], refuse_json_schema: bool = False,
-                 failures_before_success: int = 0, fault: Fault | None = None, stream_delay_s: float = 0.0) -> None:
+                 failures_before_success: int = 0, fault: Fault | None = None, stream_delay_s: float = 0.0,
+                 stream_usage: bool = True) -> None:
         self.answer = answer
+        self.stream_usage = stream_usage  # False: a server that ignores stream_options.include_usage
         self.stream_delay_s = stream_delay_s
         self.streams_finished = 0
         self.streams_broken = 0
@@ -66,7 +68,8 @@ class FakeOpenAIServer:
                     return self._send(422, {"error": "json_schema not supported"})
                 content = server.answer(body)
                 if body.get("stream"):
-                    return self._stream(content, bool((body.get("stream_options") or {}).get("include_usage")))
+                    return self._stream(content, server.stream_usage
+                                        and bool((body.get("stream_options") or {}).get("include_usage")))
                 self._send(200, {"choices": [{"message": {"role": "assistant", "content": content}}],
                                  "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
 

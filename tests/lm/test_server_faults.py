@@ -6,12 +6,12 @@ import asyncio
 import gc
 import json
 import logging
-import socket
 import warnings
 
 import pytest
 
 import promptgym as pg
+from promptgym.core.local_server import free_port
 from promptgym.lm.errors import LMConfigurationError, LMConnectionError, LMError
 from tests.lm.fake_openai_server import FakeOpenAIServer
 
@@ -30,11 +30,6 @@ def served_lm(server: FakeOpenAIServer, **options) -> pg.LanguageModel:
     lm.engine.backoff_s = 0.01
     return lm
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def test_a_400_unrelated_to_response_format_leaves_json_schema_on():

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from promptgym.lm.engine import LMRequest
 from promptgym.lm.language_model import LanguageModel
+from promptgym.lm import local_engine
 from promptgym.lm.local_engine import LlamaCppEngine
 from promptgym.lm.usage import usage_scope
 from promptgym.testing import ScriptedLanguageModel
@@ -63,8 +65,9 @@ async def test_a_model_failing_before_its_first_chunk_streams_from_its_fallback(
 class FakeLlama:
     """Streams ``tokens`` like llama-cpp-python's create_chat_completion(stream=True)."""
 
-    def __init__(self, tokens: list[str]) -> None:
+    def __init__(self, tokens: list[str], delay_s: float = 0.0) -> None:
         self.tokens = tokens
+        self.delay_s = delay_s  # between tokens, as a real model takes
         self.produced = 0
         self.closed = False
         self.n_tokens = 0
@@ -79,6 +82,8 @@ class FakeLlama:
                 yield {"choices": [{"delta": {"role": "assistant"}, "finish_reason": None}]}
                 for token in self.tokens:
                     self.may_continue.wait(10)
+                    if self.delay_s:
+                        time.sleep(self.delay_s)
                     self.produced += 1
                     self.n_tokens = 7 + self.produced
                     yield {"choices": [{"delta": {"content": token}, "finish_reason": None}]}
@@ -92,9 +97,9 @@ class FakeLlama:
         return list(range(self.produced))
 
 
-def fake_engine(tokens: list[str]) -> tuple[LlamaCppEngine, FakeLlama]:
+def fake_engine(tokens: list[str], delay_s: float = 0.0) -> tuple[LlamaCppEngine, FakeLlama]:
     backend = LlamaCppEngine(Path("fake.gguf"))
-    backend._llama = FakeLlama(tokens)
+    backend._llama = FakeLlama(tokens, delay_s)
     return backend, backend._llama
 
 
@@ -114,6 +119,26 @@ async def test_embedded_engine_stops_at_once_when_the_reader_leaves():
     # aclose returns once the worker is out: the context is free and llama.cpp's generator is closed
     assert llama.closed and not backend._lock.locked()
     assert llama.produced < 1000
+
+
+async def test_the_embedded_engine_computes_the_second_token_only_once_the_first_is_taken(monkeypatch):
+    monkeypatch.setattr(local_engine, "FIRST_TOKEN_HANDOFF_S", 30.0)  # no time limit on the handoff here
+    backend, llama = fake_engine(["a", "b", "c"])
+    stream = backend.stream(LMRequest(messages=MESSAGES))
+    assert (await stream.__anext__()).content == "a"
+    await asyncio.sleep(0.05)  # the worker would have written all three by now if it did not wait
+    assert llama.produced == 1
+    assert [chunk.content async for chunk in stream][:2] == ["b", "c"]
+    assert llama.closed and not backend._lock.locked()
+
+
+async def test_a_reader_leaving_after_the_first_token_does_not_wait_for_the_handoff(monkeypatch):
+    monkeypatch.setattr(local_engine, "FIRST_TOKEN_HANDOFF_S", 30.0)
+    backend, llama = fake_engine(["a", "b", "c"])
+    stream = backend.stream(LMRequest(messages=MESSAGES))
+    assert (await stream.__anext__()).content == "a"
+    await asyncio.wait_for(stream.aclose(), timeout=10)  # not 30 s: leaving ends the worker's wait
+    assert llama.closed and not backend._lock.locked() and llama.produced == 1
 
 
 async def test_a_cancelled_reader_stops_the_embedded_engine():

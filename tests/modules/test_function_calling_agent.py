@@ -168,6 +168,7 @@ async def test_demonstrations_are_whole_trajectories_in_the_prompt():
     assert agent.prompt_variable in program.trainable_variables
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_few_shot_training_turns_successful_runs_into_demonstrations():
     def respond(request):
         last = request.messages[-1]["content"]
@@ -257,6 +258,7 @@ async def test_gepa_reflects_on_the_agents_trajectories_and_rewrites_its_instruc
     assert '"final_answer"' not in reflections[0] and '"answer": -1' in reflections[0]
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_knn_few_shot_shows_each_input_its_nearest_trajectory():
     def respond(request):
         last = request.messages[-1]["content"]

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("mcp")
 
 import promptgym as pg  # noqa: E402
+from promptgym.core.local_server import free_port  # noqa: E402
 from promptgym.core.serialization import deserialize_object, serialize_object  # noqa: E402
 from promptgym.testing import ScriptedLanguageModel  # noqa: E402
 from promptgym.modules.mcp_tools import MultiServerMCPClient  # noqa: E402
@@ -22,11 +23,6 @@ from promptgym.modules.mcp_tools import MultiServerMCPClient  # noqa: E402
 SERVER = str(Path(__file__).resolve().parent.parent / "fixtures" / "mcp_math_server.py")
 STDIO = {"transport": "stdio", "command": sys.executable, "args": [SERVER, "stdio"]}
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

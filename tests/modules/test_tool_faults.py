@@ -209,3 +209,15 @@ async def test_a_result_larger_than_max_result_chars_is_an_error_the_model_can_a
     assert Tool(huge, max_result_chars=None).get_config()["max_result_chars"] is None
     with pytest.raises(ToolDefinitionError, match="max_result_chars"):
         Tool(huge, max_result_chars=0)
+
+
+def undecodable() -> dict:
+    """A file name read from disk with ``surrogateescape``, as os.listdir gives for bytes that are not UTF-8."""
+    return {"name": b"report-\xff.txt".decode("utf-8", "surrogateescape"),
+            b"key-\xfe".decode("utf-8", "surrogateescape"): 1}
+
+
+async def test_text_that_is_not_unicode_reaches_the_model_as_the_replacement_character():
+    result = (await Tool(undecodable)()).get_json()
+    assert result == {"name": "report-\ufffd.txt", "key-\ufffd": 1}
+    json.dumps(result, ensure_ascii=False).encode("utf-8")  # what every request to a model needs

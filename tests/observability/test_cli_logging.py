@@ -17,6 +17,7 @@ from tests.observability.test_loggers import read_scalars
 runner = CliRunner()
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 def test_a_run_reports_to_tensorboard_mlflow_and_a_span_file(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     config = write_config(workdir, extra='''

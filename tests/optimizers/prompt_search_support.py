@@ -87,3 +87,15 @@ def context(program: pg.Program, optimizer: Optimizer, train: int = 6, val: int 
 def events(ctx: OptimizerContext) -> Events:
     """The events the optimizer emitted through ``ctx`` (made by :func:`context`)."""
     return ctx.emit.__self__  # type: ignore[attr-defined]
+
+
+async def one_epoch(optimizer: Optimizer, ctx: OptimizerContext, steps: int, batch_size: int) -> None:
+    """The trainer's calls for one epoch: ``steps`` steps, each on the next ``batch_size`` training indices."""
+    await optimizer.on_train_begin(ctx)
+    await optimizer.on_epoch_begin(ctx, 0)
+    ctx.steps = steps
+    for step in range(steps):
+        ctx.step = step
+        await optimizer.train_step(ctx, list(range(batch_size * step, batch_size * (step + 1))))
+    await optimizer.on_epoch_end(ctx, 0)
+    await optimizer.on_train_end(ctx)

@@ -256,6 +256,7 @@ async def test_validating_on_training_data_never_scores_a_demonstration_on_itsel
     assert len(shown) == 3 and not shown & {int(i) for i in candidate.scores["train"]}
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_chain_of_thought_learns_from_traces():
     def right_on_even(request):
         question = last_user_json(request)["question"]

@@ -21,9 +21,9 @@ def test_importing_the_optimizers_loads_neither_the_sft_engine_nor_torch() -> No
 
 def test_building_a_finetune_loads_the_engine_but_not_torch() -> None:
     code = ("import json, sys; from promptgym.optimizers import FineTune; FineTune(n_epochs=2); "
-            "print(json.dumps([m for m in ('torch', 'promptgym.finetune.sft_flow') if m in sys.modules]))")
+            "print(json.dumps([m for m in ('torch', 'promptgym.finetune.sft_run') if m in sys.modules]))")
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    assert loaded == ["promptgym.finetune.sft_flow"]
+    assert loaded == ["promptgym.finetune.sft_run"]
 
 
 def test_the_table_holds_the_class_and_every_path_resolves_to_it() -> None:

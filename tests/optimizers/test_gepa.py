@@ -10,18 +10,20 @@ import promptgym as pg
 from promptgym.optimizers import GEPA
 from promptgym.optimizers.proposals import degenerate_reason
 from promptgym.traces import TraceStore
-from tests.optimizers.prompt_search_support import GOOD, context, data, events, program_for, task_lm, task_requests
+from tests.optimizers.prompt_search_support import (
+    GOOD,
+    context,
+    data,
+    events,
+    one_epoch,
+    program_for,
+    task_lm,
+    task_requests,
+)
 
 
 async def run_search(optimizer: GEPA, ctx, steps: int = 3) -> None:
-    await optimizer.on_train_begin(ctx)
-    await optimizer.on_epoch_begin(ctx, 0)
-    ctx.steps = steps
-    for step in range(steps):
-        ctx.step = step
-        await optimizer.train_step(ctx, [2 * step, 2 * step + 1])
-    await optimizer.on_epoch_end(ctx, 0)
-    await optimizer.on_train_end(ctx)
+    await one_epoch(optimizer, ctx, steps, batch_size=2)
 
 
 async def test_reflection_improves_and_child_joins_pool_and_becomes_best():
@@ -190,6 +192,7 @@ async def test_merge_combines_two_pool_candidates_sharing_an_ancestor():
     assert optimizer.metric_calls - before == 4  # subsample of 3, then the 1 remaining validation example
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_fit_runs_the_whole_budget_in_one_epoch_and_saves_state(tmp_path):
     lm = task_lm()
     pg.set_default_language_model(lm)

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 import promptgym as pg
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
@@ -33,6 +34,7 @@ async def knn_program(lm, module=pg.Generator, k=2):
     return program, optimizer
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_labels_become_the_pool_without_a_program_run(tmp_path):
     lm = ScriptedLanguageModel(respond=copies_last_demo)
     program, optimizer = await knn_program(lm)

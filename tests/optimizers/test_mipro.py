@@ -11,19 +11,12 @@ import promptgym as pg
 from promptgym.optimizers import MIPRO
 from promptgym.optimizers.mipro import default_num_trials
 from promptgym.testing import last_user_json
-from tests.optimizers.prompt_search_support import GOOD, context, data, events, program_for, task_lm
+from tests.optimizers.prompt_search_support import GOOD, context, data, events, one_epoch, program_for, task_lm
 from tests.support import Answer, Question
 
 
 async def search(optimizer: MIPRO, ctx, steps: int = 2) -> None:
-    await optimizer.on_train_begin(ctx)
-    await optimizer.on_epoch_begin(ctx, 0)
-    ctx.steps = steps
-    for step in range(steps):
-        ctx.step = step
-        await optimizer.train_step(ctx, [3 * step, 3 * step + 1, 3 * step + 2])
-    await optimizer.on_epoch_end(ctx, 0)
-    await optimizer.on_train_end(ctx)
+    await one_epoch(optimizer, ctx, steps, batch_size=3)
 
 
 async def run(seed: int = 0, **kwargs):
@@ -47,6 +40,9 @@ async def test_stages_propose_bootstrap_search_and_keep_the_best():
     assert optimizer.best.id in optimizer.full_evaluated and 0 in optimizer.full_evaluated
     kinds = events(ctx).kinds()
     assert kinds.count("trial_end") == 6 and "full_evaluation" in kinds and "proposal_rejected" in kinds
+    rejected = [e for e in events(ctx).events if e["event"] == "proposal_rejected"]
+    assert [(e["what"], e["reason"]) for e in rejected] == [("instruction proposal 2 for qa/state",
+                                                             "same as another proposal")]
     prompt = next(r for r in lm.requests if "proposed_instruction" in r.schema["properties"]).messages[0]["content"]
     assert "upper case" in prompt and "Module qa" in prompt  # dataset summary + program structure
     assert optimizer.lm_calls == len(lm.requests)  # every call MIPRO caused, rollouts and proposals alike
@@ -140,6 +136,7 @@ def test_presets_and_explicit_budgets():
     assert isinstance(pg.optimizers.get("miprov2"), MIPRO) and isinstance(pg.optimizers.get("mipro"), MIPRO)
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_fit_runs_every_trial_in_one_epoch():
     lm = task_lm()
     program = await program_for(lm)
@@ -152,6 +149,7 @@ async def test_fit_runs_every_trial_in_one_epoch():
     assert history.history["val_reward"][-1] == 1.0
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 @pytest.mark.parametrize(("slips", "close_call"), [((), "lead +0"), (("v0",), "lead -1")])
 async def test_a_close_call_on_full_validation_is_settled_on_held_out_training_examples(slips, close_call):
     def respond(request):

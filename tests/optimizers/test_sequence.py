@@ -52,7 +52,8 @@ async def test_each_stage_starts_from_the_last_best_and_a_worse_stage_is_undone(
     assert history.history["stage"] == ["1:AddInstruction", "2:AddInstruction", "3:AddInstruction"]
     assert history.history["val_reward"] == [1.0, 1.0, 1.0]
     assert [(c["stage"], c["accepted"]) for c in history.comparisons] == [
-        ("1:AddInstruction", True), ("2:AddInstruction", False), ("3:AddInstruction", True)]
+        ("1:AddInstruction", True), ("2:AddInstruction", False), ("3:AddInstruction", True),
+        ("chain", True)]  # the chain's end checked against its start too (issue 42)
     assert chain.stages[1].start.variables == chain.stages[0].best.variables
     ended = [e for e in recorder.events if e.kind == "stage_ended"]
     assert [e["val"]["mean"] for e in ended] == [1.0, 1.0, 1.0]

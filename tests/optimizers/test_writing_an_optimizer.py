@@ -1,26 +1,18 @@
-"""The example optimizer of docs/writing_an_optimizer.md: it works, saves, and the doc shows it whole."""
+"""The example optimizer of docs/writing_an_optimizer.md: it works, saves, and the doc shows it whole (and the
+weight optimizer's example, whose run is tests/finetune/test_writing_a_weight_optimizer.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import pytest
 
 import promptgym as pg
 from tests.optimizers.prompt_search_support import GOOD, data, program_for, task_lm
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "custom_optimizer.py"
+from tests.support import EXAMPLES, load_example
 
 
-def load_example():
-    spec = importlib.util.spec_from_file_location("custom_optimizer", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_the_example_optimizer_keeps_the_instructions_that_win(tmp_path):
-    InstructionList = load_example().InstructionList
+    InstructionList = load_example("custom_optimizer.py").InstructionList
     program = await program_for(task_lm())
     program.compile(reward=pg.rewards.ExactMatch(),
                     optimizer=InstructionList(["Be brief.", GOOD, "Answer in lower case."], max_metric_calls=30))
@@ -37,6 +29,7 @@ async def test_the_example_optimizer_keeps_the_instructions_that_win(tmp_path):
     assert (loaded.tried, loaded.budget.spent, loaded.best_id) == (3, optimizer.budget.spent, optimizer.best_id)
 
 
-def test_the_doc_shows_the_whole_example():
-    doc = (ROOT / "docs" / "writing_an_optimizer.md").read_text()
-    assert EXAMPLE.read_text().strip() in doc
+@pytest.mark.parametrize("example", ["custom_optimizer.py", "custom_weight_optimizer.py"])
+def test_the_doc_shows_the_whole_example(example):
+    doc = (EXAMPLES.parent / "docs" / "writing_an_optimizer.md").read_text()
+    assert (EXAMPLES / example).read_text().strip() in doc

@@ -100,6 +100,7 @@ async def test_a_multi_branch_program_saves_and_loads(tmp_path):
     assert (await loaded(Question(question="q4"))).get_json() == {"answer": "Q4", "answer_1": "q4"}
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_training_teaches_each_branch():
     program = await two_branches(branch_lm())
     both = program.output_data_model

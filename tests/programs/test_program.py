@@ -155,3 +155,21 @@ async def test_get_graph_links_input_to_modules():
     graph = program.get_graph()
     assert [node["class_name"] for node in graph["nodes"]] == ["Input", "Generator"]
     assert graph["edges"] == [[graph["nodes"][0]["id"], graph["nodes"][1]["id"]]]
+
+
+async def test_modules_and_variables_by_name_or_index_and_what_is_there_when_missing():
+    program = await functional_program(echo_lm(), name="qa")
+    first, generator = program.modules  # auto names carry a suffix when other tests made modules first
+    (state,) = generator.variables
+    assert program.get_module(generator.name) is generator is program.get_module(index=-1)
+    assert program.get_module(index=0) is first
+    assert program.get_variable(state.name) is program.get_variable(index=0) is state
+    assert program.variables == [state]  # the modules' variables, each once
+    with pytest.raises(ValueError, match=f"^qa: no module named 'nope'; modules: {first.name}, {generator.name}$"):
+        program.get_module("nope")
+    with pytest.raises(ValueError, match=r"^qa: no module at index 2; the program has 2 modules$"):
+        program.get_module(index=2)
+    with pytest.raises(ValueError, match=f"^qa: no variable named 'x'; variables: {state.name}$"):
+        program.get_variable("x")
+    with pytest.raises(ValueError, match="give either a variable name or an index"):
+        program.get_variable()

@@ -44,6 +44,8 @@ HUGE = json.dumps({"question": "x" * 2_000_000}).encode()
 CASES = [
     Case("predict: invalid JSON", "POST", PREDICT, b'{"question": ', 400, "not valid JSON"),
     Case("predict: empty body", "POST", PREDICT, b"", 400, "expected a JSON object"),
+    Case("predict: a number of 5000 digits", "POST", PREDICT, b'{"question": ' + b"9" * 5000 + b"}", 400,
+         "a number of more than 4300 digits"),
     Case("predict: JSON array", "POST", PREDICT, b"[1, 2]", 422, "JSON object"),
     Case("predict: JSON string", "POST", PREDICT, b'"hello"', 422, "JSON object"),
     Case("predict: JSON null", "POST", PREDICT, b"null", 422, "JSON object"),

@@ -7,11 +7,11 @@ from mcp.client.client import Client
 from promptgym.serving import ServedProgram
 from promptgym.serving.mcp_server import mcp_server
 from promptgym.serving.metrics import sample_value
-from promptgym.serving.state import ServerState
+from promptgym.serving.context import ServerContext
 
 
 async def test_tools_are_the_programs_and_calls_run_them(qa) -> None:
-    state = ServerState(programs={"qa": ServedProgram.of(qa)})
+    state = ServerContext(programs={"qa": ServedProgram.of(qa)})
     async with Client(mcp_server(state)) as client:
         tools = (await client.list_tools()).tools
         result = await client.call_tool("qa", {"question": "mcp"})

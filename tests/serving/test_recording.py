@@ -11,7 +11,7 @@ from promptgym.datasets import from_traces
 from promptgym.serving import ServedProgram, ServeSettings
 from promptgym.serving.mcp_server import FEEDBACK_TOOL, TRACE_META, mcp_server
 from promptgym.serving.recording import redact_fields
-from promptgym.serving.state import ServerState
+from promptgym.serving.context import ServerContext
 from promptgym.traces import TraceStore
 from tests.serving.conftest import client_for
 
@@ -110,7 +110,7 @@ def test_concurrent_calls_each_leave_one_trace(qa, tmp_path):
 
 
 async def test_mcp_calls_carry_their_trace_id_and_the_feedback_tool_takes_it(qa, tmp_path):
-    state = ServerState(programs={"qa": ServedProgram.of(qa)}, settings=ServeSettings(record=str(tmp_path)))
+    state = ServerContext(programs={"qa": ServedProgram.of(qa)}, settings=ServeSettings(record=str(tmp_path)))
     async with Client(mcp_server(state)) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
         called = await client.call_tool("qa", {"question": "hi"})

@@ -55,6 +55,31 @@ async def test_a_program_streams_its_last_field_in_order_then_the_end(qa) -> Non
     assert events[-1] == "[DONE]" and len({event["id"] for event in events[:-1]}) == 1
 
 
+async def test_the_role_and_the_first_piece_leave_in_one_write(qa) -> None:
+    app = create_app([qa])
+    request = json.dumps(ask("why is the sky blue")).encode()
+    received = [{"type": "http.request", "body": request, "more_body": False}]
+    bodies: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        return received.pop(0) if received else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            bodies.append(message["body"])
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+             "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json"),
+                                                                (b"content-length", str(len(request)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    await app(scope, receive, send)
+    first = events_of(bodies[0].decode())
+    assert [event["choices"][0]["delta"] for event in first] == [{"role": "assistant", "content": ""},
+                                                                 {"content": "WHY "}]
+    assert contents(events_of(b"".join(bodies).decode())) == ["WHY ", "IS ", "THE ", "SKY ", "BLUE"]
+
+
 async def test_include_usage_sends_a_usage_chunk_after_the_finish(qa) -> None:
     from fastapi.testclient import TestClient
 
@@ -172,7 +197,8 @@ async def test_through_an_openai_compatible_server_a_client_leaving_drops_the_up
 
 
 async def test_an_embedded_model_served_directly_stops_before_its_next_token_when_the_client_leaves() -> None:
-    backend, llama = fake_engine([f"w{i} " for i in range(100_000)])
+    # 1 ms a token: 100 s to write them all, so only a stop that works ends it within the test's wait
+    backend, llama = fake_engine([f"w{i} " for i in range(100_000)], delay_s=0.001)
     model = LanguageModel(model="local/smollm2-135m-instruct", cache=False)
     model._engine = backend
     app = create_app([], models=[model])

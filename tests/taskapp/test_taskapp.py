@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -12,12 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
+from promptgym.core.local_server import free_port
 from promptgym.runs.folder import RunFolder, list_runs
 from promptgym.taskapp import (
     PolicyModule, RolloutFailed, RolloutRequest, RolloutResponse, TaskAppClient, TaskAppError, TaskInfo,
     TrajectoryStep, create_task_app,
 )
 from promptgym.taskapp.protocol import Policy
+from tests.support import served_in_thread
 
 KEY = "task-app-test-key"
 BROKEN_SEED = 7
@@ -41,30 +40,13 @@ INFO = TaskInfo(name="doubling", description="double a number", modules=[PolicyM
                 splits={"train": list(range(9)), "validation": [20, 21, 22], "test": [30, 31, 32, 33]})
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture
 def task_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    import uvicorn
-
     monkeypatch.setenv("TASK_APP_API_KEY", KEY)
     calls.clear()
-    server_app = create_task_app(INFO, rollout)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(server_app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 10
-    while not server.started:
-        assert time.time() < deadline, "task app did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_in_thread(create_task_app(INFO, rollout)) as url:
+        yield url
 
 
 async def test_client_health_info_auth_and_failed_rollout(task_app: str) -> None:

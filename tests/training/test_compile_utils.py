@@ -47,3 +47,13 @@ async def test_a_metric_given_to_two_programs_is_cloned_for_each():
     assert mine[0].result() == 1.0 and theirs[0].result() == 0.0
     assert first.compiled and list(first._compile_metrics._user_metrics) == mine
     assert [module.name for module in first._flatten_modules()][0] == "one"
+
+
+@pytest.mark.parametrize("cls,build,saved", [(CompileMetrics, lambda: CompileMetrics([]), "the metrics themselves"),
+                                             (CompileReward, lambda: CompileReward(None), "the reward itself")])
+def test_compiled_setup_is_not_serialized_but_says_what_to_save(cls, build, saved):
+    message = f"{cls.__name__} is rebuilt by compile\\(\\); save {saved}"
+    with pytest.raises(NotImplementedError, match=message):
+        build().get_config()
+    with pytest.raises(NotImplementedError, match=message):
+        cls.from_config({})

@@ -91,8 +91,8 @@ async def test_judge_calls_are_their_own_phase():
 
 async def test_an_unknown_price_warns_once_and_is_counted_unpriced_never_zero():
     lm = ScriptedLanguageModel(respond=echo_upper, price=None)
-    lm.price_override = None
-    lm.model, lm._price_resolved = "openai/no-such-model-xyz", False
+    lm.model = lm.pricing.model = "openai/no-such-model-xyz"
+    lm.price_override = None  # looked up again: the table has no price for it
     messages = [{"role": "user", "content": json.dumps({"question": "a"})}]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -162,7 +162,7 @@ async def test_budget_usd_is_the_same_cap():
 
 async def test_a_cap_on_a_model_with_no_price_is_refused():
     lm = ScriptedLanguageModel(respond=echo_upper)
-    lm.price_override, lm._price, lm._price_resolved = None, None, True
+    lm.pricing.fix(None)  # no price at all
     program = await program_on(lm)
     x, y = data(8)
     with warnings.catch_warnings():

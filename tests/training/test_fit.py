@@ -35,6 +35,7 @@ async def compiled_program(lm=None, optimizer=None, name="p"):
     return program, lm
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_fit_improves_and_history_has_the_documented_keys():
     program, lm = await compiled_program()
     x, y = data()
@@ -134,6 +135,7 @@ async def test_callbacks_sync_and_async_with_program_bound(tmp_path):
     assert calls[-1] == ("train_end",) and calls[-2][0] == "epoch_end"
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_checkpoint_csv_and_resume(tmp_path):
     program, _ = await compiled_program(name="ckpt")
     x, y = data(12)
@@ -171,6 +173,7 @@ async def test_greedy_optimizer_learns_too():
     assert (await program.evaluate(x, y, verbose=0))["reward"] == 1.0
 
 
+@pytest.mark.usefixtures("no_token_rule")  # too few validation examples for the rule
 async def test_progress_bar_prints_epochs_and_metrics(capsys):
     program, _ = await compiled_program(name="verbose")
     x, y = data(8)

@@ -16,6 +16,7 @@ from promptgym.cli.commands.ui import FolderRuns
 from promptgym.cli.main import app as cli_app
 from promptgym.traces import TraceStore
 from promptgym.ui import create_ui_app
+from promptgym.stats import set_token_rule
 from tests.cli.helpers import ROOT, write_config
 
 KEY = "review-key-123"
@@ -35,6 +36,7 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # the configs' program factory is tests.cli.helpers:build_program
     os.chdir(folder)
+    set_token_rule(None)  # 3 validation examples: too few for the costlier-candidate rule (the runs learn demos)
     try:
         for name, epochs in (("alpha", 2), ("beta", 3)):
             config = write_config(folder, epochs=epochs, name=name, filename=f"{name}.toml")
@@ -42,6 +44,7 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                                   "--runs-dir", str(folder / "runs")])
             assert result.exit_code == 0, result.output
     finally:
+        set_token_rule()
         os.chdir(previous)
     return folder / "runs"
 

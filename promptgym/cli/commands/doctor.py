@@ -18,7 +18,7 @@ from rich.table import Table
 from promptgym.cli.common import console
 from promptgym.finetune.device import GIB, Accelerator, DeviceError, TorchCuda, cpu_has_bf16, plan_device
 
-OPTIONAL_PACKAGES = (("transformers", "SFT and RL"), ("peft", "LoRA"), ("ray", "--backend ray"),
+OPTIONAL_PACKAGES = (("transformers", "SFT and RL"), ("peft", "LoRA"), ("ray", "--executor ray"),
                      ("llama_cpp", "the embedded engine"), ("vllm", "not used yet"))
 
 

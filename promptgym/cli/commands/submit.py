@@ -179,7 +179,7 @@ def submit(
     run_id = new_run_id(job_config.job.name)
     if workers is not None and workers < 1:
         fail(f"--workers: expected a number >= 1, got {workers}")
-    extra = ["--backend", "ray", "--workers", str(workers)] if workers else []
+    extra = ["--executor", "ray", "--workers", str(workers)] if workers else []
     entrypoint = entrypoint_command(run_id, python, remote_runs_dir, extra)
     # The record exists before the job does: a job writing to this same runs dir takes it over.
     run = RunFolder.create(runs_dir or default_runs_dir(), job_config.job.name, run_id=run_id)

@@ -11,7 +11,7 @@ import typer
 
 from promptgym.cli.common import console, fail, secret_env_names, secret_masker
 from promptgym.cli.config import ConfigError, JobConfig, load_config
-from promptgym.cli.execution import ExecutionError, ExecutionSpec, parse_execution
+from promptgym.cli.execution import ExecutionError, ExecutionSpec, executor_flag, parse_execution
 from promptgym.cli.flows import flow_for
 from promptgym.cli.launch import (
     discover_config, load_run_config, print_last_words, refuse_taken_model_name, run_attached, run_worker,
@@ -29,9 +29,11 @@ def train(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Override data with a built-in dataset."),
     examples: Optional[int] = typer.Option(None, "--examples", min=1, help="Use only N training examples."),
     task_url: Optional[str] = typer.Option(None, "--task-url", help="Train against this task app."),
-    backend: str = typer.Option("local", "--backend", help="The executor, where rollouts run: local (this process), ray (a local "
-                                "Ray instance owned by the run; in a Ray job, its cluster) or ray://HOST:PORT."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --backend ray (default 2)."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where rollouts run (and an sft job trains): local "
+                                           "(this process; the default), ray (a local Ray instance owned by the run; in "
+                                           "a Ray job, its cluster) or ray://HOST:PORT."),
+    backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="Deprecated name of --executor."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --executor ray (default 2)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override job.seed."),
     device: Optional[str] = typer.Option(None, "--device", help="sft/rl: where weights train: auto (a GPU when "
                                          "torch sees one), cpu, cuda or cuda:N (overrides [sft]/[rl] device)."),
@@ -49,7 +51,7 @@ def train(
     if stream_format not in ("cli", "chart"):
         fail(f"--stream-format: expected 'cli' or 'chart', got {stream_format!r}")
     try:
-        execution = parse_execution(backend, workers)
+        execution = parse_execution(executor_flag(executor, backend), workers)
     except ExecutionError as error:
         fail(str(error))
     folder = runs_dir or default_runs_dir()
@@ -148,9 +150,15 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
 
 
 def worker(run_id: str, runs_dir: Path = typer.Option(..., "--runs-dir"),
-           backend: str = typer.Option("local", "--backend"), workers: Optional[int] = typer.Option(None, "--workers")) -> None:
+           executor: Optional[str] = typer.Option(None, "--executor"),
+           backend: Optional[str] = typer.Option(None, "--backend", hidden=True),
+           workers: Optional[int] = typer.Option(None, "--workers")) -> None:
     """Run (or resume) RUN_ID in this process without a live display (used by --no-poll)."""
     run = RunFolder.open(runs_dir, run_id)
     config = load_run_config(run)
     masker = secret_masker(run.status().get("env_file"), config)
-    run_worker(run, config, masker, runs_dir, parse_execution(backend, workers))
+    try:
+        execution = parse_execution(executor_flag(executor, backend), workers)
+    except ExecutionError as error:
+        fail(str(error))
+    run_worker(run, config, masker, runs_dir, execution)

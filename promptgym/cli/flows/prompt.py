@@ -22,6 +22,7 @@ from promptgym.cli.runner import execute
 from promptgym.runs.folder import RunFolder
 from promptgym.cli.secrets import Masker
 from promptgym.cli.table_cells import count_cell, reward_cell
+from promptgym.training.spend import describe_call_cost
 
 
 class PromptFlow:
@@ -91,6 +92,8 @@ class PromptFlow:
         final = status.get("final") or {}
         interval = ((final.get("statistics") or {}).get("intervals") or {}).get("reward")
         shown = f"{final.get('reward')}" + (f", 95% CI [{interval['low']:.3f}, {interval['high']:.3f}]" if interval else "")
+        cost = describe_call_cost((final.get("statistics") or {}).get("cost"))  # cost beside the score
+        shown += f"; {cost}" if cost else ""
         console.print(f"best program: {run.path / 'best_program.json'} (final reward {shown})")
         return None
 

@@ -38,7 +38,7 @@ from promptgym.finetune.rl.grpo import RLJob, SeedSplits  # torch, transformers 
 from promptgym.lm.errors import EngineMissingError, UnknownModelError
 from promptgym.runs.events import Listener
 from promptgym.runs.folder import RunFolder
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 from promptgym.taskapp import TaskAppEnvironment, TaskAppError
 
 DEFAULT_ROLLOUT_CONCURRENCY = 64
@@ -134,7 +134,7 @@ async def execute_rl(run: RunFolder, config: JobConfig, masker: Masker, listener
                      environment: TaskAppEnvironment | None = None) -> dict[str, Any]:
     """Train into the run folder; Ctrl-C/SIGTERM checkpoint and raise KeyboardInterrupt; returns the final status."""
     listeners = with_run_loggers(listeners, config, run, masker)
-    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+    session = RunAttempt(run, masker, listeners, job_type=config.job.type, resume=resume)
     with session.ending(lost="iterations"), session.signals() as stop:
         environment = environment or await connect_environment(config)
         job = job or prepare_rl(config)
@@ -164,7 +164,7 @@ class RLFlow(WeightFlowSteps):
 
     def check_execution(self, execution: ExecutionSpec) -> str | None:
         if execution.kind != "local":
-            return f"--backend {execution.kind}: an rl job trains in this process (use --backend local)"
+            return f"--executor {execution.kind}: an rl job trains in this process (use --executor local)"
         return None
 
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:

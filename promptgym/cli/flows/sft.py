@@ -34,11 +34,11 @@ from promptgym.finetune.device import DeviceError
 from promptgym.finetune.encoding import ChatTemplateError
 from promptgym.finetune.lora import LoraTargetError
 from promptgym.finetune.settings import SFTSettings
-from promptgym.finetune.sft_flow import SFTJob, run_sft  # torch, transformers and peft load when a job is prepared
+from promptgym.finetune.sft_run import SFTJob, run_sft  # torch, transformers and peft load when a job is prepared
 from promptgym.lm.errors import EngineMissingError, UnknownModelError
 from promptgym.runs.events import Listener
 from promptgym.runs.folder import RunFolder
-from promptgym.runs.session import RunSession
+from promptgym.runs.attempt import RunAttempt
 
 EXPORT_SECONDS = {"q8_0": 15.0, "f16": 10.0, "none": 0.0}
 
@@ -80,10 +80,10 @@ def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
     settings, data = job.settings, job.data
     lora = settings.lora
     skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
-    trainer = backend.train_backend() if backend is not None else None
+    trainer = backend.train_executor() if backend is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
-        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--backend local)"),
+        ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--executor local)"),
         ("device", job.plan.describe() + ("; the batch's shared prefix encoded once" if job.shares_prefix else "")),
         ("base model", settings.base_model + (f" (GGUF {job.source.gguf.name})" if job.source.gguf else "")),
         ("adapter", f"LoRA r={lora.r} alpha={lora.alpha:g} dropout={lora.dropout:g} on {', '.join(lora.target_modules)}: "
@@ -126,13 +126,13 @@ def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: li
     """Train into the run folder (here, or on Ray Train for a Ray ``backend``); Ctrl-C/SIGTERM checkpoint and
     raise KeyboardInterrupt; returns the final status."""
     listeners = with_run_loggers(listeners, config, run, masker)
-    trainer = backend.train_backend() if backend is not None else None
-    session = RunSession(run, masker, listeners, job_type=config.job.type, resume=resume)
+    trainer = backend.train_executor() if backend is not None else None
+    session = RunAttempt(run, masker, listeners, job_type=config.job.type, resume=resume)
     with session.ending(lost="steps"), session.signals() as stop:
         job = job or prepare_sft(config)
         run.update_status(runs_on=trainer.describe(use_gpu=job.plan.is_cuda) if trainer else None)
         result = run_sft(job, run.path, on_event=session.events.emit, status=run.update_status, resume=resume,
-                         stop=stop, backend=trainer)
+                         stop=stop, executor=trainer)
     return session.finish(status="completed", final_loss=result.final_loss, final_eval_loss=result.final_eval_loss)
 
 

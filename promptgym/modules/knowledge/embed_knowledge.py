@@ -12,7 +12,7 @@ from typing import Any
 
 from promptgym.core.base_models import Embedding, EmbeddingRequest
 from promptgym.core.json_data_model import JsonDataModel
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin, serialize_object, with_objects
 from promptgym.core.tree import flatten, map_structure, pack_as
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.modules.knowledge.values import as_json_data_model, value_name
@@ -83,7 +83,4 @@ class EmbedKnowledge(Module):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "EmbedKnowledge":
-        config = dict(config)
-        if isinstance(config.get("embedding_model"), dict):
-            config["embedding_model"] = deserialize_object(config["embedding_model"], expected="embedding model")
-        return cls(**config)
+        return cls(**with_objects(config, embedding_model="embedding model"))

@@ -16,7 +16,7 @@ from typing import Any
 from promptgym.core.data_model import DataModel, Field
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.json_ops import concatenate_json, concatenate_schema
-from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
+from promptgym.core.serialization import register_builtin, serialize_object, with_objects
 from promptgym.modules.generator import Generator
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
 from promptgym.modules.knowledge.values import as_json_data_model
@@ -145,7 +145,4 @@ class Text2SQL(Module):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Text2SQL":
-        config = dict(config)
-        if isinstance(config.get("language_model"), dict):
-            config["language_model"] = deserialize_object(config["language_model"], expected="language model")
-        return cls(**config)
+        return cls(**with_objects(config, language_model="language model"))

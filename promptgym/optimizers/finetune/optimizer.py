@@ -15,7 +15,7 @@ program's own message format, from
   the folder of ``serve --record``): each corrected output is a label, and with
   ``traces_min_rating`` each output rated at least that is one too;
 
-trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_flow`, through :mod:`promptgym.optimizers.finetune.sft`:
+trains LoRA on the Generator's model with the SFT job (:mod:`promptgym.finetune.sft_run`, through :mod:`promptgym.optimizers.finetune.sft`:
 same settings, run folder, checkpoints, resume, events), registers the tuned
 model, and proposes the program with each Generator on it. Like any
 candidate it replaces the start only when it is ahead on validation
@@ -37,6 +37,7 @@ import inspect
 import json
 import logging
 import math
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -52,6 +53,7 @@ from promptgym.modules.model_choice import MODELS_KEY, current_models, forget_mo
 from promptgym.optimizers.base import Candidate, FitSizes, Optimizer, StageEstimate
 from promptgym.optimizers.embedder_tuning import EmbedderTuning
 from promptgym.optimizers.finetune.errors import FineTuneError
+from promptgym.optimizers.finetune.report import training_entry, with_training
 from promptgym.optimizers.kit import Budget, OptimizerContext, TrainablePrompt, trainable_prompts
 from promptgym.optimizers.selection import race_on_validation
 from promptgym.rewards.base import to_json
@@ -107,10 +109,13 @@ class FineTune(Optimizer):
         min_reward: a training run must earn at least this for its steps to become rows (traces).
         with_demonstrations: rows show the Generator's demonstrations as it sends them (default: without,
             so the tuned model answers without them; the tuned program is then raced with and without them).
-        n_epochs, batch_size, learning_rate, lora, max_length: the SFT settings (``lora``: a
+        n_epochs: passes over the rows, or ``"auto"``: fill ``max_train_seconds`` (which it needs): hold out
+            validation rows, time the first steps, plan the steps, stop early when the validation loss stops
+            falling, and export the best checkpoint (docs/optimizers/finetune.md, "Training that fills its budget").
+        batch_size, learning_rate, lora, max_length: the SFT settings (``lora``: a
             ``LoraSettings`` or a dict such as ``{"r": 8}``).
         max_train_seconds: stop SFT at this budget and keep the last checkpoint (the tuned model is what
-            was trained by then); it must leave room for one step.
+            was trained by then); it must leave room for one step. With ``n_epochs="auto"``, the budget to fill.
         base_model: the weights to train (default: each Generator's own ``local/...`` model); a
             Hugging Face folder or a ``local/...`` name.
         output_dir: where the SFT runs go (default ``runs/finetune-<program>``; the CLI uses the run folder).
@@ -134,7 +139,7 @@ class FineTune(Optimizer):
         return super().__new__(cls)
 
     def __init__(self, source: Literal["labels", "traces", "both", "feedback"] = "labels", min_reward: float = 1.0,
-                 with_demonstrations: bool = False, n_epochs: int = 1, batch_size: int = 4,
+                 with_demonstrations: bool = False, n_epochs: int | Literal["auto"] = 1, batch_size: int = 4,
                  learning_rate: float = 2e-4, lora: LoraSettings | dict[str, Any] | None = None,
                  max_length: int = 1024, max_train_seconds: float | None = None, base_model: str | None = None,
                  output_dir: str | None = None, sft: dict[str, Any] | None = None, seed: int | None = None,
@@ -149,6 +154,7 @@ class FineTune(Optimizer):
                                 f"FineTune: traces= is read only with source='feedback', got source={source!r}")
         if max_train_seconds is not None and max_train_seconds <= 0:
             raise FineTuneError(f"FineTune: max_train_seconds must be > 0 or None, got {max_train_seconds!r}")
+        check_epochs(n_epochs, max_train_seconds)
         super().__init__(seed=seed, budget=Budget(None), name=name, description=description)
         self.source = source
         self.min_reward = float(min_reward)
@@ -168,14 +174,19 @@ class FineTune(Optimizer):
         """Rows per Generator, of the last training."""
         self.sft_steps = 0
         self.sft_seconds = 0.0
+        self.training: dict[str, dict[str, Any]] = {}
+        """What each SFT job (by base model) trained: rows, epochs, steps, seconds, validation losses, why it
+        stopped (:func:`promptgym.optimizers.finetune.report.training_entry`); the comparison carries it."""
 
     # -- settings -------------------------------------------------------------------------
 
-    def settings_for(self, base_model: str, train_file: str) -> SFTSettings:
+    def settings_for(self, base_model: str, train_file: str, validation_file: str | None = None) -> SFTSettings:
         # the merged GGUF is what the Generator runs: the adapter's own export would only cost time
         settings = {"summary_samples": 0, "validation_split": 0.0, "save_steps": 10,
-                    "export": {"merged": "q8_0", "adapter": False}, **self.sft}
-        return sft_engine().sft_settings(base_model=base_model, train_file=train_file, n_epochs=self.n_epochs,
+                    "export": {"merged": "q8_0", "adapter": False}, **self.sft,
+                    **({"validation_file": validation_file} if validation_file else {})}
+        n_epochs = 1 if self.n_epochs == "auto" else self.n_epochs  # "auto": the run's plan replaces it
+        return sft_engine().sft_settings(base_model=base_model, train_file=train_file, n_epochs=n_epochs,
                                          batch_size=self.batch_size, learning_rate=self.learning_rate,
                                          lora=self.lora, max_length=self.max_length, **settings)
 
@@ -232,8 +243,10 @@ class FineTune(Optimizer):
             if ctx.rollouts.size("val") == 0:
                 await self.accept(ctx, contenders[0], reason="tuned model; unchecked: no validation data")
             else:
+                trained = [self.training[key] for key in sorted(self.training)]
                 await race_on_validation(self, ctx, contenders,
-                                         describe=lambda c: f"{c.origin} candidate {c.id} ({models_of(c)}): ")
+                                         describe=lambda c: f"{c.origin} candidate {c.id} ({models_of(c)}): ",
+                                         annotate=lambda comparison: with_training(comparison, trained))
         await super().on_epoch_end(ctx, epoch)
 
     # -- the work -------------------------------------------------------------------------
@@ -361,23 +374,44 @@ class FineTune(Optimizer):
         return rows
 
     async def train(self, ctx: OptimizerContext, base: str, conversations: list[Conversation], folder: Path) -> str:
-        """One SFT job (in a worker thread, its events forwarded to the trainer's stream); returns the model id."""
+        """One SFT job (in a worker thread, its events forwarded to the trainer's stream); returns the model id.
+
+        With ``n_epochs="auto"`` some rows are held out (:func:`held_out`): the run's validation loss, for
+        its early stop and its best checkpoint.
+        """
         folder.mkdir(parents=True, exist_ok=True)
-        train_file = folder / "train.jsonl"
-        text = "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in conversations)
-        if not train_file.is_file() or train_file.read_text(encoding="utf-8") != text:
+        seed = self.seed if self.seed is not None else int(self.start_rng(ctx).integers(2**31))
+        auto = self.n_epochs == "auto"
+        validation: list[Conversation] = []
+        if auto:  # FineTune's own seed, not the drawn one: a resumed fit holds out the same rows, so it resumes
+            conversations, validation = held_out(conversations, self.seed if self.seed is not None else 0)
+        files = {"train.jsonl": conversations, **({"validation.jsonl": validation} if auto else {})}
+        texts = {name: "".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in rows)
+                 for name, rows in files.items()}
+        if any(not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != text
+               for name, text in texts.items()):
             # other rows than the run in this folder trained on: its checkpoints are not this run's to resume
             shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-            atomic_write_text(train_file, text)
-        settings = self.settings_for(base, str(train_file))
-        seed = self.seed if self.seed is not None else int(self.start_rng(ctx).integers(2**31))
+            for name, text in texts.items():
+                atomic_write_text(folder / name, text)
+        settings = self.settings_for(base, str(folder / "train.jsonl"),
+                                     str(folder / "validation.jsonl") if auto else None)
         loop = asyncio.get_running_loop()
 
         def forward(event: Any) -> None:
             asyncio.run_coroutine_threadsafe(ctx.emit(event), loop).result()
 
-        result = await asyncio.to_thread(sft_engine().run_sft_job, settings, folder, seed, f"finetune-{slug(Path(base).name)}",
-                                         self.max_train_seconds, forward)
+        name = f"finetune-{slug(Path(base).name)}"
+        engine = sft_engine()
+        if auto:
+            patience = int(self.sft.get("early_stopping_patience") or engine.PATIENCE)
+            result = await asyncio.to_thread(engine.run_auto_sft_job, settings, folder, seed, name,
+                                             engine.AutoBudget(float(self.max_train_seconds or 0), patience), forward)
+        else:
+            result = await asyncio.to_thread(engine.run_sft_job, settings, folder, seed, name,
+                                             self.max_train_seconds, forward)
+        self.training[hashlib.sha256(base.encode()).hexdigest()[:8]] = training_entry(
+            base, result, rows=len(conversations), validation_rows=len(validation), n_epochs=self.n_epochs)
         self.sft_steps += result.steps
         self.sft_seconds += result.elapsed_s
         if not result.model_id:
@@ -393,9 +427,15 @@ class FineTune(Optimizer):
         """Program runs: the start on every training example (traces), the tuned program(s) and the start on
         every validation example; and the SFT steps per base model."""
         rows = sizes.train * sizes.calls_per_run
-        note = (f"SFT <= {self.estimate_sft_steps(rows)} steps per base model ({sizes.train} rows, batch "
-                f"{self.batch_size}, {self.n_epochs} epoch(s)); the step time is measured when training starts"
-                + (f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""))
+        if self.n_epochs == "auto":
+            note = (f"SFT with n_epochs='auto': steps planned after the first ones to fill max_train_seconds="
+                    f"{self.max_train_seconds:g} (<= {self.estimate_sft_steps(rows)} steps per base model, "
+                    f"{sizes.train} rows less the held-out ones, batch {self.batch_size}), early stop on the "
+                    "held-out rows' loss")
+        else:
+            note = (f"SFT <= {self.estimate_sft_steps(rows)} steps per base model ({sizes.train} rows, batch "
+                    f"{self.batch_size}, {self.n_epochs} epoch(s)); the step time is measured when training starts"
+                    + (f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""))
         return [StageEstimate(type(self).__name__, lm_calls=(2 if self.with_demonstrations else 3) * sizes.val,
                               training_runs=sizes.train if self.source in ("traces", "both") else 0, note=note)]
 
@@ -404,9 +444,14 @@ class FineTune(Optimizer):
         with tempfile.TemporaryDirectory(prefix="promptgym-step-") as folder:
             seconds = self.measure_step_seconds(program, x, y, folder)
         steps = self.estimate_sft_steps(len(x) * max(1, len(trainable_prompts(program))))
-        budget = f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""
+        if self.n_epochs == "auto":
+            budget = float(self.max_train_seconds or 0)
+            return [f"FineTune: one SFT step of {base} takes {step_s:.3g} s here: n_epochs='auto' fills "
+                    f"max_train_seconds={budget:g} with about {min(steps, int(budget / step_s))} steps "
+                    f"(<= {steps}), planned again from the run's own first steps" for base, step_s in seconds.items()]
+        budget_note = f", stopped at max_train_seconds={self.max_train_seconds:g}" if self.max_train_seconds else ""
         return [f"FineTune: one SFT step of {base} takes {step_s:.3g} s here: about {steps * step_s / 60:.0f} min "
-                f"for <= {steps} steps{budget}" for base, step_s in seconds.items()]
+                f"for <= {steps} steps{budget_note}" for base, step_s in seconds.items()]
 
     def place_outputs(self, folder: Path) -> None:
         """The SFT runs go under ``folder`` unless ``output_dir`` was given."""
@@ -437,21 +482,23 @@ class FineTune(Optimizer):
         return timed
 
     def estimate_sft_steps(self, rows: int) -> int:
-        """Optimiser steps of an SFT on ``rows`` rows (per base model)."""
+        """Optimiser steps of an SFT on ``rows`` rows (per base model; with ``n_epochs="auto"``, the most a plan takes)."""
         accumulation = int(self.sft.get("gradient_accumulation_steps", 1))
-        return math.ceil(math.ceil(rows / self.batch_size) / accumulation) * self.n_epochs
+        epochs = sft_engine().MAX_EPOCHS if self.n_epochs == "auto" else self.n_epochs
+        return math.ceil(math.ceil(rows / self.batch_size) / accumulation) * epochs
 
     # -- state, config ----------------------------------------------------------------------
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"tuned": dict(self.tuned), "rows": dict(self.rows), "sft_steps": self.sft_steps,
-                "sft_seconds": self.sft_seconds}
+                "sft_seconds": self.sft_seconds, "training": dict(self.training)}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.tuned = dict(state.get("tuned") or {})
         self.rows = dict(state.get("rows") or {})
         self.sft_steps = int(state.get("sft_steps", 0))
         self.sft_seconds = float(state.get("sft_seconds", 0.0))
+        self.training = dict(state.get("training") or {})
 
     def get_config(self) -> dict[str, Any]:
         return {"source": self.source, "min_reward": self.min_reward, "with_demonstrations": self.with_demonstrations,
@@ -461,6 +508,47 @@ class FineTune(Optimizer):
                 "output_dir": self.output_dir, "sft": dict(self.sft), "seed": self.seed, "traces": self.traces,
                 "traces_program": self.traces_program, "traces_version": self.traces_version,
                 "traces_min_rating": self.traces_min_rating, **self.naming_config()}
+
+
+def check_epochs(n_epochs: Any, max_train_seconds: float | None) -> None:
+    """``n_epochs`` is a whole number, or ``"auto"`` with the budget it fills; else a FineTuneError naming both.
+
+    >>> check_epochs("auto", None)
+    Traceback (most recent call last):
+    ...
+    promptgym.optimizers.finetune.errors.FineTuneError: FineTune: n_epochs='auto' plans the epochs that fill max_train_seconds, but max_train_seconds is not set: give both (e.g. FineTune(n_epochs='auto', max_train_seconds=1200)), or a number of epochs
+    """
+    if n_epochs == "auto":
+        if max_train_seconds is None:
+            raise FineTuneError("FineTune: n_epochs='auto' plans the epochs that fill max_train_seconds, but "
+                                "max_train_seconds is not set: give both (e.g. FineTune(n_epochs='auto', "
+                                "max_train_seconds=1200)), or a number of epochs")
+    elif isinstance(n_epochs, str) or isinstance(n_epochs, bool):
+        raise FineTuneError(f"FineTune: n_epochs must be a whole number >= 1 or 'auto', got {n_epochs!r}")
+
+
+VALIDATION_FRACTION = 0.1
+VALIDATION_MAX = 64
+"""``n_epochs="auto"`` holds out a tenth of the rows, at most 64 (docs/optimizers/finetune.md says why)."""
+
+
+def held_out(conversations: list[Conversation], seed: int) -> tuple[list[Conversation], list[Conversation]]:
+    """``(training rows, validation rows)``: a seeded draw of a tenth of the rows (at least 1, at most 64)
+    is held out, the rest keep their order.
+
+    >>> rows = [[{"role": "user", "content": str(i)}] for i in range(30)]
+    >>> train, validation = held_out(rows, seed=0)
+    >>> len(train), len(validation)
+    (27, 3)
+    """
+    if len(conversations) < 2:
+        raise FineTuneError(f"FineTune(n_epochs='auto'): {len(conversations)} row(s) to train on, and the early stop "
+                            "needs at least one more to hold out for its validation loss; give more training "
+                            "examples, or a number of epochs")
+    count = min(VALIDATION_MAX, max(1, round(len(conversations) * VALIDATION_FRACTION)))
+    chosen = set(random.Random(seed).sample(range(len(conversations)), count))
+    return ([c for i, c in enumerate(conversations) if i not in chosen],
+            [c for i, c in enumerate(conversations) if i in chosen])
 
 
 def distinct(conversations: list[Conversation]) -> list[Conversation]:

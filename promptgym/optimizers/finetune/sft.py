@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from promptgym.finetune.auto_epochs import MAX_EPOCHS, PATIENCE, AutoBudget
 from promptgym.finetune.base_model import BaseModelError, resolve_base_model
 from promptgym.finetune.checkpoint import last_checkpoint, read_progress
 from promptgym.finetune.loop import EventSink, TrainingInterrupted
 from promptgym.finetune.settings import LoraSettings, SFTSettings
-from promptgym.finetune.sft_flow import SFTJob, SFTResult, SFTRun, run_sft
+from promptgym.finetune.sft_run import SFTJob, SFTResult, SFTRun, run_sft
 from promptgym.optimizers.finetune.errors import FineTuneError
 
 logger = logging.getLogger("promptgym")
@@ -113,5 +114,16 @@ def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_s
     return SFTRun(job, folder, on_event).finish(progress)
 
 
-__all__ = ["BaseModelError", "TimeBudget", "check_base_model", "lora_settings", "measure_sft_step", "run_sft_job",
-           "sft_settings"]
+def run_auto_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, budget: AutoBudget,
+                     on_event: EventSink) -> SFTResult:
+    """``n_epochs="auto"``: prepare and run one SFT job that plans its steps to fill ``budget`` from its first
+    steps, stops early on its validation rows' loss and exports its best checkpoint
+    (:class:`promptgym.finetune.sft_run.SFTRun`). A folder with a checkpoint resumes, with the plan it saved.
+    """
+    job = SFTJob.prepare(settings, seed=seed, name=name)
+    resume = last_checkpoint(folder / "checkpoints") is not None
+    return run_sft(job, folder, on_event=on_event, resume=resume, budget=budget)
+
+
+__all__ = ["MAX_EPOCHS", "PATIENCE", "AutoBudget", "BaseModelError", "TimeBudget", "check_base_model", "lora_settings",
+           "measure_sft_step", "run_auto_sft_job", "run_sft_job", "sft_settings"]

@@ -42,7 +42,7 @@ class ServeSettings:
 
 
 @dataclass
-class ServerState:
+class ServerContext:
     programs: dict[str, ServedProgram]
     models: dict[str, LanguageModel] = field(default_factory=dict)
     settings: ServeSettings = field(default_factory=ServeSettings)
