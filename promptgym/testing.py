@@ -94,6 +94,8 @@ class ScriptedEngine:
             raise AssertionError(f"ScriptedLanguageModel has no response for call {index}")
         if isinstance(answer, BaseException):
             raise answer
+        if isinstance(answer, LMResponse):  # a responder that sets the finish reason or the counts itself
+            return answer
         prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in request.messages)
         if self.native_tools and isinstance(answer, dict) and "tool_calls" in answer and request.tools:
             calls = [{"id": call.get("id", f"call_{index}_{i}"), "type": "function",
@@ -115,7 +117,7 @@ class ScriptedEngine:
                     await asyncio.sleep(self.stream_delay_s)
                 self.streams.pieces += 1
                 yield LMChunk(content=piece)
-            yield LMChunk(finish_reason="stop", prompt_tokens=response.prompt_tokens,
+            yield LMChunk(finish_reason=response.finish_reason or "stop", prompt_tokens=response.prompt_tokens,
                           completion_tokens=response.completion_tokens)
             done = True
         finally:

@@ -446,7 +446,8 @@ class LanguageModel(UsageCounters):
                            unpriced_calls=priced.unpriced_calls, compute_s=seconds if local and wrote else 0.0,
                            estimated_calls=int(wrote and not meter.exact), streaming_calls=int(done),
                            ttft_s=(seconds if first is None else first) if done else 0.0,
-                           ttlt_s=seconds if done else 0.0))
+                           ttlt_s=seconds if done else 0.0,
+                           truncated_calls=int(done and finish_reason == "length")))
         self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
         if not done:
             return
@@ -505,7 +506,8 @@ class LanguageModel(UsageCounters):
                 would = self.pricing.priced(response.prompt_tokens, response.completion_tokens)
                 self._record(Usage(calls=1, cache_hits=1, prompt_tokens=response.prompt_tokens,
                                    completion_tokens=response.completion_tokens, saved_usd=would.cost_usd,
-                                   unpriced_calls=would.unpriced_calls))
+                                   unpriced_calls=would.unpriced_calls,
+                                   truncated_calls=int(response.finish_reason == "length")))
                 record_call(self.model, request, response, 0.0, cached=True, cost_usd=0.0)
                 return response
         estimate = await self.pricing.reserve(lambda price: self.pricing.estimate(price, request))
@@ -536,7 +538,7 @@ class LanguageModel(UsageCounters):
                   latency_s=latency, cost=response.cost, cost_usd=priced.cost_usd,
                   unpriced_calls=priced.unpriced_calls, compute_s=latency if local else 0.0,
                   cached_tokens=response.cached_tokens, cache_creation_tokens=response.cache_creation_tokens,
-                  reasoning_tokens=response.reasoning_tokens)
+                  reasoning_tokens=response.reasoning_tokens, truncated_calls=int(response.finish_reason == "length"))
         )
         self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
         record_call(self.model, request, response, latency, cached=False, cost_usd=self.last_call_cost_usd)

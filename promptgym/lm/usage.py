@@ -51,6 +51,7 @@ class Usage:
     trajectory_ttft_s: float = 0.0  # their seconds from the trajectory's start to the first chunk
     vectors: int = 0  # vectors an embedding model returned
     estimated_calls: int = 0  # calls whose tokens nobody counted (a stream with no usage chunk): estimated
+    truncated_calls: int = 0  # answers the model stopped at max_tokens (finish_reason "length"): maybe cut short
 
     def add(self, other: "Usage") -> None:
         for name in _USAGE_FIELDS:  # field by field, not asdict(): every model call adds two or three of these

@@ -33,6 +33,8 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 FAILURE_BY_STATUS = {400: "invalid_input", 401: "unauthorized", 404: "not_found", 405: "not_found",
                      413: "too_large", 422: "invalid_input", 429: "busy", 500: "internal", 502: "model_error"}
 LOGGED_INPUT_CHARS = 2000
+TRUNCATED_HEADER = "x-promptgym-truncated"
+"""On an answer for which a model stopped at ``max_tokens``: how many of its calls did (raise max_tokens)."""
 
 
 class ServingMiddleware:
@@ -61,6 +63,9 @@ class ServingMiddleware:
                 extra = [(b"x-request-id", request_id.encode())]
                 if request_state.get("trace_id"):
                     extra.append((TRACE_HEADER.encode(), request_state["trace_id"].encode()))
+                truncated = getattr(request_state.get("usage"), "truncated_calls", 0)
+                if truncated:  # an answer stopped at max_tokens may be cut short: say so, it is served as written
+                    extra.append((TRUNCATED_HEADER.encode(), str(truncated).encode()))
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 

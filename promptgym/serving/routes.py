@@ -64,7 +64,7 @@ def add_routes(app: FastAPI, state: ServerContext) -> None:
             if isinstance(outcome, Response):
                 return outcome
             content = json.dumps(outcome, ensure_ascii=False)
-            finish_reason = "stop"
+            finish_reason = "length" if request.state.usage.truncated_calls else "stop"  # as OpenAI says it
         elif body.model in state.models:
             request.state.program = body.model
             if body.stream:
@@ -259,7 +259,8 @@ async def stream_program_answer(state: ServerContext, served: ServedProgram, inp
         record(state, request, served.name, inputs, call, trace_id)
 
     return await open_stream(state, request, body, f"program {served.name!r}", pieces(),
-                             lambda: StreamEnd("stop", call.usage), finished)
+                             lambda: StreamEnd("length" if call.usage.truncated_calls else "stop", call.usage),
+                             finished)
 
 
 async def stream_model_answer(state: ServerContext, body: ChatCompletionRequest, request: Request) -> Response:

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 
 from promptgym.serving import ServeSettings, create_app, load_programs
 from promptgym.serving.metrics import sample_value
-from promptgym.testing import ScriptedLanguageModel
+from promptgym.lm.engine import LMResponse
+from promptgym.testing import ScriptedLanguageModel, last_user_json
 from tests.serving.conftest import client_for
 from tests.serving.programs import qa_program, shouting_model
 
@@ -155,3 +156,22 @@ async def test_two_programs_with_one_name_are_refused_with_how_to_rename(tmp_pat
     with pytest.raises(ValueError, match="NAME=FILE"):
         load_programs([tmp_path / "a.json", tmp_path / "b.json"])
     assert sorted(load_programs([tmp_path / "a.json", tmp_path / "b.json"], names=[None, "other"])) == ["other", "same"]
+
+
+async def test_an_answer_the_model_stopped_at_max_tokens_is_marked_truncated() -> None:
+    def respond(request):
+        question = last_user_json(request)["question"]
+        return LMResponse(content=json.dumps({"answer": question.upper()}), prompt_tokens=5, completion_tokens=48,
+                          finish_reason="length" if question == "long" else "stop")
+
+    client = client_for([await qa_program(language_model=ScriptedLanguageModel(respond=respond))])
+    cut = client.post("/v1/programs/qa/predict", json={"question": "long"})
+    whole = client.post("/v1/programs/qa/predict", json={"question": "short"})
+    assert cut.status_code == whole.status_code == 200
+    assert cut.headers["x-promptgym-truncated"] == "1" and "x-promptgym-truncated" not in whole.headers
+    chat = {"model": "qa", "messages": [{"role": "user", "content": json.dumps({"question": "long"})}]}
+    assert client.post("/v1/chat/completions", json=chat).json()["choices"][0]["finish_reason"] == "length"
+    streamed = client.post("/v1/chat/completions", json={**chat, "stream": True}).text
+    events = [json.loads(line.removeprefix("data: ")) for line in streamed.splitlines()
+              if line.startswith("data: {")]
+    assert [event["choices"][0]["finish_reason"] for event in events if event["choices"]][-1] == "length"
