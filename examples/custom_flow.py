@@ -42,7 +42,7 @@ class CountingFlow:
     def missing_sections(self, config: JobConfig) -> str | None:
         return None
 
-    def check_execution(self, execution: ExecutionSpec) -> str | None:
+    def check_execution(self, execution: ExecutionSpec, config: JobConfig) -> str | None:
         return None
 
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:

@@ -2,6 +2,8 @@
 
     settings = SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl",
                            lora=LoraSettings(r=8), n_epochs=2)
+    budgeted = SFTSettings(base_model="local/smollm2-135m-instruct", train_file="train.jsonl",
+                           n_epochs="auto", max_train_seconds=1200)     # fill 20 minutes
 
 Unknown keys are errors, so a typo in a config never goes unnoticed. Importing this
 module imports neither torch nor transformers.
@@ -9,10 +11,11 @@ module imports neither torch nor transformers.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from promptgym.finetune.auto_epochs import PATIENCE, AutoBudget
 from promptgym.finetune.device import DEVICE_PATTERN, Precision
 
 DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -74,7 +77,10 @@ class SFTSettings(WeightTrainingSettings):
     validation_file: str | None = None
     validation_split: float = Field(0.1, ge=0, lt=1, description="held out from train_file when no validation_file")
     examples: int | None = Field(None, ge=1, description="keep only the first N training rows")
-    n_epochs: int = Field(1, ge=1)
+    n_epochs: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        1, description="passes over the training rows; 'auto': as many steps as fill max_train_seconds, planned "
+        "from the first steps, stopped early when the validation loss stops falling, the best checkpoint exported")
+    max_train_seconds: float | None = Field(None, gt=0, description="the time budget that n_epochs = 'auto' fills")
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps (the last epoch "
                                   "ends partway, on rows drawn from its own shuffle); None: n_epochs whole epochs")
     batch_size: int = Field(4, ge=1)
@@ -95,10 +101,32 @@ class SFTSettings(WeightTrainingSettings):
         "not on a GPU, where the second pass costs more than the tokens it saves")
     summary_samples: int = Field(3, ge=0, description="validation prompts answered by base and tuned model in summary.md")
 
+    @property
+    def time_budget(self) -> AutoBudget | None:
+        """What ``n_epochs = "auto"`` fills (its early stop's patience from ``early_stopping_patience``), or None."""
+        if self.n_epochs != "auto" or self.max_train_seconds is None:
+            return None
+        return AutoBudget(seconds=self.max_train_seconds, patience=self.early_stopping_patience or PATIENCE)
+
+    @model_validator(mode="after")
+    def _a_budget_to_fill(self) -> "SFTSettings":
+        if self.n_epochs == "auto":
+            if self.max_train_seconds is None:
+                raise ValueError("n_epochs = 'auto' fills a time budget: set max_train_seconds (seconds of training) too")
+            if self.max_steps is not None or self.eval_steps is not None:
+                raise ValueError("n_epochs = 'auto' plans its own steps and evaluations: drop max_steps and eval_steps")
+            if not self.validation_file and self.validation_split == 0:
+                raise ValueError("n_epochs = 'auto' stops on the validation loss: set validation_file or "
+                                 "validation_split > 0")
+        elif self.max_train_seconds is not None:
+            raise ValueError(f"max_train_seconds is the budget that n_epochs = 'auto' fills (n_epochs is "
+                             f"{self.n_epochs}): set n_epochs = 'auto', or cap a fixed run with max_steps")
+        return self
+
     @model_validator(mode="after")
     def _evaluations_to_watch(self) -> "SFTSettings":
         for name in ("early_stopping_patience", "keep_best"):
-            if getattr(self, name) and self.eval_steps is None:
+            if getattr(self, name) and self.eval_steps is None and self.n_epochs != "auto":
                 raise ValueError(f"{name} watches the validation loss every eval_steps: set eval_steps too")
             if getattr(self, name) and not self.validation_file and self.validation_split == 0:
                 raise ValueError(f"{name} needs validation rows: set validation_file or validation_split > 0")

@@ -16,6 +16,7 @@ import math
 import time
 from typing import Any
 
+from promptgym.finetune.auto_epochs import MAX_EPOCHS
 from promptgym.finetune.base_model import BaseModelError, BaseModelSource, load_base_model, resolve_base_model
 from promptgym.finetune.batches import Batch, batches_of, collate, epoch_order
 from promptgym.finetune.device import DevicePlan, plan_device, to_device
@@ -82,8 +83,10 @@ class SFTJob:
 
     @property
     def total_steps(self) -> int:
-        """Optimiser steps of the run: ``n_epochs`` epochs, or ``max_steps`` when that ends sooner."""
-        steps = self.steps_per_epoch * self.settings.n_epochs
+        """Optimiser steps of the run: ``n_epochs`` epochs, or ``max_steps`` when that ends sooner (with
+        ``n_epochs="auto"``, before its plan: the most a plan may choose)."""
+        epochs = self.settings.n_epochs
+        steps = self.steps_per_epoch * (MAX_EPOCHS if epochs == "auto" else epochs)
         return steps if self.settings.max_steps is None else min(steps, self.settings.max_steps)
 
     def measure_step_seconds(self) -> float:

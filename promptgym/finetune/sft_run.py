@@ -344,10 +344,11 @@ def run_sft(job: SFTJob, output_dir: str | Path, on_event: EventSink = ignore_ev
     ``status`` is a callable taking keyword changes to the run's status (default: ``output_dir/run.json``).
     ``executor`` (e.g. ``promptgym.distributed.RayTrainExecutor``) trains elsewhere; None trains here.
     ``backend`` is its deprecated name. ``budget``: plan the steps to fill it (``n_epochs="auto"``,
-    :mod:`promptgym.finetune.auto_epochs`). Raises TrainingInterrupted, after a checkpoint, when ``stop`` is
+    :mod:`promptgym.finetune.auto_epochs`; default: the settings' own ``max_train_seconds``). Raises TrainingInterrupted, after a checkpoint, when ``stop`` is
     requested.
     """
     executor = renamed_keyword("run_sft", "backend", backend, "executor", executor)
+    budget = budget or job.settings.time_budget
     run = SFTRun(job, output_dir, on_event, status, stop, replicas=job.replicas, budget=budget)
     if executor is not None and budget is not None:
         raise ValueError("run_sft: a time budget (n_epochs='auto') plans the steps of this process; it does not "

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from promptgym.cli.main import app
 from promptgym.runs.folder import RunFolder, list_runs
+from tests.finetune.budget_clock import install_clock, scripted_losses
 from tests.finetune.interrupting import sigterm_mid_run
 from tests.finetune.tiny_model import capital_rows, write_rows
 from tests.observability.test_loggers import read_scalars
@@ -250,3 +251,53 @@ def test_logging_sends_the_sft_steps_to_tensorboard_and_mlflow(workdir: Path, ti
     [mlflow_run] = client.search_runs([client.get_experiment_by_name("tiny-sft").experiment_id])
     assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.tags["promptgym.job_type"] == "sft"
     assert [metric.step for metric in client.get_metric_history(mlflow_run.info.run_id, "sft/loss")] == [1, 2, 3]
+
+
+def auto_config(folder: Path, model: Path, rows: list[dict], budget: str = "max_train_seconds = 30") -> Path:
+    config = write_config(folder, model, rows, extra=budget)
+    config.write_text(config.read_text().replace("n_epochs = 1", 'n_epochs = "auto"'))
+    return config
+
+
+def test_n_epochs_auto_in_the_config_fills_its_budget_and_exports_the_best(workdir: Path, tiny_model: Path,
+                                                                           fake_export, monkeypatch) -> None:
+    clock = install_clock(monkeypatch, step_s=1.0, eval_s=1.0)
+    scripted_losses(monkeypatch, clock, [5.0, 4.0, 3.0, 3.5, 3.6, 3.7, 3.8, 3.9, 4.0])  # rises after the 3rd
+    config = auto_config(workdir, tiny_model, capital_rows(16))
+    dry = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "n_epochs = 'auto': the steps that fill max_train_seconds = 30 s" in dry.output
+    result = runner.invoke(app, ["train", "-c", str(config), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "n_epochs='auto':" in result.output and "model ready: local/ft-tiny-sft-" in result.output
+    run = RunFolder(workdir / "runs" / list_runs(workdir / "runs")[0]["id"])
+    [planned] = [event for event in run.events() if event["event"] == "sft_planned"]
+    assert planned["budget_s"] == 30 and planned["steps"] > 3
+    status = run.status()
+    # the early stop after two evaluations not below the best (the third), whose checkpoint is exported
+    assert status["status"] == "completed" and status["steps_done"] < planned["steps"]
+    assert clock.now <= 30
+
+
+@pytest.mark.parametrize(("budget", "expected"), [
+    ("", "set max_train_seconds"),
+    ("max_train_seconds = 30\nmax_steps = 4", "drop max_steps and eval_steps"),
+])
+def test_n_epochs_auto_without_its_budget_is_a_config_error(workdir: Path, tiny_model: Path, budget: str,
+                                                            expected: str) -> None:
+    config = auto_config(workdir, tiny_model, capital_rows(16), budget=budget)
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert result.exit_code != 0 and expected in result.output and "sft" in result.output, result.output
+
+
+def test_max_train_seconds_with_a_fixed_epoch_count_names_n_epochs(workdir: Path, tiny_model: Path) -> None:
+    config = write_config(workdir, tiny_model, capital_rows(16), extra="max_train_seconds = 30")
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run"])
+    assert result.exit_code != 0 and "set n_epochs = 'auto'" in result.output, result.output
+
+
+def test_n_epochs_auto_on_ray_is_refused_before_anything_loads(workdir: Path, tiny_model: Path) -> None:
+    config = auto_config(workdir, tiny_model, capital_rows(16))
+    result = runner.invoke(app, ["train", "-c", str(config), "--dry-run", "--executor", "ray"])
+    assert result.exit_code != 0 and "does not run on Ray Train yet" in result.output, result.output
+    assert "preparing" not in result.output

@@ -79,7 +79,7 @@ def start_run(job_config: JobConfig, config_files: list[str] | None, env_file: O
               run_id: str | None = None, preview: bool = False) -> None:
     """A new run: prepare and preview (the flow's), confirm, create the run folder, run here or detached."""
     flow = flow_for(job_config.job.type)
-    problem = flow.check_execution(execution)
+    problem = flow.check_execution(execution, job_config)
     if problem:
         fail(problem)
     last_words = None
@@ -128,7 +128,7 @@ def resume_run(run_id: str, folder: Path, env_file: Optional[str], refused: dict
     masker = secret_masker(env_file or status.get("env_file"), job_config)
     refuse_taken_model_name(job_config, run)
     flow = flow_for(job_config.job.type)
-    problem = flow.check_execution(execution)
+    problem = flow.check_execution(execution, job_config)
     if problem:
         fail(problem)
     from_checkpoint = flow.announce_resume(run, status)

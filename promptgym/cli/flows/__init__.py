@@ -61,7 +61,7 @@ class Flow(Protocol):
     def missing_sections(self, config: JobConfig) -> str | None:
         """Config validation: what this job type lacks (a sentence), or None."""
 
-    def check_execution(self, execution: ExecutionSpec) -> str | None:
+    def check_execution(self, execution: ExecutionSpec, config: JobConfig) -> str | None:
         """Whether the job can run there: a sentence for ``fail`` when it can't, else None."""
 
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:

@@ -38,7 +38,7 @@ class PromptFlow:
             missing = []  # the task app runs the policy
         return f"a prompt_learning job needs the [{missing[0]}] section" if missing else None
 
-    def check_execution(self, execution: ExecutionSpec) -> str | None:
+    def check_execution(self, execution: ExecutionSpec, config: JobConfig) -> str | None:
         return None
 
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:

@@ -162,7 +162,7 @@ class RLFlow(WeightFlowSteps):
                     "(a running app) or data.task_app (its Python file)")
         return None
 
-    def check_execution(self, execution: ExecutionSpec) -> str | None:
+    def check_execution(self, execution: ExecutionSpec, config: JobConfig) -> str | None:
         if execution.kind != "local":
             return f"--executor {execution.kind}: an rl job trains in this process (use --executor local)"
         return None

@@ -28,6 +28,7 @@ from promptgym.cli.secrets import Masker
 from promptgym.cli.table_cells import count_cell, model_cell
 from promptgym.cli.weight_resume import WeightFlowSteps
 from promptgym.distributed.sft_train import STARTUP_SECONDS
+from promptgym.finetune.auto_epochs import MAX_EPOCHS
 from promptgym.finetune.base_model import BaseModelError
 from promptgym.finetune.chat_data import ChatDataError, describe_problems
 from promptgym.finetune.device import DeviceError
@@ -63,6 +64,8 @@ def estimated_seconds(job: SFTJob, step_seconds: float, backend: ExecutionSpec |
     don't make it shorter: docs/scaling.md).
     """
     settings = job.settings
+    if settings.n_epochs == "auto":  # the run fills its budget (and may stop sooner), then exports
+        return float(settings.max_train_seconds or 0.0) + EXPORT_SECONDS[settings.export.merged]
     evals = 2 + (job.total_steps // settings.eval_steps if settings.eval_steps else 0)
     eval_batches = -(-len(job.data.validation) // settings.batch_size)
     per_batch = step_seconds / settings.gradient_accumulation_steps
@@ -90,8 +93,7 @@ def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
                     f"{job.trainable_parameters:,} trainable of {job.total_parameters:,} parameters"),
         ("data", f"{settings.train_file}: {len(data.train)} training rows ({data.train_tokens:,} tokens), "
                  f"{len(data.validation)} validation ({data.validation_source}){skipped}"),
-        ("training", f"{settings.n_epochs} epoch(s) x {job.steps_per_epoch} steps = {job.total_steps} steps; batch "
-                     f"{settings.batch_size} x {settings.gradient_accumulation_steps} accumulation; lr "
+        ("training", f"{_length(job)}; batch {settings.batch_size} x {settings.gradient_accumulation_steps} accumulation; lr "
                      f"{settings.learning_rate:g}, warmup {settings.warmup_ratio:g}; max_length {settings.max_length}; "
                      f"loss on {settings.train_on} tokens"
                      + ("; activation checkpointing" if settings.gradient_checkpointing else "")),
@@ -102,7 +104,18 @@ def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
     ]
 
 
+def _length(job: SFTJob) -> str:
+    settings = job.settings
+    if settings.n_epochs == "auto":
+        return (f"n_epochs = 'auto': the steps that fill max_train_seconds = {settings.max_train_seconds:g} s, "
+                f"planned after the first steps ({job.steps_per_epoch} steps an epoch, at most {MAX_EPOCHS} epochs), "
+                "stopped early when the validation loss stops falling, the best checkpoint exported")
+    return f"{settings.n_epochs} epoch(s) x {job.steps_per_epoch} steps = {job.total_steps} steps"
+
+
 def _evaluation_note(settings: SFTSettings, validation_rows: int) -> str:
+    if settings.n_epochs == "auto":
+        return "; evaluations planned with the steps"
     if not validation_rows:
         return "; no evaluation (0 validation rows: set validation_file or validation_split)"
     return f"; eval every {settings.eval_steps} steps" if settings.eval_steps else "; eval before and after"
@@ -146,7 +159,10 @@ class SFTFlow(WeightFlowSteps):
     def missing_sections(self, config: JobConfig) -> str | None:
         return "an sft job needs the [sft] section (base_model, train_file, ...)" if config.sft is None else None
 
-    def check_execution(self, execution: ExecutionSpec) -> str | None:
+    def check_execution(self, execution: ExecutionSpec, config: JobConfig) -> str | None:
+        if execution.kind != "local" and config.sft is not None and config.sft.n_epochs == "auto":
+            return ("sft.n_epochs = 'auto' plans its steps from this process's own step times, so it does not run "
+                    "on Ray Train yet: train here (--executor local), or give n_epochs as a number")
         return None  # here, or on Ray Train
 
     def environment(self, config: JobConfig, masker: Masker, runs_dir: Path) -> ContextManager[JobConfig]:
