@@ -6,6 +6,7 @@ request (model, messages, schema, sampling options).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -51,12 +52,16 @@ class ResponseCache:
         self.path = Path(path) if path else cache_dir() / "responses.sqlite"
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
+        self._pending: dict[str, dict[str, Any]] = {}
         self.broken: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             with self._lock:
                 self._connection.execute("PRAGMA journal_mode=WAL")
+                # a cache: a power cut may lose its last answers, never corrupt it (WAL), and a commit
+                # needs no fsync
+                self._connection.execute("PRAGMA synchronous=NORMAL")
                 self._connection.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 self._connection.commit()
         except (sqlite3.Error, OSError) as error:
@@ -77,6 +82,8 @@ class ResponseCache:
             return None
         try:
             with self._lock:
+                if key in self._pending:  # written behind, not yet committed
+                    return self._pending[key]
                 row = self._connection.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
             return json.loads(row[0]) if row else None
         except (sqlite3.Error, ValueError, AttributeError) as error:
@@ -94,6 +101,30 @@ class ResponseCache:
                 self._connection.commit()
         except (sqlite3.Error, AttributeError) as error:
             self._give_up(error)
+
+    async def put_off_loop(self, key: str, value: dict[str, Any]) -> None:
+        """``put`` in a worker thread: a commit waits for the disk, and the event loop serves others meanwhile."""
+        await asyncio.to_thread(self.put, key, value)
+
+    def put_behind(self, key: str, value: dict[str, Any]) -> None:
+        """``put`` in a worker thread, not waited for (the end of a stream, which can't await), or at once
+        when no event loop runs. ``get`` sees the value at once; ``asyncio.run`` waits for the write."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.put(key, value)
+            return
+        with self._lock:
+            self._pending[key] = value
+        loop.run_in_executor(None, self._write_pending, key, value)
+
+    def _write_pending(self, key: str, value: dict[str, Any]) -> None:
+        try:
+            self.put(key, value)
+        finally:
+            with self._lock:
+                if self._pending.get(key) is value:
+                    del self._pending[key]
 
 
 _shared: dict[Path, ResponseCache] = {}

@@ -457,9 +457,9 @@ class LanguageModel(UsageCounters):
         response = LMResponse(content, prompt, completion, reasoning, finish_reason)
         record_call(self.model, request, response, seconds, cached=False, cost_usd=self.last_call_cost_usd)
         if cache is not None:
-            cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
-                            "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
-                            "finish_reason": response.finish_reason})
+            cache.put_behind(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
+                                   "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
+                                   "finish_reason": response.finish_reason})
 
     def _cache_key(self, request: LMRequest) -> str:
         payload = {"model": self._cache_identity, "api_base": self.api_base, "messages": request.messages,
@@ -543,10 +543,11 @@ class LanguageModel(UsageCounters):
         self.last_call_cost_usd = None if priced.unpriced_calls else priced.cost_usd
         record_call(self.model, request, response, latency, cached=False, cost_usd=self.last_call_cost_usd)
         if cache is not None:
-            cache.put(key, {"content": response.content, "prompt_tokens": response.prompt_tokens,
-                            "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
-                            "finish_reason": response.finish_reason,
-                            **({"tool_calls": response.tool_calls} if response.tool_calls else {})})
+            await cache.put_off_loop(key, {
+                "content": response.content, "prompt_tokens": response.prompt_tokens,
+                "completion_tokens": response.completion_tokens, "reasoning": response.reasoning,
+                "finish_reason": response.finish_reason,
+                **({"tool_calls": response.tool_calls} if response.tool_calls else {})})
         return response
 
     def _response_cache(self) -> Any:

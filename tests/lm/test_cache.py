@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -63,3 +67,46 @@ def test_a_cache_dir_that_cannot_be_created_is_a_warning(tmp_path: Path, caplog)
     assert cache.get("k") is None
     cache.put("k", {"content": "x"})
     assert cache.broken and "a-file" in caplog.text
+
+
+
+async def test_a_call_commits_its_answer_off_the_event_loop_before_it_returns(isolated_cache: Path, monkeypatch):
+    threads: list[bool] = []
+    real_put = ResponseCache.put
+
+    def put(self, key, value):
+        threads.append(threading.current_thread() is threading.main_thread())  # the event loop's thread here
+        real_put(self, key, value)
+
+    monkeypatch.setattr(ResponseCache, "put", put)
+    lm = ScriptedLanguageModel(responses=[{"answer": "a"}, {"answer": "b"}], cache=True)
+    assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "a"}
+    assert threads == [False] and len(stored_answers(isolated_cache)) == 1  # committed, in a worker thread
+    assert await lm(MESSAGES, schema=SCHEMA) == {"answer": "a"} and len(lm.requests) == 1
+
+
+async def test_a_streamed_answer_is_written_behind_and_read_back_at_once(isolated_cache: Path, monkeypatch):
+    release, threads = threading.Event(), []
+    real_put = ResponseCache.put
+
+    def slow_put(self, key, value):  # a slow disk: the commit is still waiting when the next call asks
+        threads.append(threading.current_thread() is threading.main_thread())
+        release.wait(5)
+        real_put(self, key, value)
+
+    monkeypatch.setattr(ResponseCache, "put", slow_put)
+    lm = ScriptedLanguageModel(responses=["a b c"], cache=True)
+    assert [c["content"] async for c in lm.stream(MESSAGES)] == ["a ", "b ", "c"]
+    assert [c["content"] async for c in lm.stream(MESSAGES)] == ["a b c"]  # the pending write, read back
+    assert len(lm.requests) == 1 and stored_answers(isolated_cache) == []
+    release.set()
+    for _ in range(100):
+        if stored_answers(isolated_cache):
+            break
+        await asyncio.sleep(0.01)
+    assert stored_answers(isolated_cache) == ["a b c"] and threads == [False]
+
+
+def stored_answers(folder: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(folder / "responses.sqlite")) as connection:
+        return [json.loads(value)["content"] for (value,) in connection.execute("SELECT value FROM responses")]
