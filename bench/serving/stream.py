@@ -244,11 +244,12 @@ def engine_ttft(llama: Any, messages: list[dict[str, str]], max_tokens: int) -> 
     return first if first is not None else float("nan"), pieces
 
 
-def serve_ttft(client: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[float, int]:
+def serve_ttft(client: Any, messages: list[dict[str, str]], max_tokens: int,
+               model: str = LOCAL_MODEL) -> tuple[float, int]:
     """Seconds to the first content delta through serve, read with the official openai client."""
     started = time.perf_counter()
     first, pieces = None, 0
-    stream = client.chat.completions.create(model=LOCAL_MODEL, messages=messages, temperature=0.0,
+    stream = client.chat.completions.create(model=model, messages=messages, temperature=0.0,
                                             max_tokens=max_tokens, stream=True)
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
@@ -261,9 +262,9 @@ class Answer(pg.DataModel):
     answer: str = pg.Field(description="The answer, in one sentence")
 
 
-async def save_local_program(path: Path) -> None:
+async def save_local_program(path: Path, model: str = LOCAL_MODEL) -> None:
     inputs = pg.Input(data_model=Question)
-    outputs = await pg.Generator(data_model=Answer, language_model=pg.LanguageModel(model=LOCAL_MODEL, max_tokens=48),
+    outputs = await pg.Generator(data_model=Answer, language_model=pg.LanguageModel(model=model, max_tokens=48),
                                  instructions="Answer the question in one short sentence.")(inputs)
     pg.Program(inputs=inputs, outputs=outputs, name="qa").save(str(path))
 
@@ -316,21 +317,21 @@ def paired_summary(engine: list[float], served: list[float]) -> dict[str, Any]:
     return out
 
 
-def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
+def run_ttft(n: int, max_tokens: int, warmup: int, model: str = LOCAL_MODEL) -> dict[str, Any]:
     import openai  # deferred: only this mode needs the client
 
     from promptgym.lm.cache import models_dir
     from promptgym.lm.local_engine import shared_local_engine
     from promptgym.lm.local_models import resolve_local_model
 
-    files = resolve_local_model(LOCAL_MODEL.removeprefix("local/"))
+    files = resolve_local_model(model.removeprefix("local/"))
     llama = shared_local_engine(files.model_path)._engine()
     folder = tempfile.TemporaryDirectory()
     program = Path(folder.name) / "qa.json"
-    asyncio.run(save_local_program(program))
+    asyncio.run(save_local_program(program, model))
     # A fresh response cache: prompts distinct within a run repeat across runs, and a cached answer is no first token.
     fresh = {"PROMPTGYM_CACHE_DIR": str(Path(folder.name) / "cache"), "PROMPTGYM_MODELS_DIR": str(models_dir())}
-    serve, url = start_process([PY, "-m", "promptgym.cli.main", "serve", str(program), "--model", LOCAL_MODEL,
+    serve, url = start_process([PY, "-m", "promptgym.cli.main", "serve", str(program), "--model", model,
                                 "--port", "0"], r"serving on (http://\S+)", env=fresh)
     engine, served, pieces = [], [], []
     load_before = round(os.getloadavg()[0], 2)
@@ -341,7 +342,8 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
             messages = prompt(index + 1000 if index < 0 else index)
             order = (engine_ttft, serve_ttft) if index % 2 == 0 else (serve_ttft, engine_ttft)
             for measure in order:
-                seconds, count = measure(llama if measure is engine_ttft else client, messages, max_tokens)
+                seconds, count = engine_ttft(llama, messages, max_tokens) if measure is engine_ttft else \
+                    serve_ttft(client, messages, max_tokens, model)
                 if index >= 0:
                     (engine if measure is engine_ttft else served).append(seconds)
                     if measure is serve_ttft:
@@ -353,7 +355,7 @@ def run_ttft(n: int, max_tokens: int, warmup: int) -> dict[str, Any]:
     engine_p50, serve_p50 = statistics.median(engine), statistics.median(served)
     return {
         **paired_summary(engine, served), "load_average_1min": [load_before, round(os.getloadavg()[0], 2)],
-        "bench": "serving_stream_ttft", "model": LOCAL_MODEL, "n": n, "max_tokens": max_tokens, "warmup": warmup,
+        "bench": "serving_stream_ttft", "model": model, "n": n, "max_tokens": max_tokens, "warmup": warmup,
         "engine_ttft_p50_ms": round(engine_p50 * 1000, 1), "serve_ttft_p50_ms": round(serve_p50 * 1000, 1),
         "engine_ttft_mean_ms": round(statistics.fmean(engine) * 1000, 1),
         "serve_ttft_mean_ms": round(statistics.fmean(served) * 1000, 1),
@@ -376,12 +378,13 @@ def main() -> None:
     parser.add_argument("--chunk-ms", type=float, default=1.0, help="fake: pause between streamed words")
     parser.add_argument("--max-tokens", type=int, default=32, help="ttft: tokens per answer")
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--model", default=LOCAL_MODEL, help="ttft: the local/... model served and run")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.mode == "fake":
         result = run_fake(args.n or 1000, args.concurrency, args.leave_every, args.chunk_ms)
     else:
-        result = run_ttft(args.n or 20, args.max_tokens, args.warmup)
+        result = run_ttft(args.n or 20, args.max_tokens, args.warmup, args.model)
     out = args.out or RESULTS / f"serving_stream_{args.mode}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_suffix(".tmp")

@@ -116,7 +116,7 @@ def scorer_description(scorer: Any) -> str:
     return type(scorer).__name__ + (f" {json.dumps(shown, default=str)}" if shown else "")
 
 
-def preview_rows(job: RunPlan, masker: Masker, backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
+def preview_rows(job: RunPlan, masker: Masker, execution: ExecutionSpec | None = None) -> list[tuple[str, str]]:
     config = job.config
     data = config.data
     source = "-" if data is None else data.dataset or data.train or data.task_url or "-"
@@ -138,17 +138,17 @@ def preview_rows(job: RunPlan, masker: Masker, backend: ExecutionSpec | None = N
         ("est. LM calls", f"<= {estimate['total']} (" + ", ".join(f"{k} {v}" for k, v in estimate.items() if k != "total")
          + "); cached calls are free"),
     ]
-    if backend is not None:
-        rows.append(("runs on", backend.describe()))
+    if execution is not None:
+        rows.append(("runs on", execution.describe()))
     return [(key, masker.mask(value)) for key, value in rows]
 
 
 def print_preview(job: RunPlan, masker: Masker, console: Console | None = None,
-                  backend: ExecutionSpec | None = None) -> None:
+                  execution: ExecutionSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in preview_rows(job, masker, backend):
+    for key, value in preview_rows(job, masker, execution):
         table.add_row(key, value)
     (console or Console()).print(table)
 

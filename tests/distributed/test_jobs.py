@@ -107,7 +107,7 @@ def test_a_submitted_run_completes_with_its_secrets_as_env_vars_only(ray_head: L
     assert TOKEN not in result.output and PLAIN not in result.output
     assert "PLAIN_SETTING, SERVICE_TOKEN" in result.output
     status = record.status()
-    assert status["status"] == "completed" and status["backend"] == "ray_job"
+    assert status["status"] == "completed" and status["submitted_as"] == "ray_job"
     assert status["ray_address"] == ray_head.dashboard_url
     # the job ran in the uploaded working dir: config + data + the included module, no secret anywhere
     working_dirs = [p for p in ray_head.temp_dir.rglob("working_dir_files") if p.is_dir()]

@@ -183,7 +183,7 @@ def submit(
     entrypoint = entrypoint_command(run_id, python, remote_runs_dir, extra)
     # The record exists before the job does: a job writing to this same runs dir takes it over.
     run = RunFolder.create(runs_dir or default_runs_dir(), job_config.job.name, run_id=run_id)
-    run.update_status(status="submitted", backend="ray_job", ray_address=address, entrypoint=entrypoint,
+    run.update_status(status="submitted", submitted_as="ray_job", ray_address=address, entrypoint=entrypoint,
                       env_file=str(Path(env_file).resolve()) if env_file else None, config_files=config,
                       secret_env=sorted(secrets))
     with tempfile.TemporaryDirectory(prefix="promptgym-job-") as staging:

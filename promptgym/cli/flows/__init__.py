@@ -1,7 +1,7 @@
 """The job types ``promptgym train`` knows: one :class:`Flow` per type, and the one table keyed by type.
 
     flow = flow_for(config.job.type)       # the PromptFlow, SFTFlow or RLFlow
-    prepared = flow.prepare(config, masker, runs_dir, backend, resuming=False)
+    prepared = flow.prepare(config, masker, execution, resuming=False)
 
 Adding a job type is one file in this folder (a class with the members of :class:`Flow`) plus one row in
 :data:`FLOWS`. Nothing outside this module tests a job type as a string: config validation, ``train``,

@@ -48,7 +48,7 @@ class PromptFlow:
         """Build the job (a config's factory runs here), preview it, and check its models answer; exit 2 if not."""
         async def build_and_check() -> RunPlan:
             job = await build_run_plan(config)
-            print_preview(job, masker, console, backend=execution)
+            print_preview(job, masker, console, execution=execution)
             await check_models(job)
             return job
 

@@ -57,7 +57,7 @@ def prepare_sft(config: JobConfig) -> SFTJob:
         raise ConfigError(f"sft.device: {error}") from None
 
 
-def estimated_seconds(job: SFTJob, step_seconds: float, backend: ExecutionSpec | None = None) -> float:
+def estimated_seconds(job: SFTJob, step_seconds: float, execution: ExecutionSpec | None = None) -> float:
     """Steps x measured step, plus evaluations (a forward pass is about a third of a step) and the export.
 
     On Ray, plus starting the trainer; the step is the one measured here (on 2 shared cores, more workers
@@ -69,7 +69,7 @@ def estimated_seconds(job: SFTJob, step_seconds: float, backend: ExecutionSpec |
     evals = 2 + (job.total_steps // settings.eval_steps if settings.eval_steps else 0)
     eval_batches = -(-len(job.data.validation) // settings.batch_size)
     per_batch = step_seconds / settings.gradient_accumulation_steps
-    startup = STARTUP_SECONDS if backend is not None and backend.kind != "local" else 0.0
+    startup = STARTUP_SECONDS if execution is not None and execution.kind != "local" else 0.0
     return (job.total_steps * step_seconds + evals * eval_batches * per_batch / 3 + EXPORT_SECONDS[settings.export.merged]
             + startup)
 
@@ -79,11 +79,11 @@ def _duration(seconds: float) -> str:
 
 
 def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
-                     backend: ExecutionSpec | None = None) -> list[tuple[str, str]]:
+                     execution: ExecutionSpec | None = None) -> list[tuple[str, str]]:
     settings, data = job.settings, job.data
     lora = settings.lora
     skipped = f", {len(data.skipped)} invalid skipped" if data.skipped else ""
-    trainer = backend.train_executor() if backend is not None else None
+    trainer = execution.train_executor() if execution is not None else None
     return [
         ("job", f"sft '{config.job.name}' (seed {job.seed})"),
         ("runs on", trainer.describe(use_gpu=job.plan.is_cuda) if trainer else "this process (--executor local)"),
@@ -99,7 +99,7 @@ def sft_preview_rows(job: SFTJob, config: JobConfig, step_seconds: float,
                      + ("; activation checkpointing" if settings.gradient_checkpointing else "")),
         ("checkpoints", f"every {settings.save_steps} steps and at the end" + _evaluation_note(settings, len(data.validation))),
         ("export", f"merged {settings.export.merged}" + (", LoRA adapter GGUF" if settings.export.adapter else "")),
-        ("est. time", f"{_duration(estimated_seconds(job, step_seconds, backend))} ({step_seconds:.2f} s per step, "
+        ("est. time", f"{_duration(estimated_seconds(job, step_seconds, execution))} ({step_seconds:.2f} s per step, "
                       "measured" + (", plus starting Ray Train)" if trainer else ")")),
     ]
 
@@ -122,11 +122,11 @@ def _evaluation_note(settings: SFTSettings, validation_rows: int) -> str:
 
 
 def print_sft_preview(job: SFTJob, config: JobConfig, step_seconds: float, masker: Masker, console: Console,
-                      backend: ExecutionSpec | None = None) -> None:
+                      execution: ExecutionSpec | None = None) -> None:
     table = Table(title="Resolved job", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in sft_preview_rows(job, config, step_seconds, backend):
+    for key, value in sft_preview_rows(job, config, step_seconds, execution):
         table.add_row(key, masker.mask(value))
     console.print(table)
     if job.data.skipped:
@@ -135,11 +135,11 @@ def print_sft_preview(job: SFTJob, config: JobConfig, step_seconds: float, maske
 
 
 def execute_sft(run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None = None,
-                resume: bool = False, job: SFTJob | None = None, backend: ExecutionSpec | None = None) -> dict[str, Any]:
-    """Train into the run folder (here, or on Ray Train for a Ray ``backend``); Ctrl-C/SIGTERM checkpoint and
+                resume: bool = False, job: SFTJob | None = None, execution: ExecutionSpec | None = None) -> dict[str, Any]:
+    """Train into the run folder (here, or on Ray Train for a Ray ``execution``); Ctrl-C/SIGTERM checkpoint and
     raise KeyboardInterrupt; returns the final status."""
     listeners = with_run_loggers(listeners, config, run, masker)
-    trainer = backend.train_executor() if backend is not None else None
+    trainer = execution.train_executor() if execution is not None else None
     session = RunAttempt(run, masker, listeners, job_type=config.job.type, resume=resume)
     with session.ending(lost="steps"), session.signals() as stop:
         job = job or prepare_sft(config)
@@ -186,7 +186,7 @@ class SFTFlow(WeightFlowSteps):
 
     def execute(self, run: RunFolder, config: JobConfig, masker: Masker, listeners: list[Listener] | None,
                 resume: bool, prepared: SFTJob | None, execution: ExecutionSpec | None) -> dict[str, Any]:
-        return execute_sft(run, config, masker, listeners, resume=resume, job=prepared, backend=execution)
+        return execute_sft(run, config, masker, listeners, resume=resume, job=prepared, execution=execution)
 
     def chart(self, console: Console | None) -> Renderer:
         return LossChartRenderer(console)
