@@ -8,7 +8,11 @@ timed is the knowledge base, not an embedder. For each size it reports the
 write rate (``update`` in batches), the first full-text search (which
 rebuilds the BM25 index once), p50/p99 of full-text, vector and hybrid
 searches, and recall@10 of the vector search against exact numpy search
-(1.0 expected: the search is exact).
+(1.0 expected: the search is exact). Beside it, the same queries on the same
+vectors held in memory: exact numpy search (the ceiling for recall) and
+faiss-cpu (``pip install faiss-cpu==1.15.1``, the ``bench`` extra): its exact
+``IndexFlatIP`` and an HNSW index (M=32, efSearch=64), the speed anchors, with
+their build time and HNSW's recall@10.
 """
 
 from __future__ import annotations
@@ -41,6 +45,46 @@ class Passage(DataModel):
 
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
+
+
+def latency(values: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(values, 50) * 1000, 2), "p99": round(percentile(values, 99) * 1000, 2)}
+
+
+def anchors(vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> dict:
+    """Exact numpy search, and faiss's exact and HNSW indexes when faiss-cpu is installed: per-query latency,
+    build seconds, and recall@k against the exact top k."""
+    timings, exact = [], []
+    for query in queries:
+        started = time.perf_counter()
+        scores = vectors @ query
+        top = np.argpartition(-scores, k)[:k]
+        exact.append(set(top[np.argsort(-scores[top])].tolist()))
+        timings.append(time.perf_counter() - started)
+    found: dict = {"numpy_exact": {"latency_ms": latency(timings)}}
+    try:
+        import faiss  # deferred: an optional benchmark dependency
+    except ImportError:
+        found["faiss"] = "not installed (pip install faiss-cpu==1.15.1)"
+        return found
+    for name, build in (("faiss_flat", lambda: faiss.IndexFlatIP(vectors.shape[1])),
+                        ("faiss_hnsw", lambda: faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT))):
+        started = time.perf_counter()
+        index = build()
+        if name == "faiss_hnsw":
+            index.hnsw.efSearch = 64
+        index.add(vectors)
+        built = time.perf_counter() - started
+        timings, recalls = [], []
+        for query, truth in zip(queries, exact):
+            started = time.perf_counter()
+            _, ids = index.search(query[None, :], k)
+            timings.append(time.perf_counter() - started)
+            recalls.append(len(truth & set(ids[0].tolist())) / k)
+        found[name] = {"latency_ms": latency(timings), "build_s": round(built, 2),
+                       "recall_at_10_vs_exact": round(statistics.mean(recalls), 3)}
+    found["faiss_version"] = faiss.__version__
+    return found
 
 
 async def measure(rows: int, dim: int, batch: int, queries: int, seed: int) -> dict:
@@ -83,9 +127,9 @@ async def measure(rows: int, dim: int, batch: int, queries: int, seed: int) -> d
     return {"rows": rows, "dim": dim, "batch": batch, "queries": queries,
             "write_rows_per_s": round(rows / write_s), "write_s": round(write_s, 2),
             "first_fulltext_search_s (BM25 rebuild)": round(rebuild_s, 2), "file_mb": round(size_mb, 1),
-            "latency_ms": {name: {"p50": round(percentile(values, 50) * 1000, 1),
-                                  "p99": round(percentile(values, 99) * 1000, 1)} for name, values in timings.items()},
-            "recall_at_10_vs_exact_numpy": round(statistics.mean(recalls), 3)}
+            "latency_ms": {name: latency(values) for name, values in timings.items()},
+            "recall_at_10_vs_exact_numpy": round(statistics.mean(recalls), 3),
+            "anchors (the same vectors in memory)": anchors(vectors, query_vectors)}
 
 
 def main() -> None:
