@@ -1,7 +1,7 @@
 """The embedded engine: llama.cpp in-process, through llama-cpp-python.
 
 One llama.cpp context per model file, shared by every LanguageModel that
-names it. Calls run one at a time in a worker thread (a context is not
+names it. Calls run one at a time on the engine's own thread (a context is not
 thread-safe), which also keeps the KV cache warm: llama-cpp-python reuses the
 longest common token prefix with the previous call, so a batch whose prompts
 share instructions + examples only evaluates each example's own tokens.
@@ -21,6 +21,7 @@ import atexit
 import json
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -67,6 +68,10 @@ class LlamaCppEngine:
         self.n_threads = n_threads or int(os.environ.get(LOCAL_THREADS_ENV) or 0) or max(1, os.cpu_count() or 1)
         self._llama: Any = None
         self._lock = threading.Lock()
+        # One calling thread for every call: llama.cpp's CPU backend runs on OpenMP, which gives each thread
+        # that calls it its own team of compute threads, and the idle teams of earlier callers spin on the
+        # same cores (on 2 cores that delayed a first token by about half again)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._grammars: dict[str, Any] = {}  # insertion order is recency
         self._grammars_lock = threading.Lock()
 
@@ -123,7 +128,7 @@ class LlamaCppEngine:
         )
 
     async def complete(self, request: LMRequest) -> LMResponse:
-        return await asyncio.to_thread(self.complete_sync, request)
+        return await asyncio.wrap_future(self._thread.submit(self.complete_sync, request))
 
     async def stream(self, request: LMRequest) -> AsyncIterator[LMChunk]:
         """The answer token by token; the last chunk has the finish reason and the token counts.
@@ -143,7 +148,8 @@ class LlamaCppEngine:
             except RuntimeError:  # the loop is closed: nobody reads any more
                 stop.set()
 
-        worker = loop.run_in_executor(None, self._stream_sync, request, stop, put, taken)
+        job = self._thread.submit(self._stream_sync, request, stop, put, taken)
+        worker = asyncio.wrap_future(job)
         try:
             while True:
                 item = await queue.get()
@@ -156,7 +162,8 @@ class LlamaCppEngine:
         finally:
             stop.set()
             taken.set()
-            await asyncio.shield(worker)  # the context is free when the reader gets control back
+            if not job.cancel():  # still queued behind another call: dropped; else it ends at the next token
+                await asyncio.shield(worker)  # the context is free when the reader gets control back
 
     def _stream_sync(self, request: LMRequest, stop: threading.Event, put: Callable[[Any], None],
                      taken: threading.Event | None = None) -> None:

@@ -73,9 +73,14 @@ class FakeLlama:
         self.n_tokens = 0
         self.may_continue = threading.Event()
         self.may_continue.set()
+        self.threads: list[int] = []  # the thread of each call
 
     def create_chat_completion(self, stream: bool = False, **kwargs: Any) -> Any:
-        assert stream
+        self.threads.append(threading.get_ident())
+        if not stream:
+            self.may_continue.wait(10)
+            return {"choices": [{"message": {"content": "".join(self.tokens)}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": len(self.tokens)}}
 
         def chunks() -> Any:
             try:
@@ -178,6 +183,38 @@ async def test_a_stream_waiting_for_the_engine_gives_up_when_closed():
     finally:
         backend._lock.release()
     assert llama.produced == 0
+
+
+async def test_every_call_of_the_embedded_engine_runs_on_its_one_thread():
+    # llama.cpp's OpenMP gives each calling thread its own team of compute threads: one caller, one team
+    backend, llama = fake_engine(["a", "b"])
+    streams = [[chunk.content async for chunk in backend.stream(LMRequest(messages=MESSAGES))] for _ in range(2)]
+    llama.may_continue.clear()  # three calls at once: each waits for the one before it
+    calls = asyncio.gather(*(backend.complete(LMRequest(messages=MESSAGES)) for _ in range(3)))
+    await asyncio.sleep(0.05)
+    llama.may_continue.set()
+    answers = await calls
+    assert streams[0][:2] == ["a", "b"] and [answer.content for answer in answers] == ["ab"] * 3
+    assert len(llama.threads) == 5 and len(set(llama.threads)) == 1
+    assert llama.threads[0] != threading.main_thread().ident
+
+
+async def test_a_stream_queued_behind_another_is_dropped_at_once_when_its_reader_leaves():
+    backend, llama = fake_engine(["x", "y"])
+    llama.may_continue.clear()  # the first stream holds the engine's thread until released
+    first = backend.stream(LMRequest(messages=MESSAGES))
+    reading = asyncio.ensure_future(first.__anext__())
+    await asyncio.sleep(0.05)
+    second = backend.stream(LMRequest(messages=MESSAGES))
+    waiting = asyncio.ensure_future(second.__anext__())
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    await asyncio.wait_for(second.aclose(), timeout=5)  # does not wait for the first stream (blocked for 10 s)
+    assert not reading.done() and len(llama.threads) == 1  # the second never reached llama.cpp
+    llama.may_continue.set()
+    assert (await reading).content == "x"
+    await first.aclose()
 
 
 # -- an OpenAI-compatible server -------------------------------------------------------------------
