@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import promptgym as synalinks
+from promptgym.lm.json_grammar import json_schema_gbnf
+from promptgym.modules.knowledge.retrieve_knowledge import MAX_QUERIES, HybridRegexSearchQuery, SearchQuery
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
 from tests.support import Answer, Document
 from tests.support import Question as Query
@@ -144,3 +147,17 @@ async def test_an_optimizer_trains_the_query_writer(tmp_path: Path) -> None:
     assert before == pytest.approx(1 / 3)
     assert retriever.search_query_generator.state.value["examples"], "the query writer got no demonstration"
     assert after == 1.0
+
+
+@pytest.mark.parametrize("query", [SearchQuery, HybridRegexSearchQuery])
+def test_the_query_writer_bounds_its_lists_so_a_small_model_cannot_list_queries_until_max_tokens(query):
+    # Qwen 0.5B at temperature 0 listed "X instrument", "X instrument playing", ... until the JSON was cut, and
+    # repeated it on every retry: the bound closes the list in the embedded grammar (and a server's schema)
+    schema = query.get_schema()
+    lists = [name for name in ("search", "patterns") if name in schema["properties"]]
+    for name in lists:
+        assert schema["properties"][name]["maxItems"] == MAX_QUERIES
+        assert schema["properties"][name]["items"]["maxLength"] == 120
+    grammar = json_schema_gbnf(json.dumps(schema))
+    rule = next(line for line in grammar.splitlines() if line.startswith("search ::="))
+    assert rule.count("search-item") == MAX_QUERIES and "*" not in rule

@@ -17,7 +17,9 @@ vector and hybrid searches that ``EmbedderTuning`` trains
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import StringConstraints
 
 from promptgym.core.base_models import GenericResult
 from promptgym.core.data_model import DataModel, Field
@@ -58,15 +60,26 @@ def default_retriever_instructions(tables: list[str], search_type: str = "hybrid
             f"{guidance}")
 
 
+MAX_QUERIES = 5
+"""The most queries (and patterns) one call writes. Unbounded, a small model at temperature 0 can go on
+listing variations of its query ("..., his instrument, his instrument's instrument, ...") until
+``max_tokens`` cuts the JSON, and its retries repeat the same answer: with the bound the grammar (and
+a server's structured output) closes the list."""
+MAX_TABLES = 16
+Query = Annotated[str, StringConstraints(max_length=120)]
+"""One query or pattern: a question's worth of words (the same run-on, inside one string, is cut here)."""
+
+
 class SearchQuery(DataModel):
-    tables: list[str] = Field(description="The tables to lookup")
-    search: list[str] = Field(description="The list of similarity search request")
+    tables: list[str] = Field(description="The tables to lookup", max_length=MAX_TABLES)
+    search: list[Query] = Field(description="The list of similarity search request", max_length=MAX_QUERIES)
 
 
 class HybridRegexSearchQuery(DataModel):
-    tables: list[str] = Field(description="The tables to lookup")
-    search: list[str] = Field(description="Natural-language queries for vector similarity")
-    patterns: list[str] = Field(description="Regex patterns (RE2 syntax) for exact-shape matching")
+    tables: list[str] = Field(description="The tables to lookup", max_length=MAX_TABLES)
+    search: list[Query] = Field(description="Natural-language queries for vector similarity", max_length=MAX_QUERIES)
+    patterns: list[Query] = Field(description="Regex patterns (RE2 syntax) for exact-shape matching",
+                                max_length=MAX_QUERIES)
 
 
 def check_settings(settings: dict[str, Any]) -> str | None:
