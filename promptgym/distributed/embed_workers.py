@@ -78,8 +78,10 @@ class RayEmbedder:
         self.executor._connect()
         config = serialize_object(self.embedding_model)
         options = self.executor.actor_options({OMP_THREADS_ENV: str(self.executor.threads)})
+        # the model's own module too, even a promptgym one: promptgym.testing's models register only when imported
+        imports = sorted({*user_modules(config), type(self.embedding_model).__module__} - {"__main__"})
         actor_class = ray.remote(EmbeddingWorker).options(**options)
-        self.actors = [actor_class.remote(config, user_modules(config)) for _ in range(self.executor.num_workers)]
+        self.actors = [actor_class.remote(config, imports) for _ in range(self.executor.num_workers)]
         self.busy, self.deaths = [0] * len(self.actors), {}
 
     def _live(self, avoid: set[int]) -> list[int]:
