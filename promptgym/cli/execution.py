@@ -35,13 +35,15 @@ class ExecutionSpec:
     def describe(self) -> str:
         if self.kind == "local":
             return "in this process (--executor local)"
+        return f"{self.where()}, {self.workers} worker(s); the optimizer stays in this process"
+
+    def where(self) -> str:
+        """The Ray cluster a ``ray`` spec runs on, in words."""
         if self.address is None:
-            where = "a local Ray instance on 127.0.0.1, started and stopped by this run"
-        elif self.address == "auto":
-            where = "the Ray cluster this job runs on"
-        else:
-            where = f"the Ray cluster at {self.address}"
-        return f"{where}, {self.workers} worker(s); the optimizer stays in this process"
+            return "a local Ray instance on 127.0.0.1, started and stopped by this run"
+        if self.address == "auto":
+            return "the Ray cluster this job runs on"
+        return f"the Ray cluster at {self.address}"
 
     def arguments(self) -> list[str]:
         """The flags that give this spec again (for a detached worker process)."""

@@ -99,6 +99,7 @@ class RayExecutor:
         self._imports: tuple[str, ...] = ()
         self._deaths: dict[int, int] = {}
         self._built: dict[int, set[str]] = {}
+        self._embedders: dict[str, Any] = {}
 
     # -- connecting -------------------------------------------------------------------------
 
@@ -129,15 +130,29 @@ class RayExecutor:
                 signal.signal(signal.SIGTERM, previous)
         self._connected = True
 
-    def _start_workers(self, imports: tuple[str, ...]) -> None:
-        env = {**self.runtime_env.get("env_vars", {}), LOCAL_THREADS_ENV: str(self.threads)}
+    def actor_options(self, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Ray options for one of this executor's actors: its CPUs, restarts, threads and environment."""
+        env = {**self.runtime_env.get("env_vars", {}), LOCAL_THREADS_ENV: str(self.threads), **(env or {})}
         if "PYTHONPATH" not in env and os.environ.get("PYTHONPATH"):
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        options = {"num_cpus": self.cpus_per_worker, "max_restarts": self.max_restarts, "max_task_retries": 0,
-                   "max_concurrency": 1000, "runtime_env": {**self.runtime_env, "env_vars": env}}
+        return {"num_cpus": self.cpus_per_worker, "max_restarts": self.max_restarts, "max_task_retries": 0,
+                "max_concurrency": 1000, "runtime_env": {**self.runtime_env, "env_vars": env}}
+
+    def _start_workers(self, imports: tuple[str, ...]) -> None:
+        options = self.actor_options()
         worker_class = remote_worker_class()
         self.workers = [worker_class.options(**options).remote(list(imports)) for _ in range(self.num_workers)]
         self._imports, self._deaths, self._built = imports, {}, {}
+
+    def embedder(self, embedding_model: Any) -> Any:
+        """A :class:`~promptgym.distributed.embed_workers.RayEmbedder`: ``embedding_model`` on ``num_workers`` actors
+        (started on its first batch, kept for the next ingestion with that model, stopped by ``close()``)."""
+        from promptgym.distributed.embed_workers import RayEmbedder  # function-level: that module imports this one
+
+        key = json.dumps(serialize_object(embedding_model), sort_keys=True, default=str)
+        if key not in self._embedders:
+            self._embedders[key] = RayEmbedder(self, embedding_model)
+        return self._embedders[key]
 
     def _program_ref(self, program: Any) -> tuple[str, Any]:
         """The program's architecture in Ray's object store, once per distinct architecture."""
@@ -259,12 +274,12 @@ class RayExecutor:
         """Stop the workers; disconnect; stop the local instance this executor started (by process id)."""
         import ray
 
-        for worker in self.workers:
+        for worker in self.workers + [actor for embedder in self._embedders.values() for actor in embedder.actors]:
             try:
                 ray.kill(worker)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self.workers, self._program_refs, self._built = [], {}, {}
+        self.workers, self._program_refs, self._built, self._embedders = [], {}, {}, {}
         if self._connected and self._owns_connection:
             ray.shutdown()
         self._connected = False

@@ -52,6 +52,16 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+async def embed_texts_with(embedding_model: Any, texts: list[str]) -> list[list[float]]:
+    """The vectors ``embedding_model`` gives ``texts``, as stored (a Ray worker embeds with this too: same values)."""
+    result = await embedding_model(EmbeddingRequest(texts=texts))
+    vectors = result.get("embeddings") if result is not None else None
+    if not vectors or len(vectors) != len(texts):
+        raise KnowledgeBaseError(f"embedding model {describe_embedding_model(embedding_model)} returned "
+                                 f"{len(vectors or [])} vectors for {len(texts)} texts")
+    return [list(map(float, vector)) for vector in vectors]
+
+
 class DuckDBAdapter:
     """The SQL store of a :class:`~promptgym.knowledge_bases.KnowledgeBase` (synalinks' DuckDB adapter).
 
@@ -190,13 +200,7 @@ class DuckDBAdapter:
         return ids[0] if single else ids
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
-        result = await self.embedding_model(EmbeddingRequest(texts=texts))
-        vectors = result.get("embeddings") if result is not None else None
-        if not vectors or len(vectors) != len(texts):
-            raise KnowledgeBaseError(
-                f"embedding model {describe_embedding_model(self.embedding_model)} returned "
-                f"{len(vectors or [])} vectors for {len(texts)} texts")
-        return [list(map(float, vector)) for vector in vectors]
+        return await embed_texts_with(self.embedding_model, texts)
 
     async def delete(self, id_or_ids: Any, *, table_name: str) -> int:
         """Delete records by key; how many were there. A missing table warns and deletes nothing."""

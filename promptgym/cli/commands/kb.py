@@ -2,6 +2,7 @@
 
     promptgym kb build docs.db ./docs --embedding-model local/multilingual-e5-small
     promptgym kb add docs.db notes/ manual.pdf          # same settings; resumes a killed build too
+    promptgym kb build big.db ./corpus --executor ray --workers 4   # embed the batches on Ray workers
     promptgym kb search docs.db "how do I reset it?" -k 5 --type hybrid_fts
     promptgym kb info docs.db
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -23,7 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from promptgym.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, fail
+from promptgym.cli.execution import ExecutionError, ExecutionSpec, parse_execution
 from promptgym.core.serialization import serialize_object
+from promptgym.distributed.ray_executor import RayExecutorError
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError
 from promptgym.knowledge_bases.documents import DocumentError, chunk_file, find_documents
@@ -69,7 +72,16 @@ def _documents(paths: list[Path]) -> list[Path]:
     return found
 
 
-def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int, batch_size: int) -> IngestReport:
+def _execution(executor: str | None, workers: int | None) -> ExecutionSpec:
+    try:
+        return parse_execution(executor or "local", workers)
+    except ExecutionError as error:
+        fail(str(error))
+    raise AssertionError("unreachable")
+
+
+def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int, batch_size: int,
+            execution: ExecutionSpec) -> IngestReport:
     total = 0
     for path in files:  # counted first, so the bar knows its end (chunking is cheap next to embedding)
         try:
@@ -85,22 +97,38 @@ def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int,
         progress.advance(task, count)
 
     database = kb.adapter.uri
+    executor = execution.executor() if kb.embedding_model is not None else None
+    if kb.embedding_model is None:
+        console.print("no embedding model: nothing to embed (full-text search only)", markup=False)
+    elif executor is None:
+        console.print("embedding in this process (--executor local)", markup=False)
+    else:
+        console.print(f"embedding on {execution.workers} Ray worker(s) of {execution.where()}; chunks are written "
+                      "here", markup=False, soft_wrap=True)
+
+    async def run() -> IngestReport:
+        try:
+            return await ingest(kb, files, chunk_size=chunk_size, overlap=overlap, batch_size=batch_size,
+                                on_file=lambda source, _: progress.update(task, description=escape(source)),
+                                on_batch=advance, executor=executor)
+        finally:
+            if executor is not None:
+                await executor.close()
+
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("ingesting", total=total)
         try:
-            report = asyncio.run(ingest(kb, files, chunk_size=chunk_size, overlap=overlap, batch_size=batch_size,
-                                        on_file=lambda source, _: progress.update(task, description=escape(source)),
-                                        on_batch=advance))
+            report = asyncio.run(run())
         except KeyboardInterrupt:
             progress.stop()
             kb.close()
             console.print(f"interrupted: {database}: {handled[0]} of {total} chunks handled; the chunks committed so "
                           "far are kept: rerun the same command to resume", markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except (LMError, KnowledgeBaseError, ValueError) as error:
+        except (LMError, KnowledgeBaseError, ValueError, RayExecutorError) as error:
             progress.stop()
             kb.close()
-            what = "embedding" if isinstance(error, LMError) else "storing"
+            what = "embedding" if isinstance(error, (LMError, RayExecutorError)) else "storing"
             fail(f"{database}: {what} failed after {handled[0]} of {total} chunks: {error}; the chunks committed "
                  "so far are kept: fix the cause and rerun the same command to resume")
     return report
@@ -125,10 +153,15 @@ def build_command(
     overlap: int = typer.Option(100, "--overlap", min=0, help="Characters shared by neighbouring chunks."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Chunks embedded and committed together."),
     fresh: bool = typer.Option(False, "--fresh", help="Delete what the file holds and start over."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where the chunks are embedded: local (this "
+                                           "process; the default), ray (a local Ray instance owned by the command; in "
+                                           "a Ray job, its cluster) or ray://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --executor ray (default 2)."),
 ) -> None:
     """Create a knowledge base from documents (rerun after a kill: it resumes)."""
     if overlap >= chunk_size:
         fail(f"--overlap ({overlap}) must be below --chunk-size ({chunk_size})")
+    execution = _execution(executor, workers)
     files = _documents(paths)
     model = _embedding_model(embedding_model)
     settings = {"embedding_model": json.dumps(serialize_object(model)) if model is not None else "",
@@ -144,7 +177,7 @@ def build_command(
              "use `promptgym kb add` to add documents with its settings, or --fresh to rebuild it")
     for key, value in settings.items():
         adapter.set_setting(key, value)
-    report = _ingest(kb, files, chunk_size, overlap, batch_size)
+    report = _ingest(kb, files, chunk_size, overlap, batch_size, execution)
     _print_report(report, database)
     kb.close()
     if report.failed and not report.files:
@@ -156,17 +189,22 @@ def add_command(
     database: Path = typer.Argument(..., help="A knowledge base made by `promptgym kb build`."),
     paths: list[Path] = typer.Argument(..., help="Files and directories to load."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Chunks embedded and committed together."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where the chunks are embedded: local (this "
+                                           "process; the default), ray (a local Ray instance owned by the command; in "
+                                           "a Ray job, its cluster) or ray://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --executor ray (default 2)."),
 ) -> None:
     """Add documents with the settings the knowledge base was built with (an edited file replaces its chunks)."""
     if not database.is_file():
         fail(f"{database}: no such knowledge base (create it with `promptgym kb build {database} PATHS...`)")
+    execution = _execution(executor, workers)
     files = _documents(paths)
     kb = _open(database)
     chunk_size = kb.sql_adapter.get_setting("chunk_size")
     overlap = kb.sql_adapter.get_setting("overlap")
     if chunk_size is None or overlap is None:
         fail(f"{database} was not made by `promptgym kb build` (no chunking settings in it)")
-    report = _ingest(kb, files, int(chunk_size), int(overlap), batch_size)
+    report = _ingest(kb, files, int(chunk_size), int(overlap), batch_size, execution)
     _print_report(report, database)
     kb.close()
 
