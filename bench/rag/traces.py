@@ -1,0 +1,53 @@
+"""The untrained RAG program's answers on the first test questions, beside the gold answer: what the score hides.
+
+    PYTHONPATH=. flock /tmp/promptgym-llm.lock .venv/bin/python bench/rag/traces.py --kb-dir /tmp/kb/rag2000 --n 10
+
+``--kb-dir`` is a knowledge base that ``run.py --kb-dir`` built (the same profiles: ``--profiles``, ``--seed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import promptgym as pg
+from promptgym.knowledge_bases import KnowledgeBase
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import run  # noqa: E402
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kb-dir", required=True)
+    parser.add_argument("--profiles", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n", type=int, default=10)
+    args = parser.parse_args()
+    people = run.profiles(args.profiles, seed=args.seed)
+    test = run.questions(people, 100, seed=args.seed + 1)[: args.n]
+    lm = pg.LanguageModel(model=f"local/{run.MODEL_NAME}", cache=False, max_tokens=96)
+    kb = KnowledgeBase(uri=str(Path(args.kb_dir) / "rag.db"), data_models=[run.Person],
+                       embedding_model=pg.EmbeddingModel(run.EMBEDDER))
+    rag = run.build_programs(lm, kb, 3)["rag"]
+    inputs, _ = run.as_data(test, {person.id: person for person in people})
+    hits = 0
+    for x, question in zip(inputs, test):
+        try:
+            output = await rag(x)
+            answer = (output.get_json() if output is not None else {}).get("answer")
+        except pg.lm.errors.LMError as error:  # a failed call is an answer too: say which
+            answer = f"error: {error}"
+        hit = run.correct(answer, question.answer)
+        hits += hit
+        print(f"{'ok ' if hit else 'no '} {question.text} | gold: {question.answer} | answer: {answer}")
+    print(f"accuracy {hits / len(test):.2f}")
+    kb.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
