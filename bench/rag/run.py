@@ -150,9 +150,14 @@ def build_programs(lm: Any, kb: KnowledgeBase, k: int) -> dict[str, pg.Program]:
 
 
 async def fit_arm(program: pg.Program, lm: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Train ``program``: its LM calls, seconds, each epoch's logs (the validation scores), and what the fit
+    said of a candidate against the start where its optimizer reports it (``history.comparisons``)."""
     started, before = time.perf_counter(), calls_of(lm)
-    await program.fit(x, y, epochs=1, batch_size=8, validation_split=0.25, verbose=0)
-    return {"lm_calls": calls_of(lm) - before, "seconds": round(time.perf_counter() - started, 1)}
+    history = await program.fit(x, y, epochs=1, batch_size=8, validation_split=0.25, verbose=0)
+    verdicts = [{key: value for key, value in comparison.items() if key in ("stage", "kept", "verdict", "reason")}
+                for comparison in getattr(history, "comparisons", [])]
+    return {"lm_calls": calls_of(lm) - before, "seconds": round(time.perf_counter() - started, 1),
+            "epochs": history.as_rows(), "comparisons": verdicts}
 
 
 async def adapter_recall(retriever: Any, asked: list[Question], k: int) -> dict[str, Any]:
