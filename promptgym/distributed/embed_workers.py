@@ -68,10 +68,6 @@ class RayEmbedder:
         """Batches to keep in flight: one running and one waiting on each worker, so none waits on the driver."""
         return 2 * self.executor.num_workers
 
-    def describe(self) -> str:
-        return f"{self.executor.num_workers} Ray worker(s)" + (
-            " on a local Ray instance on 127.0.0.1" if self.executor.address is None else f" at {self.executor.address}")
-
     def _start(self) -> None:
         import ray  # deferred: a heavy dependency, loaded only when an ingestion embeds on Ray
 

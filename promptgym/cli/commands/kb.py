@@ -36,6 +36,11 @@ from promptgym.lm.errors import LMError
 kb_app = typer.Typer(help="Knowledge bases of documents: build, add to, search, inspect.", no_args_is_help=True)
 SEARCH_TYPES = ("hybrid_fts", "fulltext", "similarity", "regex")
 SETTINGS = ("embedding_model", "chunk_size", "overlap")
+# build and add take the same two options (train's flags, for where the chunks are embedded)
+EXECUTOR_OPTION = typer.Option(None, "--executor", help="Where the chunks are embedded: local (this process; the "
+                               "default), ray (a local Ray instance owned by the command; in a Ray job, its cluster) "
+                               "or ray://HOST:PORT.")
+WORKERS_OPTION = typer.Option(None, "--workers", help="Ray workers (actors) for --executor ray (default 2).")
 
 
 def _embedding_model(spec: str) -> Any:
@@ -153,10 +158,8 @@ def build_command(
     overlap: int = typer.Option(100, "--overlap", min=0, help="Characters shared by neighbouring chunks."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Chunks embedded and committed together."),
     fresh: bool = typer.Option(False, "--fresh", help="Delete what the file holds and start over."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where the chunks are embedded: local (this "
-                                           "process; the default), ray (a local Ray instance owned by the command; in "
-                                           "a Ray job, its cluster) or ray://HOST:PORT."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --executor ray (default 2)."),
+    executor: Optional[str] = EXECUTOR_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
 ) -> None:
     """Create a knowledge base from documents (rerun after a kill: it resumes)."""
     if overlap >= chunk_size:
@@ -189,10 +192,8 @@ def add_command(
     database: Path = typer.Argument(..., help="A knowledge base made by `promptgym kb build`."),
     paths: list[Path] = typer.Argument(..., help="Files and directories to load."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Chunks embedded and committed together."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where the chunks are embedded: local (this "
-                                           "process; the default), ray (a local Ray instance owned by the command; in "
-                                           "a Ray job, its cluster) or ray://HOST:PORT."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (actors) for --executor ray (default 2)."),
+    executor: Optional[str] = EXECUTOR_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
 ) -> None:
     """Add documents with the settings the knowledge base was built with (an edited file replaces its chunks)."""
     if not database.is_file():
