@@ -143,7 +143,7 @@ def build_programs(lm: Any, kb: KnowledgeBase, k: int) -> dict[str, pg.Program]:
     oracle = pg.Sequential([pg.Input(data_model=WithPassage), pg.Generator(data_model=Answer, language_model=lm,
                                                                            name="answerer")], name="oracle")
     retriever = pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm, data_models=tables,
-                                     search_type="hybrid_fts", k=k, name="retriever")
+                                     search_type="hybrid_fts", k=k, return_query=False, name="retriever")
     rag = pg.Sequential([pg.Input(data_model=Query), retriever,
                          pg.Generator(data_model=Answer, language_model=lm, name="answerer")], name="rag")
     return {"closed_book": closed, "oracle": oracle, "rag": rag}

@@ -35,17 +35,21 @@ async def main() -> None:
                        embedding_model=pg.EmbeddingModel(run.EMBEDDER))
     rag = run.build_programs(lm, kb, 3)["rag"]
     inputs, _ = run.as_data(test, {person.id: person for person in people})
-    hits = 0
+    retriever = rag.get_module("retriever")
+    hits = recalled = 0
     for x, question in zip(inputs, test):
         try:
-            output = await rag(x)
+            found = await retriever(x)
+            rows = found.get_json().get("result", []) if found is not None else []
+            output = await rag.get_module("answerer")(found) if found is not None else None
             answer = (output.get_json() if output is not None else {}).get("answer")
         except pg.lm.errors.LMError as error:  # a failed call is an answer too: say which
-            answer = f"error: {error}"
-        hit = run.correct(answer, question.answer)
-        hits += hit
-        print(f"{'ok ' if hit else 'no '} {question.text} | gold: {question.answer} | answer: {answer}")
-    print(f"accuracy {hits / len(test):.2f}")
+            rows, answer = [], f"error: {error}"
+        hit, gold_found = run.correct(answer, question.answer), any(row.get("id") == question.gold_id for row in rows)
+        hits, recalled = hits + hit, recalled + gold_found
+        print(f"{'ok ' if hit else 'no '} {'found' if gold_found else 'missed'} {question.text} | gold: {question.answer}"
+              f" | answer: {answer} | search: {found.get_json().get('search') if found is not None else None}")
+    print(f"accuracy {hits / len(test):.2f}, gold profile retrieved {recalled / len(test):.2f}")
     kb.close()
 
 

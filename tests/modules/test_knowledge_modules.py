@@ -60,6 +60,28 @@ async def test_retrieve_knowledge_in_a_rag_program(tmp_path: Path) -> None:
     assert [row["id"] for row in value.get("result")][0] == "b" and len(value.get("result")) == 2
 
 
+async def test_the_answerer_reads_the_rows_first_and_the_question_last(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    seen: list[str] = []
+
+    def respond(request):
+        if "search" in (request.schema or {}).get("properties", {}):
+            return {"tables": ["Document"], "search": ["capital of Italy"]}
+        seen.append(request.messages[-1]["content"])
+        return {"answer": "Rome"}
+
+    lm = ScriptedLanguageModel(respond=respond)
+    for return_query, keys in ((True, ["tables", "search", "result", "question"]), (False, ["result", "question"])):
+        inputs = synalinks.Input(data_model=Query)
+        found = await synalinks.RetrieveKnowledge(knowledge_base=kb, language_model=lm, k=1,
+                                                  return_query=return_query)(inputs)
+        assert list(found.get_schema()["properties"]) == keys
+        answer = await synalinks.Generator(data_model=Answer, language_model=lm)(found)
+        program = synalinks.Program(inputs=inputs, outputs=answer, name="rag")
+        assert (await program(Query(question="Italy?"))).get("answer") == "Rome"
+        assert list(json.loads(seen[-1])) == keys  # the turn the model reads: the question right before its answer
+
+
 async def test_query_writing_is_trainable_and_settings_are_read_each_call(tmp_path: Path) -> None:
     kb = await stored_kb(tmp_path)
     script = [{"tables": ["Document"], "search": ["capital"]}]

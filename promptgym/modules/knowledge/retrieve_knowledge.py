@@ -2,7 +2,12 @@
 
     inputs = Input(data_model=Query)
     found = await RetrieveKnowledge(knowledge_base=kb, language_model=lm, k=5)(inputs)
-    # {..the query's fields.., "tables": [...], "search": [...], "result": [{row}, ...]}
+    # {"tables": [...], "search": [...], "result": [{row}, ...], ..the input's fields..}
+
+The input's fields come last, after the rows: the next Generator then reads
+the question right before it answers. With the question first, the embedded
+0.5B model copied a whole retrieved profile as its answer instead of the few
+words asked for (docs/benchmarks.md, "RAG: where the question goes").
 
 The query writer is a Generator: its instructions and examples are the
 trainable variable an optimizer rewrites, like any Generator's. The search
@@ -260,8 +265,8 @@ class RetrieveKnowledge(Module):
             json_value, schema = concatenate_json(query_json, json_value), concatenate_schema(query.get_schema(), schema)
         if self.return_inputs:
             given = as_json_data_model(inputs)
-            json_value = concatenate_json(given.get_json(), json_value)
-            schema = concatenate_schema(given.get_schema(), schema)
+            json_value = concatenate_json(json_value, given.get_json())
+            schema = concatenate_schema(schema, given.get_schema())
         return JsonDataModel(json=json_value, schema=schema, name="retrieval_results_" + self.name)
 
     async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
@@ -270,7 +275,7 @@ class RetrieveKnowledge(Module):
         if self.return_query:
             schema = concatenate_schema(query.get_schema(), schema)
         if self.return_inputs:
-            schema = concatenate_schema(inputs.get_schema(), schema)
+            schema = concatenate_schema(schema, inputs.get_schema())
         return SymbolicDataModel(schema=schema, name="retrieval_results_" + self.name)
 
     def get_config(self) -> dict[str, Any]:
