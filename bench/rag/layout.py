@@ -10,7 +10,6 @@ rows, then the question), beside whether the gold profile was found.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
@@ -18,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import promptgym as pg
-from promptgym.knowledge_bases import KnowledgeBase
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402
+from saved import open_saved  # noqa: E402
 
 
 class RowsThenQuestion(pg.DataModel):
@@ -32,21 +31,10 @@ class RowsThenQuestion(pg.DataModel):
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kb-dir", required=True)
-    parser.add_argument("--profiles", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n", type=int, default=40)
-    parser.add_argument("--k", type=int, default=3)
-    args = parser.parse_args()
-    people = run.profiles(args.profiles, seed=args.seed)
-    test = run.questions(people, 100, seed=args.seed + 1)[: args.n]
-    lm = pg.LanguageModel(model=f"local/{run.MODEL_NAME}", cache=False, max_tokens=96)
-    kb = KnowledgeBase(uri=str(Path(args.kb_dir) / "rag.db"), data_models=[run.Person],
-                       embedding_model=pg.EmbeddingModel(run.EMBEDDER))
+    saved = open_saved(__doc__.split("\n\n")[0], n=40)
+    args, test, inputs, lm, kb = saved.args, saved.test, saved.inputs, saved.lm, saved.kb
     retriever = run.build_programs(lm, kb, args.k)["rag"].get_module("retriever")
     answerer = pg.Generator(data_model=run.Answer, language_model=lm)
-    inputs, _ = run.as_data(test, {person.id: person for person in people})
     for searched_by in ("raw question", "LM queries"):
         hits = found_gold = 0
         started = time.perf_counter()

@@ -7,34 +7,23 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from pathlib import Path
 
 import promptgym as pg
-from promptgym.knowledge_bases import KnowledgeBase
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402
+from saved import open_saved  # noqa: E402
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kb-dir", required=True)
-    parser.add_argument("--profiles", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n", type=int, default=10)
-    args = parser.parse_args()
-    people = run.profiles(args.profiles, seed=args.seed)
-    test = run.questions(people, 100, seed=args.seed + 1)[: args.n]
-    lm = pg.LanguageModel(model=f"local/{run.MODEL_NAME}", cache=False, max_tokens=96)
-    kb = KnowledgeBase(uri=str(Path(args.kb_dir) / "rag.db"), data_models=[run.Person],
-                       embedding_model=pg.EmbeddingModel(run.EMBEDDER))
-    rag = run.build_programs(lm, kb, 3)["rag"]
-    inputs, _ = run.as_data(test, {person.id: person for person in people})
+    saved = open_saved(__doc__.split("\n\n")[0], n=10)
+    test, inputs, kb = saved.test, saved.inputs, saved.kb
+    rag = run.build_programs(saved.lm, kb, saved.args.k)["rag"]
     retriever = rag.get_module("retriever")
     hits = recalled = 0
     for x, question in zip(inputs, test):
