@@ -64,7 +64,6 @@ def _open(database: Path, embedding_model: Any = "stored", read_only: bool = Fal
         return kb
     except (KnowledgeBaseError, ValueError) as error:
         fail(str(error))
-    raise AssertionError("unreachable")
 
 
 def _documents(paths: list[Path]) -> list[Path]:
@@ -82,7 +81,6 @@ def _execution(executor: str | None, workers: int | None) -> ExecutionSpec:
         return parse_execution(executor or "local", workers)
     except ExecutionError as error:
         fail(str(error))
-    raise AssertionError("unreachable")
 
 
 def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int, batch_size: int,

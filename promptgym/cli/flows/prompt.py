@@ -56,7 +56,6 @@ class PromptFlow:
             return asyncio.run(build_and_check())
         except ConfigError as error:
             fail(masker.mask(str(error)))
-        raise AssertionError("unreachable")
 
     def confirm_checks(self, prepared: RunPlan, masker: Masker) -> None:
         print_headroom(prepared, masker, console)
