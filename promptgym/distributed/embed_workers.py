@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from promptgym.core.serialization import deserialize_object, serialize_object
+from promptgym.distributed.deaths import WorkerDeaths
 from promptgym.distributed.ray_executor import RayExecutor
 from promptgym.distributed.wire import import_modules, user_modules
 from promptgym.knowledge_bases.duckdb_adapter import embed_texts_with
@@ -57,7 +58,7 @@ class RayEmbedder:
         self.embedding_model = embedding_model
         self.actors: list[Any] = []
         self.busy: list[int] = []
-        self.deaths: dict[int, int] = {}
+        self.deaths = WorkerDeaths(executor.max_restarts)
         self.retries = 0
         """Batches embedded again because their worker died."""
         self.local_batches = 0
@@ -78,10 +79,10 @@ class RayEmbedder:
         imports = sorted({*user_modules(config), type(self.embedding_model).__module__} - {"__main__"})
         actor_class = ray.remote(EmbeddingWorker).options(**options)
         self.actors = [actor_class.remote(config, imports) for _ in range(self.executor.num_workers)]
-        self.busy, self.deaths = [0] * len(self.actors), {}
+        self.busy, self.deaths = [0] * len(self.actors), WorkerDeaths(self.executor.max_restarts)
 
     def _live(self, avoid: set[int]) -> list[int]:
-        live = [worker for worker in range(len(self.actors)) if self.deaths.get(worker, 0) <= self.executor.max_restarts]
+        live = [worker for worker in range(len(self.actors)) if not self.deaths.is_dead(worker)]
         return [worker for worker in live if worker not in avoid] or live  # the last one left: once Ray restarted it
 
     async def __call__(self, texts: list[str]) -> list[list[float]]:
@@ -93,13 +94,12 @@ class RayEmbedder:
         tried: set[int] = set()
         while live := self._live(tried):
             worker = min(live, key=lambda number: self.busy[number])
-            life = self.deaths.get(worker, 0)  # calls in flight when an actor dies all fail: one death, counted once
+            life = self.deaths.life(worker)
             self.busy[worker] += 1
             try:
                 vectors, usage = await self.actors[worker].embed.remote(texts)
             except ray.exceptions.RayActorError as error:
-                if self.deaths.get(worker, 0) == life:
-                    self.deaths[worker] = life + 1
+                self.deaths.died(worker, life)
                 self.retries += 1
                 tried.add(worker)
                 logger.warning("Ray embedding worker %d died while embedding %d chunk(s) (%s); embedding them again",

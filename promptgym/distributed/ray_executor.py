@@ -23,6 +23,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from promptgym.core.serialization import serialize_object
+from promptgym.distributed.deaths import WorkerDeaths
 from promptgym.distributed.local_head import LocalRayHead, use_loopback_ray
 from promptgym.distributed.wire import outcome_from_wire, rollout_to_wire, user_modules
 from promptgym.distributed.worker import remote_worker_class
@@ -97,7 +98,7 @@ class RayExecutor:
         self._connected = self._owns_connection = False
         self._program_refs: dict[str, Any] = {}
         self._imports: tuple[str, ...] = ()
-        self._deaths: dict[int, int] = {}
+        self._deaths = WorkerDeaths(self.max_restarts)
         self._built: dict[int, set[str]] = {}
         self._embedders: dict[str, Any] = {}
 
@@ -142,7 +143,7 @@ class RayExecutor:
         options = self.actor_options()
         worker_class = remote_worker_class()
         self.workers = [worker_class.options(**options).remote(list(imports)) for _ in range(self.num_workers)]
-        self._imports, self._deaths, self._built = imports, {}, {}
+        self._imports, self._deaths, self._built = imports, WorkerDeaths(self.max_restarts), {}
 
     def embedder(self, embedding_model: Any) -> Any:
         """A :class:`~promptgym.distributed.embed_workers.RayEmbedder`: ``embedding_model`` on ``num_workers`` actors
@@ -242,7 +243,7 @@ class RayExecutor:
 
         # The program travels once per worker: passing an object reference costs Ray a borrow each call.
         box = [] if key in self._built.setdefault(worker, set()) else [ref]
-        life = self._deaths.get(worker, 0)  # calls in flight when the actor dies all fail: one death, counted once
+        life = self._deaths.life(worker)
         call = self.workers[worker].run.remote(key, box, wires, training)
         try:
             answers = await call
@@ -250,8 +251,7 @@ class RayExecutor:
             return answers
         except ray.exceptions.RayActorError as error:
             self.retries += len(wires)
-            if self._deaths.get(worker, 0) == life:
-                self._deaths[worker] = life + 1
+            if self._deaths.died(worker, life):
                 self._built[worker] = set()  # a restarted actor starts empty
             logger.warning("Ray worker %d died while running example(s) %s (%s); running them again on another worker",
                            worker, ", ".join(str(wire["index"]) for wire in wires), type(error).__name__)
@@ -261,7 +261,7 @@ class RayExecutor:
             raise
 
     def _dead_workers(self) -> set[int]:
-        return {worker for worker, deaths in self._deaths.items() if deaths > self.max_restarts}
+        return self._deaths.dead()
 
     # -- closing ----------------------------------------------------------------------------
 
