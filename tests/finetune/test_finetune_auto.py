@@ -117,21 +117,21 @@ async def test_a_killed_auto_fit_resumes_its_sft_with_the_same_plan(tiny_model, 
 
     clock = install_clock(monkeypatch, step_s=1.0, eval_s=1.0)
     scripted_losses(monkeypatch, clock, (5.0 - 0.01 * i for i in range(100)))
-    real, calls = module.run_auto_sft_job, []
+    real, calls = module.run_sft_job, []
 
-    def killed_after_the_plan(settings, folder, seed, name, budget, on_event):
+    def killed_after_the_plan(settings, folder, seed, name, max_seconds, on_event):
         calls.append(folder)
         if len(calls) > 1:
-            return real(settings, folder, seed, name, budget, on_event)
+            return real(settings, folder, seed, name, max_seconds, on_event)
 
         def stop_there(event):
             on_event(event)
             if event.kind == "checkpoint_saved" and event["reason"] == "plan":
                 raise KeyboardInterrupt
 
-        return real(settings, folder, seed, name, budget, stop_there)
+        return real(settings, folder, seed, name, max_seconds, stop_there)
 
-    monkeypatch.setattr(module, "run_auto_sft_job", killed_after_the_plan)
+    monkeypatch.setattr(module, "run_sft_job", killed_after_the_plan)
 
     async def fit(recorder=None):
         program = await functional_program(ScriptedLanguageModel(respond=lambda request: {"answer": "?"}))

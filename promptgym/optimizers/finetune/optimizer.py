@@ -167,7 +167,7 @@ class FineTune(Optimizer):
         self.n_epochs, self.batch_size, self.learning_rate, self.max_length = n_epochs, batch_size, learning_rate, max_length
         self.traces, self.traces_program, self.traces_version = traces, traces_program, traces_version
         self.traces_min_rating = traces_min_rating
-        self.settings_for("check", "check")  # a bad SFT setting fails here, not after the runs
+        self.settings_for("check", "check", "check")  # a bad SFT setting fails here, not after the runs
         self.tuned: dict[str, str] = {}
         """Model id per SFT job (by base model), saved with the state: a resumed fit does not train again."""
         self.rows: dict[str, int] = {}
@@ -185,8 +185,10 @@ class FineTune(Optimizer):
         settings = {"summary_samples": 0, "validation_split": 0.0, "save_steps": 10,
                     "export": {"merged": "q8_0", "adapter": False}, **self.sft,
                     **({"validation_file": validation_file} if validation_file else {})}
-        n_epochs = 1 if self.n_epochs == "auto" else self.n_epochs  # "auto": the run's plan replaces it
-        return sft_engine().sft_settings(base_model=base_model, train_file=train_file, n_epochs=n_epochs,
+        # "auto" goes through as the CLI's SFT gives it: the run plans its steps from the settings' own budget
+        epochs = {"n_epochs": "auto", "max_train_seconds": self.max_train_seconds} if self.n_epochs == "auto" \
+            else {"n_epochs": self.n_epochs}
+        return sft_engine().sft_settings(base_model=base_model, train_file=train_file, **epochs,
                                          batch_size=self.batch_size, learning_rate=self.learning_rate,
                                          lora=self.lora, max_length=self.max_length, **settings)
 
@@ -403,13 +405,9 @@ class FineTune(Optimizer):
 
         name = f"finetune-{slug(Path(base).name)}"
         engine = sft_engine()
-        if auto:
-            patience = int(self.sft.get("early_stopping_patience") or engine.PATIENCE)
-            result = await asyncio.to_thread(engine.run_auto_sft_job, settings, folder, seed, name,
-                                             engine.AutoBudget(float(self.max_train_seconds or 0), patience), forward)
-        else:
-            result = await asyncio.to_thread(engine.run_sft_job, settings, folder, seed, name,
-                                             self.max_train_seconds, forward)
+        # with "auto" max_train_seconds is the budget the settings carry, not a cap on a fixed run
+        result = await asyncio.to_thread(engine.run_sft_job, settings, folder, seed, name,
+                                         None if auto else self.max_train_seconds, forward)
         self.training[hashlib.sha256(base.encode()).hexdigest()[:8]] = training_entry(
             base, result, rows=len(conversations), validation_rows=len(validation), n_epochs=self.n_epochs)
         self.sft_steps += result.steps

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from promptgym.finetune.auto_epochs import MAX_EPOCHS, PATIENCE, AutoBudget
+from promptgym.finetune.auto_epochs import MAX_EPOCHS
 from promptgym.finetune.base_model import BaseModelError, resolve_base_model
 from promptgym.finetune.checkpoint import last_checkpoint, read_progress
 from promptgym.finetune.loop import EventSink, TrainingInterrupted
@@ -92,6 +92,10 @@ def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_s
                 on_event: EventSink) -> SFTResult:
     """Prepare and run one SFT job; under a time budget, stop at it and finish from the last checkpoint.
 
+    ``n_epochs="auto"`` settings plan their steps to fill their own ``max_train_seconds`` (``max_seconds`` is
+    then None), stop early on the validation rows' loss and export the best checkpoint
+    (:class:`promptgym.finetune.sft_run.SFTRun`); a resumed run keeps the plan it saved.
+
     A folder with a checkpoint and no finished model resumes (a killed ``fit()`` loses at most the
     step in flight). Runs in a worker thread: torch releases the GIL, the event loop goes on.
     """
@@ -114,16 +118,5 @@ def run_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, max_s
     return SFTRun(job, folder, on_event).finish(progress)
 
 
-def run_auto_sft_job(settings: SFTSettings, folder: Path, seed: int, name: str, budget: AutoBudget,
-                     on_event: EventSink) -> SFTResult:
-    """``n_epochs="auto"``: prepare and run one SFT job that plans its steps to fill ``budget`` from its first
-    steps, stops early on its validation rows' loss and exports its best checkpoint
-    (:class:`promptgym.finetune.sft_run.SFTRun`). A folder with a checkpoint resumes, with the plan it saved.
-    """
-    job = SFTJob.prepare(settings, seed=seed, name=name)
-    resume = last_checkpoint(folder / "checkpoints") is not None
-    return run_sft(job, folder, on_event=on_event, resume=resume, budget=budget)
-
-
-__all__ = ["MAX_EPOCHS", "PATIENCE", "AutoBudget", "BaseModelError", "TimeBudget", "check_base_model", "lora_settings",
-           "measure_sft_step", "run_auto_sft_job", "run_sft_job", "sft_settings"]
+__all__ = ["MAX_EPOCHS", "BaseModelError", "TimeBudget", "check_base_model", "lora_settings", "measure_sft_step",
+           "run_sft_job", "sft_settings"]
