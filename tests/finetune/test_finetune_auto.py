@@ -97,6 +97,15 @@ def test_auto_without_a_budget_is_an_error_naming_both_arguments():
     assert again.n_epochs == "auto" and again.max_train_seconds == 90
 
 
+def test_an_sft_option_that_auto_plans_itself_fails_at_construction():
+    with pytest.raises(FineTuneError, match=r"(?s)bad SFT setting.*n_epochs = 'auto' plans its own steps and "
+                                            r"evaluations: drop max_steps and eval_steps"):
+        FineTune(n_epochs="auto", max_train_seconds=60, sft={"eval_steps": 5})
+    assert FineTune(n_epochs=2, sft={"eval_steps": 5}).settings_for("m", "t").n_epochs == 2
+    settings = FineTune(n_epochs="auto", max_train_seconds=60).settings_for("m", "t", "v")
+    assert (settings.n_epochs, settings.time_budget.seconds) == ("auto", 60)
+
+
 def test_the_toml_key_n_epochs_auto(tmp_path):
     config = tmp_path / "train.toml"
     data = '[program.generator]\n\n[data]\ndataset = "arithmetic"\n\n'
