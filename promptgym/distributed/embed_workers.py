@@ -11,6 +11,7 @@ flight and writes each as it comes back, in this process. A batch whose worker d
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -96,8 +97,12 @@ class RayEmbedder:
             worker = min(live, key=lambda number: self.busy[number])
             life = self.deaths.life(worker)
             self.busy[worker] += 1
+            call = self.actors[worker].embed.remote(texts)
             try:
-                vectors, usage = await self.actors[worker].embed.remote(texts)
+                vectors, usage = await call
+            except asyncio.CancelledError:
+                ray.cancel(call)  # a cancelled ingestion drops this batch: its worker stops embedding it
+                raise
             except ray.exceptions.RayActorError as error:
                 self.deaths.died(worker, life)
                 self.retries += 1

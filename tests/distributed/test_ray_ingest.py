@@ -19,7 +19,7 @@ from promptgym.distributed.ray_executor import RayExecutor
 from promptgym.knowledge_bases import KnowledgeBase
 from promptgym.knowledge_bases.ingest import ingest
 from promptgym.testing import HashEmbeddingModel
-from tests.distributed.embedders import DyingHashEmbedder
+from tests.distributed.embedders import DyingHashEmbedder, SlowHashEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 ANIMALS = ["fox", "owl", "cat", "dog", "eel", "bee", "elk", "yak", "ant", "bat", "cow", "hen"]
@@ -126,6 +126,27 @@ async def test_batches_no_worker_is_left_for_are_embedded_here(docs: Path, tmp_p
     assert report.added == CHUNKS and embedder.local_batches == 24
     assert await stored(kb) == expected
     kb.close()
+
+
+async def test_a_cancelled_batch_stops_on_its_worker(tmp_path: Path, ray_head: LocalRayHead) -> None:
+    not_connected()
+    started, finished = tmp_path / "started", tmp_path / "finished"
+    model = SlowHashEmbedder(dimensions=8, started=str(started), finished=str(finished), delay=3.0)
+    executor = RayExecutor(address=ray_head.gcs_address, num_workers=1)
+    try:
+        call = asyncio.ensure_future(executor.embedder(model)(["a chunk"]))
+        for _ in range(600):  # the actor's start, then the batch's
+            if started.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert started.exists()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(4.0)  # past the worker's delay: a call left running would have finished by now
+    finally:
+        await executor.close()
+    assert not finished.exists()
 
 
 def test_kb_build_embeds_on_its_own_ray_instance_and_stops_it(docs: Path, tmp_path: Path) -> None:
