@@ -87,8 +87,11 @@ from promptgym.modules import (
     Decision,
     EmbedKnowledge,
     Factorize,
+    FullTextSearch,
     FunctionCallingAgent,
     Generator,
+    HybridFTSSearch,
+    HybridRegexSearch,
     Identity,
     InMask,
     Input,
@@ -100,8 +103,11 @@ from promptgym.modules import (
     Or,
     OutMask,
     Prefix,
+    RegexSearch,
     RetrieveKnowledge,
+    RRFReranker,
     SelfCritique,
+    SimilaritySearch,
     StampKnowledge,
     Suffix,
     SymbolicDataModel,
@@ -154,7 +160,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
+    "EmbedKnowledge", "KnowledgeBase", "RetrieveKnowledge", "FullTextSearch", "HybridFTSSearch", "HybridRegexSearch",
+    "RegexSearch", "RRFReranker", "SimilaritySearch", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "Concatenate", "DataModel", "EmbeddingModel", "Factorize", "Field", "FunctionCallingAgent", "Generator",
     "Identity", "InMask", "Input", "InputModule", "JsonDataModel", "Lambda", "LanguageModel", "Price", "Budget", "Module", "Not", "Or",
     "OutMask", "Prefix", "Program", "Sequential", "Suffix", "SymbolicDataModel", "Tool", "MultiServerMCPClient", "Variable", "Xor", "clear_session",
     "enable_logging", "enable_observability", "get_default_embedding_model", "get_default_executor",

@@ -20,7 +20,7 @@ from typing import Any
 
 import pydantic
 
-from promptgym.core.operators import DataModelOperators, JsonOperations
+from promptgym.core.operators import DataModelOperators, JsonOperations, to_symbolic
 
 
 class JsonDataModel(DataModelOperators, JsonOperations):
@@ -98,6 +98,10 @@ class JsonDataModel(DataModelOperators, JsonOperations):
 
     def to_json_data_model(self, name: str | None = None) -> "JsonDataModel":
         return self if name is None else JsonDataModel(json=self._json, schema=self._schema, name=name)
+
+    def to_symbolic_data_model(self, name: str | None = None) -> Any:
+        """A free symbolic data model of this value's schema (a placeholder for a program being built)."""
+        return to_symbolic(self, name=name)
 
     def clone(self, name: str | None = None) -> "JsonDataModel":
         return JsonDataModel(json=self._json, schema=self._schema, name=name or self.name)

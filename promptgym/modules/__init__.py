@@ -17,13 +17,16 @@ from promptgym.modules.masking import InMask, OutMask
 from promptgym.modules.merging import And, Concat, Concatenate, Or, Xor
 from promptgym.modules.module import Module
 from promptgym.modules.operator_modules import operation_module  # noqa: F401 - also registers the operators
+from promptgym.modules.rerankers import RRFReranker
 from promptgym.modules.reshaping import Factorize, Identity, Not, Prefix, Suffix
+from promptgym.modules.retrievers import FullTextSearch, HybridFTSSearch, HybridRegexSearch, RegexSearch, SimilaritySearch
 from promptgym.modules.self_critique import SelfCritique
 from promptgym.modules.symbolic import Input, SymbolicDataModel
 from promptgym.modules.tool import Tool
 from promptgym.modules.variable import Variable
 
-__all__ = ["Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "EmbedKnowledge", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "Concatenate", "Factorize", "FunctionCallingAgent", "Generator", "Identity", "InMask", "Input",
+__all__ = ["Action", "And", "Branch", "ChainOfThought", "Decision", "MultiDecision", "SelfCritique", "Concat", "EmbedKnowledge", "RetrieveKnowledge", "StampKnowledge", "Text2SQL", "UpdateKnowledge", "FullTextSearch", "HybridFTSSearch", "HybridRegexSearch", "RegexSearch",
+           "RRFReranker", "SimilaritySearch", "Concatenate", "Factorize", "FunctionCallingAgent", "Generator", "Identity", "InMask", "Input",
            "InputModule", "Lambda", "MergeOperation", "Module", "Not", "Or", "OutMask", "Prefix", "Suffix",
            "SymbolicDataModel", "Tool", "UnaryOperation", "Variable", "Xor", "deserialize", "serialize"]
 

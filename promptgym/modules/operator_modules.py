@@ -30,8 +30,11 @@ def operation_module(op: str, name: str | None = None, description: str | None =
 
 def _symbolic_operator(op: str, operands: list[Any], name: str | None = None, **options: Any) -> Any:
     """``a + b`` (etc.) where an operand is symbolic or a DataModel class."""
-    if op == "to_symbolic":
-        return SymbolicDataModel(data_model=operands[0], name=name)
+    if op == "to_symbolic":  # of a DataModel class, or of a value's schema (JsonDataModel.to_symbolic_data_model)
+        value = operands[0]
+        if isinstance(value, type):
+            return SymbolicDataModel(data_model=value, name=name)
+        return SymbolicDataModel(schema=value.get_schema(), name=name)
     symbolic = [SymbolicDataModel(data_model=value) if isinstance(value, type) else value for value in operands]
     module = operation_module(op, name=name, **options)
     if not any(isinstance(value, SymbolicDataModel) and value.node is not None for value in symbolic):
