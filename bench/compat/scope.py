@@ -3,7 +3,7 @@
 promptgym is the training framework (DataModels, modules, programs, rewards,
 metrics, optimizers, callbacks, JSON ops, plots) with tools, the
 function-calling agent, MCP tools, and knowledge bases on DuckDB with their
-modules; it has no graph store, retrievers or rerankers, the other
+modules, the single-table retrievers and the RRF reranker; it has no graph store (nor its retrievers), the other
 agents (SQL, Cypher, RAG, RLM, Deep Agent), sandboxes, multimodal inputs, dataset downloaders,
 MLflow hooks or Keras Tuner. Tests and doc blocks in those areas are counted
 apart (``out of scope``, with the reason) and listed in docs/synalinks.md.
