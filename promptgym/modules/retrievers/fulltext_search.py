@@ -18,19 +18,11 @@ class FullTextSearch(TableSearch):
         bm25_b, bm25_k: BM25's ``b`` and ``k1`` (None: DuckDB's defaults).
         **options: every retriever's (:class:`~promptgym.modules.retrievers.table_search.TableSearch`).
 
-    >>> import asyncio, tempfile, promptgym as synalinks
-    >>> from promptgym.testing import ScriptedLanguageModel
-    >>> class Doc(synalinks.DataModel):
-    ...     id: str
-    ...     text: str
-    >>> async def main():
-    ...     kb = synalinks.KnowledgeBase(uri=tempfile.mkdtemp() + "/kb.db", data_models=[Doc])
-    ...     await kb.update([Doc(id="a", text="red apples"), Doc(id="b", text="blue sky")])
-    ...     search = synalinks.FullTextSearch(knowledge_base=kb, data_model=Doc, language_model=
-    ...                                       ScriptedLanguageModel([{"fulltext_search": ["apples"]}]))
-    ...     return [row["id"] for row in (await search(Doc(id="q", text="fruit?"))).get("result")]
-    >>> asyncio.run(main())
-    ['a']
+    The fields its Generator writes (a whole program: :mod:`promptgym.modules.retrievers`):
+
+    >>> import promptgym as synalinks
+    >>> list(synalinks.FullTextSearch.query_model.model_fields)
+    ['fulltext_search']
     """
 
     query_model = FullTextSearchInput

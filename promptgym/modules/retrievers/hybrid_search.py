@@ -36,20 +36,11 @@ class HybridFTSSearch(HybridSearch):
         ef_search: HNSW search depth. conjunctive, bm25_b, bm25_k: as :class:`FullTextSearch`'s.
         **options: every retriever's (:class:`~promptgym.modules.retrievers.table_search.TableSearch`).
 
-    >>> import asyncio, tempfile, promptgym as synalinks
-    >>> from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel
-    >>> class Doc(synalinks.DataModel):
-    ...     id: str
-    ...     text: str
-    >>> async def main():
-    ...     kb = synalinks.KnowledgeBase(uri=tempfile.mkdtemp() + "/kb.db", data_models=[Doc],
-    ...                                  embedding_model=HashEmbeddingModel())
-    ...     await kb.update([Doc(id="a", text="red apples"), Doc(id="b", text="blue sky")])
-    ...     lm = ScriptedLanguageModel([{"similarity_search": ["red apples"], "keywords": ["apples"]}])
-    ...     search = synalinks.HybridFTSSearch(knowledge_base=kb, data_model=Doc, language_model=lm, k=1)
-    ...     return [row["id"] for row in (await search(Doc(id="q", text="fruit?"))).get("result")]
-    >>> asyncio.run(main())
-    ['a']
+    The fields its Generator writes (a whole program: :mod:`promptgym.modules.retrievers`):
+
+    >>> import promptgym as synalinks
+    >>> list(synalinks.HybridFTSSearch.query_model.model_fields)
+    ['similarity_search', 'keywords']
     """
 
     query_model = HybridFTSSearchInput
@@ -85,20 +76,11 @@ class HybridRegexSearch(HybridSearch):
         fields, case_sensitive: as :class:`RegexSearch`'s.
         **options: every retriever's (:class:`~promptgym.modules.retrievers.table_search.TableSearch`).
 
-    >>> import asyncio, tempfile, promptgym as synalinks
-    >>> from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel
-    >>> class Log(synalinks.DataModel):
-    ...     id: str
-    ...     text: str
-    >>> async def main():
-    ...     kb = synalinks.KnowledgeBase(uri=tempfile.mkdtemp() + "/kb.db", data_models=[Log],
-    ...                                  embedding_model=HashEmbeddingModel())
-    ...     await kb.update([Log(id="a", text="error 404 on login"), Log(id="b", text="login ok")])
-    ...     lm = ScriptedLanguageModel([{"similarity_search": ["login"], "regex_patterns": [r"error \\d+"]}])
-    ...     search = synalinks.HybridRegexSearch(knowledge_base=kb, data_model=Log, language_model=lm, k=1)
-    ...     return [row["id"] for row in (await search(Log(id="q", text="failed logins?"))).get("result")]
-    >>> asyncio.run(main())
-    ['a']
+    The fields its Generator writes (a whole program: :mod:`promptgym.modules.retrievers`):
+
+    >>> import promptgym as synalinks
+    >>> list(synalinks.HybridRegexSearch.query_model.model_fields)
+    ['similarity_search', 'regex_patterns']
     """
 
     query_model = HybridRegexSearchInput

@@ -17,19 +17,11 @@ class RegexSearch(TableSearch):
         fields: the fields to match (default: every string field). case_sensitive: default True.
         **options: every retriever's (:class:`~promptgym.modules.retrievers.table_search.TableSearch`).
 
-    >>> import asyncio, tempfile, promptgym as synalinks
-    >>> from promptgym.testing import ScriptedLanguageModel
-    >>> class Log(synalinks.DataModel):
-    ...     id: str
-    ...     text: str
-    >>> async def main():
-    ...     kb = synalinks.KnowledgeBase(uri=tempfile.mkdtemp() + "/kb.db", data_models=[Log])
-    ...     await kb.update([Log(id="a", text="error 404"), Log(id="b", text="all good")])
-    ...     search = synalinks.RegexSearch(knowledge_base=kb, data_model=Log, language_model=
-    ...                                    ScriptedLanguageModel([{"regex_search": r"error \\d+"}]))
-    ...     return [row["id"] for row in (await search(Log(id="q", text="which failed?"))).get("result")]
-    >>> asyncio.run(main())
-    ['a']
+    The fields its Generator writes (a whole program: :mod:`promptgym.modules.retrievers`):
+
+    >>> import promptgym as synalinks
+    >>> list(synalinks.RegexSearch.query_model.model_fields)
+    ['regex_search']
     """
 
     query_model = RegexSearchInput

@@ -17,22 +17,11 @@ class SimilaritySearch(TableSearch):
         threshold: drop rows farther than this distance. ef_search: HNSW search depth (None: the index's).
         **options: every retriever's (:class:`~promptgym.modules.retrievers.table_search.TableSearch`).
 
-    Example (a scripted LM writes the query; HashEmbeddingModel embeds it):
+    The fields its Generator writes (a whole program: :mod:`promptgym.modules.retrievers`):
 
-    >>> import asyncio, tempfile, promptgym as synalinks
-    >>> from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel
-    >>> class Doc(synalinks.DataModel):
-    ...     id: str
-    ...     text: str
-    >>> async def main():
-    ...     kb = synalinks.KnowledgeBase(uri=tempfile.mkdtemp() + "/kb.db", data_models=[Doc],
-    ...                                  embedding_model=HashEmbeddingModel())
-    ...     await kb.update([Doc(id="a", text="red apples"), Doc(id="b", text="blue sky")])
-    ...     search = synalinks.SimilaritySearch(knowledge_base=kb, data_model=Doc, k=1, language_model=
-    ...                                         ScriptedLanguageModel([{"similarity_search": ["blue sky"]}]))
-    ...     return (await search(Doc(id="q", text="what colour is the sky?"))).get("result")[0]["id"]
-    >>> asyncio.run(main())
-    'b'
+    >>> import promptgym as synalinks
+    >>> list(synalinks.SimilaritySearch.query_model.model_fields)
+    ['similarity_search']
     """
 
     query_model = SimilaritySearchInput

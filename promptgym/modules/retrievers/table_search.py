@@ -24,16 +24,12 @@ from typing import Any, ClassVar, TypedDict
 
 from pydantic import create_model
 
-from promptgym.core.base_models import GenericResult
 from promptgym.core.data_model import DataModel, Field
-from promptgym.core.json_data_model import JsonDataModel
-from promptgym.core.json_ops import concatenate_json, concatenate_schema
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.modules.generator import Generator
+from promptgym.modules.knowledge.search_results import search_results, search_results_spec
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
-from promptgym.modules.knowledge.values import as_json_data_model
 from promptgym.modules.module import Module
-from promptgym.modules.symbolic import SymbolicDataModel
 
 OUTPUT_FORMATS = ("json", "csv")
 
@@ -178,24 +174,14 @@ class TableSearch(Module):
         table_name = self.table_name or query_json.get("table_name")
         if not table_name or not self.has_query(query_json):
             return None
-        json_value: dict[str, Any] = {"result": await self.search(query_json, table_name)}
-        schema = GenericResult.get_schema()
-        if self.return_query:
-            json_value, schema = concatenate_json(query_json, json_value), concatenate_schema(query.get_schema(), schema)
-        if self.return_inputs:
-            given = as_json_data_model(inputs)
-            json_value = concatenate_json(json_value, given.get_json())
-            schema = concatenate_schema(schema, given.get_schema())
-        return JsonDataModel(json=json_value, schema=schema, name=self.name)
+        rows = await self.search(query_json, table_name)
+        return search_results(rows, query, inputs, return_query=self.return_query, return_inputs=self.return_inputs,
+                              name=self.name)
 
     async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
         query = await self.query_generator(inputs, training=training)
-        schema = GenericResult.get_schema()
-        if self.return_query:
-            schema = concatenate_schema(query.get_schema(), schema)
-        if self.return_inputs:
-            schema = concatenate_schema(schema, inputs.get_schema())
-        return SymbolicDataModel(schema=schema, name=self.name)
+        return search_results_spec(query, inputs, return_query=self.return_query, return_inputs=self.return_inputs,
+                                   name=self.name)
 
     def get_config(self) -> dict[str, Any]:
         state = self.query_generator.state.value
