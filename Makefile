@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,distributed,finetune,serve,observability,mcp,ui,knowledge,test
+EXTRAS ?= local,smollm2,gemma,plots,datasets,cli,taskapp,optim,server,distributed,finetune,serve,observability,mcp,ui,knowledge,lancedb,test
 
 # llama-cpp-python compiles llama.cpp from source. The default GGML_NATIVE=ON
 # build uses the CPU's AMX/AVX-512 paths, which segfault on the machines we

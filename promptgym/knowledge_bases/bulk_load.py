@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from promptgym.knowledge_bases.errors import KnowledgeBaseError
 from promptgym.knowledge_bases.naming import column_identifier, q, table_identifier, to_pascal_case
-from promptgym.knowledge_bases.tables import TableStore
+from promptgym.knowledge_bases.tables import SchemaReflection, TableStore
 from promptgym.knowledge_bases.writes import on_conflict, registered, transaction
 
 PARQUET = "read_parquet(?)"
@@ -57,8 +57,9 @@ def read_file(path: str, reader: str) -> tuple[pa.Table, list[tuple[str, str]]]:
     return loaded.rename_columns([name for name, _ in columns]), columns
 
 
-def load_rows(store: TableStore, table: str, path: str, batch: pa.Table, columns: list[tuple[str, str]]) -> None:
-    """Create the table from the file's columns if it is new, then upsert the rows in one transaction."""
+def prepare_table(store: SchemaReflection, table: str, path: str,
+                  columns: list[tuple[str, str]]) -> tuple[list[str], str]:
+    """Create the table from the file's columns if it is new, else check it has them; (file columns, key)."""
     store.write_guard()
     if not store.columns(table):
         store.create_table(table, columns)
@@ -67,7 +68,12 @@ def load_rows(store: TableStore, table: str, path: str, batch: pa.Table, columns
     missing = [name for name in names if name not in existing]
     if missing:
         raise KnowledgeBaseError(f"{path}: table {table!r} has no column(s) {missing}; its columns: {sorted(existing)}")
-    id_key = next(iter(existing))
+    return names, next(iter(existing))
+
+
+def load_rows(store: TableStore, table: str, path: str, batch: pa.Table, columns: list[tuple[str, str]]) -> None:
+    """Create the table from the file's columns if it is new, then upsert the rows in one transaction."""
+    names, id_key = prepare_table(store, table, path, columns)
     con = store.connection()
     with registered(con, batch) as view, transaction(con):
         con.execute(f"INSERT INTO {table} ({', '.join(q(name) for name in names)}) SELECT * FROM {view} "

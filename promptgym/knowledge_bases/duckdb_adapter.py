@@ -76,6 +76,14 @@ class DuckDBAdapter:
         read_only: open an existing file for reading only (many processes may then share it).
     """
 
+    # The engine's pieces: the LanceDB adapter swaps these for its own and shares everything else.
+    _write_rows = staticmethod(write_rows)
+    _delete_keys = staticmethod(delete_keys)
+    _load_rows = staticmethod(bulk_load.load_rows)
+    _fulltext_rows = staticmethod(fulltext_rows)
+    _similarity_rows = staticmethod(similarity_rows)
+    _regex_rows = staticmethod(regex_rows)
+
     def __init__(self, uri: str | None = None, embedding_model: Any = None, data_models: Any = None,
                  stemmer: str = "porter", stopwords: str | None = None, ignore: str | None = None,
                  strip_accents: bool | None = None, lower: bool | None = None, metric: str = "cosine",
@@ -86,7 +94,7 @@ class DuckDBAdapter:
             raise ValueError(f"`stemmer` parameter should be one of {list(STEMMERS)}, got {stemmer!r}")
         if metric not in METRICS:
             raise ValueError(f"`metric` parameter should be one of {list(METRICS)}, got {metric!r}")
-        self.uri = resolve_path(uri, name)
+        self.uri = self._resolve_uri(uri, name)
         self.embedding_model = embedding_model
         self.stemmer, self.stopwords, self.ignore = stemmer, stopwords, ignore
         self.strip_accents, self.lower = strip_accents, lower
@@ -95,7 +103,7 @@ class DuckDBAdapter:
         self.vector_dim = vector_dim
         self.read_only = read_only
         self.data_models: dict[str, Any] = {}
-        self._store = TableStore(self.uri, vss_key=vss_key, read_only=read_only, encryption_key=encryption_key)
+        self._store = self._open_store(encryption_key)
         if wipe_on_start:
             self.wipe_database()
         for data_model in data_models or []:
@@ -105,6 +113,13 @@ class DuckDBAdapter:
             table = table_identifier(schema["title"])
             self.data_models[table] = data_model
             self._store.locked(self._store.ensure_table, table, schema)
+
+    @staticmethod
+    def _resolve_uri(uri: str | None, name: str | None) -> str:
+        return resolve_path(uri, name)
+
+    def _open_store(self, encryption_key: str | None) -> TableStore:
+        return TableStore(self.uri, vss_key=self.vss_key, read_only=self.read_only, encryption_key=encryption_key)
 
     def close(self) -> None:
         """Stop using the connection (idempotent); the last user of the file closes it."""
@@ -196,7 +211,7 @@ class DuckDBAdapter:
                 vectors = await self._embed([text_to_embed(values, schema, self.vss_key) for schema, values in pending])
                 for (_, values), vector in zip(pending, vectors):
                     values[self.vss_key] = vector
-        await self._store.call(write_rows, self._store, by_table, self._embedder)
+        await self._store.call(self._write_rows, self._store, by_table, self._embedder)
         return ids[0] if single else ids
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
@@ -212,7 +227,7 @@ class DuckDBAdapter:
         if not await self._store.call(self._store.columns, table):
             warnings.warn(f"delete(): no table named '{table}'; nothing to delete.", stacklevel=2)
             return 0
-        return await self._store.call(delete_keys, self._store, table, ids)
+        return await self._store.call(self._delete_keys, self._store, table, ids)
 
     # -- what ingestion needs --------------------------------------------------------------
 
@@ -248,7 +263,7 @@ class DuckDBAdapter:
     async def delete_others(self, keep: list[Any], *, table_name: str, where: dict[str, Any]) -> int:
         """Delete the records matching ``where`` whose key is not in ``keep`` (a re-ingested file's old chunks)."""
         self._store.write_guard()
-        return await self._store.call(delete_keys, self._store, table_identifier(table_name), list(keep), where, True)
+        return await self._store.call(self._delete_keys, self._store, table_identifier(table_name), list(keep), where, True)
 
     def get_setting(self, key: str) -> str | None:
         """A value the knowledge base keeps about itself (the CLI's embedding model, chunk size...)."""
@@ -288,7 +303,7 @@ class DuckDBAdapter:
         table = bulk_load.target_table(path, table_name)
         self._store.write_guard()
         batch, columns = await asyncio.to_thread(bulk_load.read_file, path, reader)
-        await self._store.call(bulk_load.load_rows, self._store, table, path, batch, columns)
+        await self._store.call(self._load_rows, self._store, table, path, batch, columns)
         schema = await self._store.call(self._store.table_schema, table, self.data_models.get(table))
         if description is not None:
             schema["description"] = description
@@ -372,7 +387,7 @@ class DuckDBAdapter:
             return format_search_results([], output_format)
         table = table_identifier(table_name)
         found = await self._store.call(
-            lambda: fulltext_rows(self._store, table, _as_list(text_or_texts), self._fulltext_settings(), k,
+            lambda: self._fulltext_rows(self._store, table, _as_list(text_or_texts), self._fulltext_settings(), k,
                                   conjunctive=conjunctive, bm25_b=bm25_b, bm25_k=bm25_k, filters=filters))
         if found is None:
             warnings.warn(f"Skipping FTS search for {table}: no text columns to index.", stacklevel=2)
@@ -401,7 +416,7 @@ class DuckDBAdapter:
             return format_search_results([], output_format)
         table = table_identifier(table_name)
         found = await self._store.call(
-            lambda: similarity_rows(self._store, table, vectors, self.metric, k, embedder=self._embedder,
+            lambda: self._similarity_rows(self._store, table, vectors, self.metric, k, embedder=self._embedder,
                                     threshold=threshold, filters=filters))
         return format_search_results(found, output_format)
 
@@ -411,7 +426,7 @@ class DuckDBAdapter:
         """Records whose string fields match an RE2 pattern (linear time, so an LM's pattern is safe)."""
         if not pattern:
             return format_search_results([], output_format)
-        found = await self._store.call(regex_rows, self._store, table_identifier(table_name), pattern, fields,
+        found = await self._store.call(self._regex_rows, self._store, table_identifier(table_name), pattern, fields,
                                        case_sensitive, k, filters)
         return format_search_results(found, output_format)
 

@@ -26,6 +26,7 @@ from typing import Any
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter
+from promptgym.knowledge_bases.lancedb_adapter import LanceDBAdapter, is_lancedb_uri
 from promptgym.knowledge_bases.results import format_search_results
 from promptgym.modules.knowledge.read_only import opening_read_only
 from promptgym.modules.naming import unique_name
@@ -46,6 +47,15 @@ def _schema_config(model: Any) -> dict[str, Any]:
     return {"schema": SymbolicDataModel(schema=model.get_schema()).get_schema()}
 
 
+def adapter_class(uri: str | None) -> type[DuckDBAdapter]:
+    """The adapter a uri picks: ``lancedb://dir`` LanceDB; ``duckdb://``, plain paths and ``:memory:`` DuckDB.
+
+    >>> adapter_class("lancedb://./kb").__name__, adapter_class("kb.db").__name__
+    ('LanceDBAdapter', 'DuckDBAdapter')
+    """
+    return LanceDBAdapter if is_lancedb_uri(uri) else DuckDBAdapter
+
+
 def _is_dataset(value: Any) -> bool:
     """A synalinks Dataset (iterable of batches, with an ``output_template``), duck-typed."""
     return hasattr(value, "output_template") and hasattr(value, "__iter__") and not isinstance(value, (list, tuple))
@@ -57,7 +67,8 @@ class KnowledgeBase:
 
     Args:
         uri: ``"duckdb://path.db"`` (or a plain path, or ``":memory:"``); None puts ``<name or database>.db`` under
-            synalinks_home.
+            synalinks_home. ``"lancedb://dir"`` stores the tables in a LanceDB directory instead (the ``lancedb``
+            extra), for knowledge bases that outgrow one DuckDB file.
         data_models: DataModel classes (or symbolic data models); one table each, named by the title.
         embedding_model: embeds records without an ``embedding`` and the text of vector queries.
         metric: ``"cosine"`` (default), ``"l2sq"`` or ``"ip"``.
@@ -87,7 +98,7 @@ class KnowledgeBase:
         self.sql_adapter: DuckDBAdapter | None = None
         self.graph_adapter = None
         if uri is not None or graph_uri is None:
-            self.sql_adapter = DuckDBAdapter(uri=uri, data_models=self.data_models, embedding_model=embedding_model,
+            self.sql_adapter = adapter_class(uri)(uri=uri, data_models=self.data_models, embedding_model=embedding_model,
                                              metric=metric, wipe_on_start=wipe_on_start, name=name,
                                              encryption_key=encryption_key, **kwargs)
 

@@ -20,7 +20,8 @@ import pyarrow as pa
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.knowledge_bases.columns import columns_for_schema, from_column_value, schema_for_columns
 from promptgym.knowledge_bases.connection import META, SharedConnection, acquire, release
-from promptgym.knowledge_bases.errors import KnowledgeBaseError, ReadOnlyKnowledgeBaseError
+from promptgym.knowledge_bases.errors import (KnowledgeBaseError, ReadOnlyKnowledgeBaseError, dimension_changed,
+                                              embedder_changed, fields_changed)
 from promptgym.knowledge_bases.naming import column_identifier, q
 
 T = TypeVar("T")
@@ -36,11 +37,120 @@ def table_definition(columns: list[tuple[str, str]]) -> str:
                      for index, (name, kind) in enumerate(columns))
 
 
-def show_columns(columns: list[tuple[str, str]]) -> str:
-    return ", ".join(f"{name}: {kind}" for name, kind in columns)
+class SchemaReflection:
+    """What a store of tables answers from its (column, type) lists: JSON schemas and decoded rows.
+
+    Shared by the DuckDB store and the LanceDB one: both keep the same column-type vocabulary
+    (:mod:`~promptgym.knowledge_bases.columns`), so a record reads back the same from either.
+    """
+
+    uri: str
+    vss_key: str
+    read_only: bool
+
+    def ensure_table(self, table: str, schema: dict[str, Any]) -> None:
+        """Create the table for ``schema``, or check that the existing one has the same fields."""
+        wanted = columns_for_schema(schema, self.vss_key)
+        existing = [(name, kind) for name, kind in self.columns(table) if name != self.vss_key]
+        if not existing:
+            self.create_table(table, wanted)
+        elif existing != wanted:
+            raise fields_changed(self.uri, table, existing, wanted, schema.get("title"))
+
+    def check_dimension(self, table: str, dimension: int, embedder: str) -> None:
+        """Add the vector column on the first vector; refuse vectors of another size, or from another embedder.
+
+        ``embedder`` describes what made the vectors: a model's description, or :data:`GIVEN_VECTORS`.
+        """
+        stored = self.vector_dimension(table)
+        built_with = self.embedded_by(table)
+        if stored is None:
+            self.write_guard()
+            self.add_vector_column(table, dimension, embedder)
+            return
+        if stored != dimension:
+            raise dimension_changed(self.uri, table, stored, built_with, embedder, dimension)
+        if embedder != GIVEN_VECTORS and built_with and built_with not in (embedder, GIVEN_VECTORS):
+            raise embedder_changed(self.uri, table, built_with, embedder)
+
+    def check_query_embedder(self, table: str, dimension: int, embedder: str) -> None:
+        """Query vectors must come from the table's embedder: another one's are not comparable, even at one size."""
+        if self.checked_embedders().get(table) != embedder:
+            self.check_dimension(table, dimension, embedder)
+            self.checked_embedders()[table] = embedder
+
+    # -- what each store provides ------------------------------------------------------------
+
+    def columns(self, table: str) -> list[tuple[str, str]]:
+        """The table's (column, type) list, its vector column (``FLOAT[d]``) included; empty when there is none."""
+        raise NotImplementedError
+
+    def tables(self) -> list[str]:
+        raise NotImplementedError
+
+    def create_table(self, table: str, columns: list[tuple[str, str]]) -> None:
+        raise NotImplementedError
+
+    def embedded_by(self, table: str) -> str | None:
+        """What embedded the table's vectors, as recorded; None when unrecorded."""
+        raise NotImplementedError
+
+    def add_vector_column(self, table: str, dimension: int, embedder: str) -> None:
+        raise NotImplementedError
+
+    def checked_embedders(self) -> dict[str, str]:
+        """Per table, the embedder a search was already checked against (so the check runs once)."""
+        raise NotImplementedError
+
+    def vector_dimension(self, table: str) -> int | None:
+        for name, kind in self.columns(table):
+            if name == self.vss_key and kind.startswith("FLOAT["):
+                return int(kind[6:-1])
+        return None
+
+    def write_guard(self) -> None:
+        if self.read_only:
+            raise ReadOnlyKnowledgeBaseError(f"knowledge base {self.uri} was opened with read_only=True (as `promptgym "
+                                             "serve` opens a served program's): it cannot be written")
+
+    def require_columns(self, table: str) -> list[tuple[str, str]]:
+        columns = self.columns(table)
+        if not columns:
+            known = ", ".join(self.tables()) or "none"
+            raise KnowledgeBaseError(f"knowledge base {self.uri}: no table {table!r} (tables: {known})")
+        return columns
+
+    def rows(self, table: str, arrow: pa.Table, remove_embedding: bool = True) -> list[dict[str, Any]]:
+        """Arrow rows as dicts of JSON values (the vector left out unless asked for)."""
+        types = dict(self.columns(table))
+        rows = arrow.to_pylist()
+        for row in rows:
+            if remove_embedding:
+                row.pop(self.vss_key, None)
+            for key, value in row.items():
+                row[key] = from_column_value(value, types.get(key, ""))
+        return rows
+
+    def table_schema(self, table: str, declared: Any = None, remove_embedding: bool = True) -> dict[str, Any]:
+        """The table's JSON schema from its columns, with the declared data model's descriptions (for an LM)."""
+        schema = schema_for_columns(table, self.columns(table), self.vss_key if remove_embedding else "")
+        if declared is not None:
+            declared_schema = declared.get_schema()
+            if declared_schema.get("description"):
+                schema["description"] = declared_schema["description"]
+            for name, spec in (declared_schema.get("properties") or {}).items():
+                column = schema["properties"].get(column_identifier(name))
+                if column is not None and spec.get("description"):
+                    column["description"] = spec["description"]
+        return schema
+
+    def records(self, table: str, rows: list[dict[str, Any]], declared: Any = None) -> list[JsonDataModel]:
+        schema = self.table_schema(table, declared)
+        id_key = next(iter(schema["properties"]))
+        return [JsonDataModel(json=row, schema=schema, name=str(row.get(id_key))) for row in rows]
 
 
-class TableStore:
+class TableStore(SchemaReflection):
     """The tables of one DuckDB file, with the caches its shared connection keeps about them."""
 
     def __init__(self, uri: str, *, vss_key: str, read_only: bool, encryption_key: str | None) -> None:
@@ -83,11 +193,6 @@ class TableStore:
         if shared is not None:
             release(shared, self._key)
 
-    def write_guard(self) -> None:
-        if self.read_only:
-            raise ReadOnlyKnowledgeBaseError(f"knowledge base {self.uri} was opened with read_only=True (as `promptgym "
-                                             "serve` opens a served program's): it cannot be written")
-
     # -- what the tables are ---------------------------------------------------------------
 
     def columns(self, table: str) -> list[tuple[str, str]]:
@@ -104,22 +209,9 @@ class TableStore:
             shared.columns[table] = columns
         return columns
 
-    def require_columns(self, table: str) -> list[tuple[str, str]]:
-        columns = self.columns(table)
-        if not columns:
-            known = ", ".join(self.tables()) or "none"
-            raise KnowledgeBaseError(f"knowledge base {self.uri}: no table {table!r} (tables: {known})")
-        return columns
-
     def tables(self) -> list[str]:
         return [row[0] for row in self.connection().execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema='main' ORDER BY table_name").fetchall()]
-
-    def vector_dimension(self, table: str) -> int | None:
-        for name, kind in self.columns(table):
-            if name == self.vss_key and kind.startswith("FLOAT["):
-                return int(kind[6:-1])
-        return None
 
     def meta(self, table: str) -> tuple[bool, str | None, int | None] | None:
         """(BM25 index stale, embedding model, dimension) as recorded for the table; None when unrecorded."""
@@ -163,50 +255,20 @@ class TableStore:
         self.connection().execute(f"INSERT INTO {META}.tables VALUES (?, TRUE, NULL, NULL) ON CONFLICT (name) "
                                   "DO NOTHING", [table])
 
-    def ensure_table(self, table: str, schema: dict[str, Any]) -> None:
-        """Create the table for ``schema``, or check that the existing one has the same fields."""
-        wanted = columns_for_schema(schema, self.vss_key)
-        existing = [(name, kind) for name, kind in self.columns(table) if name != self.vss_key]
-        if not existing:
-            self.create_table(table, wanted)
-        elif existing != wanted:
-            raise KnowledgeBaseError(
-                f"knowledge base {self.uri}: table {table!r} was created with fields ({show_columns(existing)}) but "
-                f"the data model {schema.get('title')!r} now declares ({show_columns(wanted)}); keep the old data "
-                "model, use another title, or rebuild the knowledge base (wipe_on_start=True)")
-
-    def check_dimension(self, table: str, dimension: int, embedder: str) -> None:
-        """Add the vector column on the first vector; refuse vectors of another size, or from another embedder.
-
-        ``embedder`` describes what made the vectors: a model's description, or :data:`GIVEN_VECTORS`.
-        """
-        stored = self.vector_dimension(table)
+    def embedded_by(self, table: str) -> str | None:
         meta = self.meta(table)
-        built_with = meta[1] if meta else None
-        if stored is None:
-            self.write_guard()
-            con = self.connection()
-            con.execute(f"ALTER TABLE {table} ADD COLUMN {q(self.vss_key)} FLOAT[{dimension}];")
-            self.schema_changed()
-            con.execute(f"INSERT INTO {META}.tables VALUES (?, TRUE, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                        "embedding_model = EXCLUDED.embedding_model, dimension = EXCLUDED.dimension",
-                        [table, embedder, dimension])
-            return
-        if stored != dimension:
-            raise KnowledgeBaseError(
-                f"knowledge base {self.uri}: table {table!r} stores {stored}-dimensional vectors "
-                f"(embedded by {built_with or 'an unrecorded model'}) but {embedder} gives {dimension}-dimensional "
-                "ones; use the model the table was built with, or rebuild it (wipe_on_start=True)")
-        if embedder != GIVEN_VECTORS and built_with and built_with not in (embedder, GIVEN_VECTORS):
-            raise KnowledgeBaseError(
-                f"knowledge base {self.uri}: table {table!r} was embedded by {built_with} but this knowledge base embeds "
-                f"with {embedder}; their vectors are not comparable: use {built_with}, or rebuild (wipe_on_start=True)")
+        return meta[1] if meta else None
 
-    def check_query_embedder(self, table: str, dimension: int, embedder: str) -> None:
-        """Query vectors must come from the table's embedder: another one's are not comparable, even at one size."""
-        if self.shared.embedders.get(table) != embedder:
-            self.check_dimension(table, dimension, embedder)
-            self.shared.embedders[table] = embedder
+    def add_vector_column(self, table: str, dimension: int, embedder: str) -> None:
+        con = self.connection()
+        con.execute(f"ALTER TABLE {table} ADD COLUMN {q(self.vss_key)} FLOAT[{dimension}];")
+        self.schema_changed()
+        con.execute(f"INSERT INTO {META}.tables VALUES (?, TRUE, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                    "embedding_model = EXCLUDED.embedding_model, dimension = EXCLUDED.dimension",
+                    [table, embedder, dimension])
+
+    def checked_embedders(self) -> dict[str, str]:
+        return self.shared.embedders
 
     def drop(self, table: str) -> bool:
         """Drop a table, its BM25 index and its bookkeeping; False when there was none."""
@@ -276,36 +338,7 @@ class TableStore:
             return f"* EXCLUDE ({q(self.vss_key)})"
         return "*"
 
-    def rows(self, table: str, arrow: pa.Table, remove_embedding: bool = True) -> list[dict[str, Any]]:
-        """Arrow rows as dicts of JSON values (the vector left out unless asked for)."""
-        types = dict(self.columns(table))
-        rows = arrow.to_pylist()
-        for row in rows:
-            if remove_embedding:
-                row.pop(self.vss_key, None)
-            for key, value in row.items():
-                row[key] = from_column_value(value, types.get(key, ""))
-        return rows
-
     def fetch(self, table: str, sql: str, params: list[Any], remove_embedding: bool = True) -> list[dict[str, Any]]:
         """Run a query over ``table`` and decode its rows."""
         arrow = self.connection().execute(sql, params).arrow().read_all()
         return self.rows(table, arrow, remove_embedding)
-
-    def table_schema(self, table: str, declared: Any = None, remove_embedding: bool = True) -> dict[str, Any]:
-        """The table's JSON schema from its columns, with the declared data model's descriptions (for an LM)."""
-        schema = schema_for_columns(table, self.columns(table), self.vss_key if remove_embedding else "")
-        if declared is not None:
-            declared_schema = declared.get_schema()
-            if declared_schema.get("description"):
-                schema["description"] = declared_schema["description"]
-            for name, spec in (declared_schema.get("properties") or {}).items():
-                column = schema["properties"].get(column_identifier(name))
-                if column is not None and spec.get("description"):
-                    column["description"] = spec["description"]
-        return schema
-
-    def records(self, table: str, rows: list[dict[str, Any]], declared: Any = None) -> list[JsonDataModel]:
-        schema = self.table_schema(table, declared)
-        id_key = next(iter(schema["properties"]))
-        return [JsonDataModel(json=row, schema=schema, name=str(row.get(id_key))) for row in rows]

@@ -21,7 +21,7 @@ from promptgym.knowledge_bases.columns import columns_for_schema, to_column_valu
 from promptgym.knowledge_bases.errors import KnowledgeBaseError
 from promptgym.knowledge_bases.filters import placeholders, where_clause
 from promptgym.knowledge_bases.naming import column_identifier, q, table_identifier
-from promptgym.knowledge_bases.tables import TableStore
+from promptgym.knowledge_bases.tables import SchemaReflection, TableStore
 
 Rows = dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]
 """Per table: each record's (schema, column values)."""
@@ -81,8 +81,8 @@ def text_to_embed(values: dict[str, Any], schema: dict[str, Any], vss_key: str) 
     return "\n".join(texts) or str(values[columns[0][0]])
 
 
-def write_rows(store: TableStore, by_table: Rows, embedder: str) -> None:
-    """Create or check each table and its vector column, then upsert every row in one transaction."""
+def prepare_tables(store: SchemaReflection, by_table: Rows, embedder: str) -> None:
+    """Create or check each table and its vector column (any store: the DuckDB or the LanceDB one)."""
     for table, rows in by_table.items():
         store.ensure_table(table, rows[0][0])
         dimensions = {len(values[store.vss_key]) for _, values in rows if values.get(store.vss_key) is not None}
@@ -90,6 +90,11 @@ def write_rows(store: TableStore, by_table: Rows, embedder: str) -> None:
             raise KnowledgeBaseError(f"table {table!r}: records carry vectors of several sizes {sorted(dimensions)}")
         if dimensions:
             store.check_dimension(table, dimensions.pop(), embedder)
+
+
+def write_rows(store: TableStore, by_table: Rows, embedder: str) -> None:
+    """Create or check each table and its vector column, then upsert every row in one transaction."""
+    prepare_tables(store, by_table, embedder)
     with transaction(store.connection()):
         for table, rows in by_table.items():
             upsert(store, table, [values for _, values in rows])
