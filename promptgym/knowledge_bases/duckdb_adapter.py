@@ -30,9 +30,8 @@ from promptgym.knowledge_bases import bulk_load, hybrid
 from promptgym.knowledge_bases.columns import VECTOR_KEY
 from promptgym.knowledge_bases.connection import resolve_path
 from promptgym.knowledge_bases.errors import KnowledgeBaseError
-from promptgym.knowledge_bases.filters import placeholders, where_clause
 from promptgym.knowledge_bases.fulltext import STEMMERS, FulltextSettings, fulltext_rows, refresh_index
-from promptgym.knowledge_bases.naming import q, table_identifier
+from promptgym.knowledge_bases.naming import table_identifier
 from promptgym.knowledge_bases.regex_search import regex_rows
 from promptgym.knowledge_bases.results import format_search_results, minmax_normalize_scores
 from promptgym.knowledge_bases.tables import GIVEN_VECTORS, TableStore
@@ -83,6 +82,7 @@ class DuckDBAdapter:
     _fulltext_rows = staticmethod(fulltext_rows)
     _similarity_rows = staticmethod(similarity_rows)
     _regex_rows = staticmethod(regex_rows)
+    _refresh_index = staticmethod(refresh_index)
 
     def __init__(self, uri: str | None = None, embedding_model: Any = None, data_models: Any = None,
                  stemmer: str = "porter", stopwords: str | None = None, ignore: str | None = None,
@@ -242,23 +242,15 @@ class DuckDBAdapter:
         table = table_identifier(table_name)
         store = self._store
 
-        def run() -> set[Any]:
-            columns = store.columns(table)
-            if not columns or not ids:
-                return set()
-            key = q(columns[0][0])
-            rows = store.connection().execute(
-                f"SELECT {key} FROM {table} WHERE {key} IN ({placeholders(len(ids))})", list(ids)).fetchall()
-            return {row[0] for row in rows}
-
-        return await store.call(run)
+        return await store.call(lambda: store.existing_keys(table, list(ids)) if store.columns(table) and ids
+                                else set())
 
     async def refresh_fulltext_index(self, *, table_name: str) -> bool:
         """Build the table's BM25 index now if writes made it stale (so read-only readers search every row)."""
         store = self._store
         table = table_identifier(table_name)
         return await store.call(lambda: bool(store.columns(table)) and
-                                refresh_index(store, table, store.columns(table), self._fulltext_settings()))
+                                self._refresh_index(store, table, store.columns(table), self._fulltext_settings()))
 
     async def delete_others(self, keep: list[Any], *, table_name: str, where: dict[str, Any]) -> int:
         """Delete the records matching ``where`` whose key is not in ``keep`` (a re-ingested file's old chunks)."""
@@ -327,10 +319,9 @@ class DuckDBAdapter:
             if not columns:
                 warnings.warn(f"get(): no table named '{table}'.", stacklevel=3)
                 return [None] * len(ids)
-            id_key = columns[0][0]
-            rows = store.fetch(table, f"SELECT {store.select_list(table, remove_embedding)} FROM {table} WHERE "
-                                      f"{q(id_key)} IN ({placeholders(len(ids))})", ids, remove_embedding)
-            found = {record.get(id_key): record for record in store.records(table, rows, self.data_models.get(table))}
+            rows = store.rows_with_keys(table, ids, remove_embedding)
+            found = {record.get(columns[0][0]): record
+                     for record in store.records(table, rows, self.data_models.get(table))}
             return [found.get(key) for key in ids]
 
         results = await store.call(run)
@@ -347,10 +338,7 @@ class DuckDBAdapter:
             if not columns:
                 warnings.warn(f"Failed to read table '{table}': it does not exist.", stacklevel=3)
                 return []
-            where, params = where_clause(table, columns, filters)
-            rows = store.fetch(table, f"SELECT {store.select_list(table, remove_embedding)} FROM {table} WHERE "
-                                      f"TRUE{where} ORDER BY {q(columns[0][0])} LIMIT ? OFFSET ?",
-                               params + [limit, offset], remove_embedding)
+            rows = store.page(table, filters, limit, offset, remove_embedding)
             return store.records(table, rows, self.data_models.get(table))
 
         return await store.call(run)

@@ -43,15 +43,18 @@ def fts_config(settings: FulltextSettings) -> Any:
                ascii_folding=settings.strip_accents is not False, lower_case=settings.lower is not False)
 
 
-def refresh_index(store: LanceStore, table: str, text_columns: list[str], settings: FulltextSettings) -> None:
-    """Rebuild the table's inverted indexes if a write made them stale (once per batch of writes)."""
+def refresh_index(store: LanceStore, table: str, columns: list[tuple[str, str]], settings: FulltextSettings) -> bool:
+    """Rebuild the table's inverted indexes if a write made them stale; False when it has no text to index."""
+    text_columns = [name for name, kind in columns[1:] if kind == "VARCHAR"]
+    if not text_columns:
+        return False
     if table in store.fresh_fulltext:
-        return
+        return True
     handle = store.open(table)
     indexed = {tuple(index.columns) for index in handle.list_indices()}
     if store.read_only:
         if all((name,) in indexed for name in text_columns):
-            return
+            return True
         raise ReadOnlyKnowledgeBaseError(
             f"knowledge base {store.uri} is open read-only and table {table!r} has no full-text index yet (building "
             "it writes the directory); build it once with it open for writing: "
@@ -60,6 +63,7 @@ def refresh_index(store: LanceStore, table: str, text_columns: list[str], settin
     for name in text_columns:
         handle.create_index(name, config=config, replace=True)
     store.fresh_fulltext.add(table)
+    return True
 
 
 def fulltext_rows(store: LanceStore, table: str, texts: list[Any], settings: FulltextSettings, k: int, *,
@@ -77,7 +81,7 @@ def fulltext_rows(store: LanceStore, table: str, texts: list[Any], settings: Ful
         return None
     if not store.count(table):
         return []
-    refresh_index(store, table, text_columns, settings)
+    refresh_index(store, table, columns, settings)
     condition = where(table, columns, filters)
     operator = FullTextOperator.AND if conjunctive else FullTextOperator.OR
     found = []

@@ -211,9 +211,11 @@ class LanceStore(SchemaReflection):
             raise KnowledgeBaseError(f"table {table!r} has no field(s) {unknown}; its fields: "
                                      f"{sorted(name for name, _ in columns)}")
         latest = {row[id_key]: row for row in rows}
-        schema = pa.schema([(name, arrow_type(kind)) for name, kind in columns])
+        # Only the columns some record carries: a replaced row keeps the others (its vector, say), as on DuckDB.
+        present = [(name, kind) for name, kind in columns if any(name in row for row in latest.values())]
+        schema = pa.schema([(name, arrow_type(kind)) for name, kind in present])
         batch = pa.table({name: pa.array([lance_value(row.get(name), kind) for row in latest.values()],
-                                         type=schema.field(name).type) for name, kind in columns}, schema=schema)
+                                         type=schema.field(name).type) for name, kind in present}, schema=schema)
         (self.open(table).merge_insert(id_key).when_matched_update_all().when_not_matched_insert_all()
          .execute(batch))
         self.fresh_fulltext.discard(table)
@@ -239,6 +241,20 @@ class LanceStore(SchemaReflection):
         if columns is not None:
             query = query.select(columns)
         return query.limit(total).to_arrow()
+
+    def rows_with_keys(self, table: str, ids: list[Any], remove_embedding: bool = True) -> list[dict[str, Any]]:
+        """The rows holding these keys, decoded (in no particular order)."""
+        return self.rows(table, self.scan(table, self.key_condition(table, ids)), remove_embedding)
+
+    def page(self, table: str, filters: dict[str, Any] | None, limit: int, offset: int,
+             remove_embedding: bool = True) -> list[dict[str, Any]]:
+        """Rows matching ``filters`` in key order, ``limit`` of them after ``offset``."""
+        return self.sorted_rows(table, where(table, self.columns(table), filters), remove_embedding,
+                                limit=limit, offset=offset)
+
+    def existing_keys(self, table: str, ids: list[Any]) -> set[Any]:
+        found = self.scan(table, self.key_condition(table, ids), [self.columns(table)[0][0]])
+        return set(found.column(0).to_pylist())
 
     def sorted_rows(self, table: str, condition: str | None, remove_embedding: bool = True, *,
                     limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:

@@ -23,19 +23,16 @@ Requires the ``lancedb`` extra: ``pip install 'promptgym[lancedb]'``.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from promptgym.core.json_data_model import JsonDataModel
 from promptgym.knowledge_bases import lance_search, lance_writes
-from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter, _as_list, _require_select
+from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter, _require_select
 from promptgym.knowledge_bases.errors import KnowledgeBaseError
-from promptgym.knowledge_bases.lance_filters import where
 from promptgym.knowledge_bases.lance_store import LanceStore
-from promptgym.knowledge_bases.naming import sanitize_identifier, table_identifier
+from promptgym.knowledge_bases.naming import sanitize_identifier
 from promptgym.knowledge_bases.results import format_search_results
 from promptgym.lm.traces import promptgym_home as synalinks_home
 
@@ -76,6 +73,7 @@ class LanceDBAdapter(DuckDBAdapter):
     _fulltext_rows = staticmethod(lance_search.fulltext_rows)
     _similarity_rows = staticmethod(lance_search.similarity_rows)
     _regex_rows = staticmethod(lance_search.regex_rows)
+    _refresh_index = staticmethod(lance_search.refresh_index)
     _store: LanceStore  # type: ignore[assignment]
 
     @staticmethod
@@ -93,73 +91,7 @@ class LanceDBAdapter(DuckDBAdapter):
         return LanceStore(connect(self.uri, self.read_only), self.uri, vss_key=self.vss_key,
                           read_only=self.read_only)
 
-    # -- reading ---------------------------------------------------------------------------
-
-    async def get(self, id_or_ids: Any, *, table_name: str, remove_embedding: bool = True) -> Any:
-        """The record(s) with these key(s): None where there is none; scalar in -> scalar out."""
-        single = not isinstance(id_or_ids, (list, tuple))
-        ids = _as_list(id_or_ids)
-        if not ids:
-            return None if single else []
-        table = table_identifier(table_name)
-        store = self._store
-
-        def run() -> list[JsonDataModel | None]:
-            columns = store.columns(table)
-            if not columns:
-                warnings.warn(f"get(): no table named '{table}'.", stacklevel=3)
-                return [None] * len(ids)
-            rows = store.rows(table, store.scan(table, store.key_condition(table, ids)), remove_embedding)
-            found = {record.get(columns[0][0]): record
-                     for record in store.records(table, rows, self.data_models.get(table))}
-            return [found.get(key) for key in ids]
-
-        results = await store.call(run)
-        return results[0] if single else results
-
-    async def getall(self, *, table_name: str, limit: int = 50, offset: int = 0, remove_embedding: bool = True,
-                     filters: dict[str, Any] | None = None) -> list[JsonDataModel]:
-        """Records of a table in key order, paginated (``filters``: field -> value or list of values)."""
-        table = table_identifier(table_name)
-        store = self._store
-
-        def run() -> list[JsonDataModel]:
-            columns = store.columns(table)
-            if not columns:
-                warnings.warn(f"Failed to read table '{table}': it does not exist.", stacklevel=3)
-                return []
-            rows = store.sorted_rows(table, where(table, columns, filters), remove_embedding,
-                                     limit=limit, offset=offset)
-            return store.records(table, rows, self.data_models.get(table))
-
-        return await store.call(run)
-
-    async def existing_ids(self, ids: list[Any], *, table_name: str) -> set[Any]:
-        """Which of these keys the table already holds (none when it does not exist yet)."""
-        table = table_identifier(table_name)
-        store = self._store
-
-        def run() -> set[Any]:
-            columns = store.columns(table)
-            if not columns or not ids:
-                return set()
-            found = store.scan(table, store.key_condition(table, ids), [columns[0][0]])
-            return set(found.column(0).to_pylist())
-
-        return await store.call(run)
-
-    async def refresh_fulltext_index(self, *, table_name: str) -> bool:
-        """Build the table's full-text index now if writes made it stale (so read-only readers search every row)."""
-        store = self._store
-        table = table_identifier(table_name)
-
-        def run() -> bool:
-            text = [name for name, kind in store.columns(table)[1:] if kind == "VARCHAR"]
-            if text:
-                lance_search.refresh_index(store, table, text, self._fulltext_settings())
-            return bool(text)
-
-        return await store.call(run)
+    # -- what differs from DuckDB -------------------------------------------------------
 
     async def sql(self, sql: str, *, params: Any = None, read_only: bool = True, output_format: str = "json",
                   **_: Any) -> Any:

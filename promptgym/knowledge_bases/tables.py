@@ -20,6 +20,7 @@ import pyarrow as pa
 from promptgym.core.json_data_model import JsonDataModel
 from promptgym.knowledge_bases.columns import columns_for_schema, from_column_value, schema_for_columns
 from promptgym.knowledge_bases.connection import META, SharedConnection, acquire, release
+from promptgym.knowledge_bases.filters import placeholders, where_clause
 from promptgym.knowledge_bases.errors import (KnowledgeBaseError, ReadOnlyKnowledgeBaseError, dimension_changed,
                                               embedder_changed, fields_changed)
 from promptgym.knowledge_bases.naming import column_identifier, q
@@ -337,6 +338,26 @@ class TableStore(SchemaReflection):
         if remove_embedding and self.vector_dimension(table) is not None:
             return f"* EXCLUDE ({q(self.vss_key)})"
         return "*"
+
+    def rows_with_keys(self, table: str, ids: list[Any], remove_embedding: bool = True) -> list[dict[str, Any]]:
+        """The rows holding these keys, decoded (in no particular order)."""
+        key = q(self.columns(table)[0][0])
+        return self.fetch(table, f"SELECT {self.select_list(table, remove_embedding)} FROM {table} WHERE "
+                                 f"{key} IN ({placeholders(len(ids))})", ids, remove_embedding)
+
+    def page(self, table: str, filters: dict[str, Any] | None, limit: int, offset: int,
+             remove_embedding: bool = True) -> list[dict[str, Any]]:
+        """Rows matching ``filters`` in key order, ``limit`` of them after ``offset``."""
+        where, params = where_clause(table, self.columns(table), filters)
+        return self.fetch(table, f"SELECT {self.select_list(table, remove_embedding)} FROM {table} WHERE "
+                                 f"TRUE{where} ORDER BY {q(self.columns(table)[0][0])} LIMIT ? OFFSET ?",
+                          params + [limit, offset], remove_embedding)
+
+    def existing_keys(self, table: str, ids: list[Any]) -> set[Any]:
+        key = q(self.columns(table)[0][0])
+        rows = self.connection().execute(f"SELECT {key} FROM {table} WHERE {key} IN ({placeholders(len(ids))})",
+                                         ids).fetchall()
+        return {row[0] for row in rows}
 
     def fetch(self, table: str, sql: str, params: list[Any], remove_embedding: bool = True) -> list[dict[str, Any]]:
         """Run a query over ``table`` and decode its rows."""

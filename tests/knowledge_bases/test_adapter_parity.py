@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from promptgym import DataModel
+from promptgym.core.json_data_model import JsonDataModel
 from promptgym.knowledge_bases import DuckDBAdapter, KnowledgeBase, KnowledgeBaseError
 from promptgym.testing import HashEmbeddingModel
 
@@ -135,6 +136,16 @@ def test_both_adapters_give_the_same_results(tmp_path: Path) -> None:
     lance = asyncio.run(results(f"lancedb://{tmp_path / 'kb'}"))
     assert lance == duck
     assert duck[0][0] == ("a2", pytest.approx(duck[0][0][1]))
+
+
+async def test_a_record_updated_without_its_vector_keeps_the_stored_one(uri: str) -> None:
+    kb = KnowledgeBase(uri=uri, data_models=[Article])  # no embedder: vectors come with the records
+    first = Article(id="v1", title="t", body="b", source="s", year=1).get_json()
+    await kb.update(JsonDataModel(json={**first, "embedding": [1.0, 0.0, 0.0]}, schema=Article.get_schema()))
+    await kb.update(Article(id="v1", title="t", body="new body", source="s", year=2))
+    rows = await kb.similarity_search(table_name="Article", vector_or_vectors=[1.0, 0.0, 0.0], k=1)
+    assert [(row["id"], row["body"], round(row["score"], 6)) for row in rows] == [("v1", "new body", 0.0)]
+    kb.close()
 
 
 async def test_reopening_with_another_data_model_names_both_field_lists(uri: str) -> None:
