@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import threading
+from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
@@ -37,8 +38,8 @@ _SCALAR_TYPES = {"VARCHAR": pa.string(), "JSON": pa.string(), "DOUBLE": pa.float
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "DATE": datetime.date.fromisoformat, "TIMESTAMP": datetime.datetime.fromisoformat,
     "TIME": datetime.time.fromisoformat}
-_LOCKS: dict[str, threading.RLock] = {}
-_LOCKS_LOCK = threading.Lock()
+_SHARED: dict[str, "SharedState"] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def arrow_type(kind: str) -> pa.DataType:
@@ -64,11 +65,23 @@ def lance_value(value: Any, kind: str) -> Any:
     return value
 
 
-def directory_lock(uri: str) -> threading.RLock:
-    """One lock per directory in this process: Lance commits are atomic, but read-modify-write steps are not."""
-    key = os.path.realpath(uri)
-    with _LOCKS_LOCK:
-        return _LOCKS.setdefault(key, threading.RLock())
+@dataclass
+class SharedState:
+    """What every adapter on one directory in this process shares: its lock and what it knows of the tables.
+
+    Lance commits are atomic, but a check-then-write (a table's columns, then its rows) is not: one lock per
+    directory serializes them, and one copy of the bookkeeping keeps two adapters on a directory agreeing.
+    """
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    meta: dict[str, dict[str, Any]] | None = None
+    embedders: dict[str, str] = field(default_factory=dict)
+    fresh_fulltext: set[str] = field(default_factory=set)
+
+
+def shared_state(uri: str) -> SharedState:
+    with _SHARED_LOCK:
+        return _SHARED.setdefault(os.path.realpath(uri), SharedState())
 
 
 class LanceStore(SchemaReflection):
@@ -76,10 +89,9 @@ class LanceStore(SchemaReflection):
 
     def __init__(self, db: Any, uri: str, *, vss_key: str, read_only: bool) -> None:
         self.db, self.uri, self.vss_key, self.read_only = db, uri, vss_key, read_only
-        self.lock = directory_lock(uri)
-        self._meta: dict[str, dict[str, Any]] | None = None
-        self._embedders: dict[str, str] = {}
-        self.fresh_fulltext: set[str] = set()
+        self.shared = shared_state(uri)
+        self.lock = self.shared.lock
+        self.fresh_fulltext = self.shared.fresh_fulltext
 
     def locked(self, function: Callable[..., T], *args: Any) -> T:
         with self.lock:
@@ -90,7 +102,12 @@ class LanceStore(SchemaReflection):
         return await asyncio.to_thread(self.locked, function, *args)
 
     def close(self) -> None:
-        """Nothing to release: LanceDB opens files per operation."""
+        """Nothing to release: LanceDB opens files per operation. The bookkeeping is read again on next use, so a
+        knowledge base reopened after another process wrote the directory sees its tables."""
+        with self.lock:
+            self.shared.meta = None
+            self.shared.embedders.clear()
+            self.fresh_fulltext.clear()
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -106,12 +123,13 @@ class LanceStore(SchemaReflection):
 
     def metadata(self) -> dict[str, dict[str, Any]]:
         """Per key (``table:<name>`` or ``setting:<name>``), what was recorded (read once, then kept current)."""
-        if self._meta is None:
-            self._meta = {}
+        if self.shared.meta is None:
+            meta = {}
             if META in self._table_names():
                 for row in self.db.open_table(META).to_arrow().to_pylist():
-                    self._meta[row["key"]] = json.loads(row["value"])
-        return self._meta
+                    meta[row["key"]] = json.loads(row["value"])
+            self.shared.meta = meta
+        return self.shared.meta
 
     def record(self, key: str, value: dict[str, Any] | None) -> None:
         """Record (or with None forget) one entry, as one commit."""
@@ -144,7 +162,7 @@ class LanceStore(SchemaReflection):
         return (self.metadata().get(f"table:{table}") or {}).get("embedding_model")
 
     def checked_embedders(self) -> dict[str, str]:
-        return self._embedders
+        return self.shared.embedders
 
     def open(self, table: str) -> Any:
         return self.db.open_table(table)
@@ -168,7 +186,7 @@ class LanceStore(SchemaReflection):
         self.write_guard()
         self.db.drop_table(table, ignore_missing=True)
         self.record(f"table:{table}", None)
-        self._embedders.pop(table, None)
+        self.shared.embedders.pop(table, None)
         self.fresh_fulltext.discard(table)
         return True
 

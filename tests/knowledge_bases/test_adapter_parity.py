@@ -6,6 +6,7 @@ Each test runs once per adapter (``uri``); the LanceDB runs skip where the ``lan
 from __future__ import annotations
 
 import asyncio
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,52 @@ async def test_bulk_loading_a_csv(uri: str, tmp_path: Path) -> None:
     assert [row.get_json() for row in await kb.getall(table_name="People")] == [
         {"name": "ada", "age": 36}, {"name": "alan", "age": 41}]
     kb.close()
+
+
+class Note(DataModel):
+    id: str
+    tags: list[str] = []
+    meta: dict = {}
+    day: datetime.date | None = None
+
+
+async def test_lists_objects_and_dates_round_trip(uri: str) -> None:
+    kb = KnowledgeBase(uri=uri, data_models=[Note])
+    note = Note(id="n1", tags=["a", "b"], meta={"k": 1, "nested": {"x": True}}, day=datetime.date(2026, 1, 31))
+    await kb.update(note)
+    assert (await kb.get("n1", table_name="Note")).get_json() == {
+        "id": "n1", "tags": ["a", "b"], "meta": {"k": 1, "nested": {"x": True}}, "day": "2026-01-31"}
+    kb.close()
+
+
+async def test_what_both_refuse_alike(uri: str, tmp_path: Path) -> None:
+    kb = KnowledgeBase(uri=uri, data_models=[Article])
+    with pytest.raises(ValueError, match="requires an embedding model"):
+        await kb.similarity_search("capital", table_name="Article")
+    with pytest.raises(KnowledgeBaseError, match="no table 'Missing'"):
+        await kb.regex_search("x", table_name="Missing")
+    kb.close()
+    (await filled(uri)).close()
+    wiped = KnowledgeBase(uri=uri, data_models=[Article], wipe_on_start=True)
+    assert await wiped.count(table_name="Article") == 0
+    wiped.close()
+
+
+async def test_loading_json_lines(uri: str, tmp_path: Path) -> None:
+    path = tmp_path / "people.jsonl"
+    path.write_text('{"name": "ada", "born": 1815}\n{"name": "alan", "born": 1912}\n')
+    kb = KnowledgeBase(uri=uri)
+    await kb.from_jsonl(str(path))
+    assert [row.get_json() for row in await kb.getall(table_name="People")] == [
+        {"name": "ada", "born": 1815}, {"name": "alan", "born": 1912}]
+    kb.close()
+
+
+async def test_two_knowledge_bases_on_one_store_see_each_others_writes(uri: str) -> None:
+    reader = KnowledgeBase(uri=uri)
+    writer = await filled(uri)
+    assert [model.get_schema()["title"] for model in reader.get_symbolic_data_models()] == ["Article"]
+    assert await reader.count(table_name="Article") == 6
+    assert [row["id"] for row in await reader.regex_search("Rome", table_name="Article")] == ["a5"]
+    writer.close()
+    reader.close()
