@@ -1,4 +1,5 @@
-"""Knowledge bases: DataModels stored by key in DuckDB, with full-text, vector and hybrid search.
+"""Knowledge bases: DataModels stored by key in DuckDB (or LanceDB: ``lancedb://``), with full-text, vector and
+hybrid search.
 
     kb = promptgym.knowledge_bases.get("duckdb://./docs.db")      # synalinks' get/serialize/deserialize
     config = promptgym.knowledge_bases.serialize(kb)
@@ -13,6 +14,7 @@ from promptgym.core.serialization import custom_object_scope, deserialize_object
 from promptgym.knowledge_bases.duckdb_adapter import DuckDBAdapter
 from promptgym.knowledge_bases.errors import KnowledgeBaseError, ReadOnlyKnowledgeBaseError
 from promptgym.knowledge_bases.knowledge_base import KnowledgeBase
+from promptgym.knowledge_bases.lancedb_adapter import LanceDBAdapter
 from promptgym.modules.knowledge.read_only import read_only_knowledge_bases
 
 _DEFAULT: list[Any] = []
@@ -54,5 +56,5 @@ def default_knowledge_base() -> KnowledgeBase | None:
     return _DEFAULT[0] if _DEFAULT else None
 
 
-__all__ = ["DuckDBAdapter", "KnowledgeBase", "KnowledgeBaseError", "ReadOnlyKnowledgeBaseError", "default_knowledge_base",
+__all__ = ["DuckDBAdapter", "KnowledgeBase", "KnowledgeBaseError", "LanceDBAdapter", "ReadOnlyKnowledgeBaseError", "default_knowledge_base",
            "deserialize", "get", "read_only_knowledge_bases", "serialize", "set_default_knowledge_base"]

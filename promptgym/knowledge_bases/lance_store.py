@@ -276,11 +276,17 @@ class LanceStore(SchemaReflection):
 
     def sorted_rows(self, table: str, condition: str | None, remove_embedding: bool = True, *,
                     limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
-        """Matching rows in key order, paginated, decoded as JSON values."""
+        """Matching rows in key order, paginated, decoded as JSON values.
+
+        Lance scans in no order, so the keys alone are read and sorted first; only the page's rows are read whole.
+        """
         id_key = self.columns(table)[0][0]
-        arrow = self.scan(table, condition).sort_by(id_key)
-        arrow = arrow.slice(offset, limit) if limit is not None else arrow.slice(offset)
-        return self.rows(table, arrow, remove_embedding)
+        keys = self.scan(table, condition, [id_key]).sort_by(id_key).column(0)
+        page = (keys.slice(offset, limit) if limit is not None else keys.slice(offset)).to_pylist()
+        if not page:
+            return []
+        found = {row[id_key]: row for row in self.rows_with_keys(table, page, remove_embedding)}
+        return [found[key] for key in page if key in found]
 
     def key_condition(self, table: str, ids: list[Any]) -> str:
         return where(table, self.columns(table), {self.columns(table)[0][0]: list(ids)})

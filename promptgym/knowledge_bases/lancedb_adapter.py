@@ -23,6 +23,7 @@ Requires the ``lancedb`` extra: ``pip install 'promptgym[lancedb]'``.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import duckdb
@@ -95,7 +96,7 @@ class LanceDBAdapter(DuckDBAdapter):
 
     async def sql(self, sql: str, *, params: Any = None, read_only: bool = True, output_format: str = "json",
                   **_: Any) -> Any:
-        """SELECT statements over the tables, run by DuckDB in memory (LanceDB has no SQL engine of its own)."""
+        """SELECT statements over the tables they name, run by DuckDB on a copy in memory (LanceDB has no SQL engine)."""
         if not read_only:
             raise NotImplementedError("LanceDB has no SQL engine: sql() runs SELECT statements (through DuckDB, over "
                                       "a copy in memory); write with update() and delete()")
@@ -106,8 +107,9 @@ class LanceDBAdapter(DuckDBAdapter):
             con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                                      "autoload_known_extensions": False})
             try:
-                for table in store.tables():
-                    con.register(table, store.scan(table, None))
+                for table in store.tables():  # only the tables the statement names are read into memory
+                    if re.search(rf"\b{table}\b", sql, re.IGNORECASE):
+                        con.register(table, store.scan(table, None))
                 con.execute("SET enable_external_access=false;")
                 return con.execute(sql, params or []).arrow().read_all()
             finally:
