@@ -271,3 +271,23 @@ async def test_two_knowledge_bases_on_one_store_see_each_others_writes(uri: str)
     assert [row["id"] for row in await reader.regex_search("Rome", table_name="Article")] == ["a5"]
     writer.close()
     reader.close()
+
+
+async def test_ingesting_files_resumes_and_replaces_old_chunks(uri: str, tmp_path: Path) -> None:
+    from promptgym.knowledge_bases.ingest import ingest
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Paris\n\nParis is the capital of France.\n")
+    (docs / "b.md").write_text("# Cats\n\nCats sleep most of the day.\n")
+    kb = KnowledgeBase(uri=uri, embedding_model=HashEmbeddingModel(dimensions=32))
+    first = await ingest(kb, [docs])
+    again = await ingest(kb, [docs])
+    assert (first.added, again.added, again.already_stored) == (2, 0, 2)
+    (docs / "a.md").write_text("# Rome\n\nRome is the capital of Italy.\n")
+    await ingest(kb, [docs])
+    texts = sorted(row.get_json()["text"] for row in await kb.getall(table_name="Chunk"))
+    assert len(texts) == 2 and any("Rome" in text for text in texts) and not any("Paris" in text for text in texts)
+    assert [row["source"].endswith("a.md") for row in await kb.hybrid_fts_search("Rome Italy", table_name="Chunk",
+                                                                                  k=1)] == [True]
+    kb.close()
