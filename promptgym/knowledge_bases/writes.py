@@ -67,6 +67,9 @@ def group_records(records: list[JsonDataModel], vss_key: str) -> tuple[Rows, lis
             keys[id(schema)] = (table_identifier(schema["title"]), columns_for_schema(schema, vss_key)[0][0])
         table, id_key = keys[id(schema)]
         values = {column_identifier(key): value for key, value in json_value.items()}
+        vector = values.get(vss_key)
+        if isinstance(vector, (list, tuple)) and not vector:
+            del values[vss_key]  # synalinks' `embedding: List[float] = []`: no vector yet (embedded if there is a model)
         if values.get(id_key) is None:
             raise ValueError(f"Primary key '{id_key}' is required but not provided (table {table!r})")
         ids.append(values[id_key])

@@ -291,3 +291,21 @@ async def test_ingesting_files_resumes_and_replaces_old_chunks(uri: str, tmp_pat
     assert [row["source"].endswith("a.md") for row in await kb.hybrid_fts_search("Rome Italy", table_name="Chunk",
                                                                                   k=1)] == [True]
     kb.close()
+
+
+class Passage(DataModel):
+    id: str
+    text: str
+    embedding: list[float] = []  # synalinks' models declare the vector with an empty default
+
+
+async def test_an_empty_embedding_field_means_no_vector_yet(uri: str) -> None:
+    plain = KnowledgeBase(uri=uri, data_models=[Passage])
+    assert await plain.update(Passage(id="p1", text="cats sleep")) == "p1"
+    assert await plain.similarity_search(table_name="Passage", vector_or_vectors=[1.0, 0.0]) == []
+    await plain.update(Passage(id="p2", text="dogs bark", embedding=[1.0, 0.0]))
+    found = await plain.similarity_search(table_name="Passage", vector_or_vectors=[1.0, 0.0])
+    assert [(row["id"], row["score"]) for row in found] == [("p2", 0.0)]
+    with pytest.raises(ValueError, match="Primary key 'id' is required"):
+        await plain.update(JsonDataModel(json={"text": "no key"}, schema=Passage.get_schema()))
+    plain.close()
