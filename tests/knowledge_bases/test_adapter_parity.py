@@ -309,3 +309,29 @@ async def test_an_empty_embedding_field_means_no_vector_yet(uri: str) -> None:
     with pytest.raises(ValueError, match="Primary key 'id' is required"):
         await plain.update(JsonDataModel(json={"text": "no key"}, schema=Passage.get_schema()))
     plain.close()
+
+
+@pytest.mark.parametrize(("metric", "want"), [("l2sq", {"A": 0.0, "C": 2.0, "B": 9.0}),
+                                              ("cosine", {"A": 0.0, "B": 0.42265, "C": 1.0}),
+                                              ("ip", {"A": -1.0, "B": -2.0, "C": 0.0})])
+async def test_every_metric_scores_in_the_same_units(uri: str, metric: str, want: dict[str, float]) -> None:
+    kb = KnowledgeBase(uri=uri, data_models=[Passage], metric=metric)
+    await kb.update([Passage(id="A", text="a", embedding=[1.0, 0.0, 0.0]),
+                     Passage(id="B", text="b", embedding=[2.0, 2.0, 2.0]),
+                     Passage(id="C", text="c", embedding=[0.0, 1.0, 0.0])])
+    found = await kb.similarity_search(table_name="Passage", vector_or_vectors=[1.0, 0.0, 0.0], k=3)
+    assert {row["id"]: round(row["score"], 5) for row in found} == want
+    assert [row["id"] for row in found] == sorted(want, key=want.__getitem__)
+    kb.close()
+
+
+async def test_bm25_scores_span_zero_to_one_in_the_same_order(uri: str) -> None:
+    kb = KnowledgeBase(uri=uri, data_models=[Passage])
+    await kb.update([Passage(id="D1", text="the quick brown fox jumps"),
+                     Passage(id="D2", text="the fox the fox the fox runs fast"),
+                     Passage(id="D3", text="a lazy dog sleeps all day"),
+                     Passage(id="D4", text="quick quick rabbits hop")])
+    ranked = await kb.fulltext_search("quick fox", table_name="Passage", k=5)
+    assert [row["id"] for row in ranked] == ["D1", "D2", "D4"]
+    assert (ranked[0]["score"], ranked[-1]["score"]) == (1.0, 0.0)
+    kb.close()
