@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -334,4 +338,32 @@ async def test_bm25_scores_span_zero_to_one_in_the_same_order(uri: str) -> None:
     ranked = await kb.fulltext_search("quick fox", table_name="Passage", k=5)
     assert [row["id"] for row in ranked] == ["D1", "D2", "D4"]
     assert (ranked[0]["score"], ranked[-1]["score"]) == (1.0, 0.0)
+    kb.close()
+
+
+def test_a_writer_killed_mid_write_loses_only_that_write(uri: str) -> None:
+    # The child writes batches of 10 and says so after each commit; it is SIGKILLed while writing more.
+    script = textwrap.dedent(f"""
+        import asyncio, sys
+        from promptgym.knowledge_bases import KnowledgeBase
+        from tests.knowledge_bases.test_adapter_parity import Article
+        async def main():
+            kb = KnowledgeBase(uri={uri!r}, data_models=[Article])
+            for batch in range(10_000):
+                await kb.update([Article(id=f"k{{batch:05d}}-{{i}}", title="t", body="b " * 200, source="s", year=i)
+                                 for i in range(10)])
+                print(batch + 1, flush=True)
+        asyncio.run(main())
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    committed = 0
+    while committed < 3:
+        committed = int(child.stdout.readline())
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    kb = KnowledgeBase(uri=uri, data_models=[Article])
+    stored = asyncio.run(kb.count(table_name="Article"))
+    assert stored % 10 == 0 and stored >= 10 * committed
+    assert len(asyncio.run(kb.getall(table_name="Article", limit=stored))) == stored
     kb.close()
