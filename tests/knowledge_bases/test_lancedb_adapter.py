@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,28 @@ async def test_sql_reads_but_may_not_touch_the_host(kb: KnowledgeBase) -> None:
         await kb.sql("DROP TABLE Note")
     with pytest.raises(Exception, match="(?i)external|disabled|permission"):
         await kb.sql("SELECT * FROM read_csv('/etc/passwd')")
+
+
+def test_nothing_downloads_at_run_time_with_the_network_cut(tmp_path: Path) -> None:
+    """LanceDB is Rust underneath (a socket patch would not see it): the child runs in a namespace with no network."""
+    pytest.importorskip("lancedb")
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode:
+        pytest.skip("no user namespaces here to cut the network with")
+    script = textwrap.dedent(f"""
+        import asyncio
+        from promptgym.knowledge_bases import KnowledgeBase
+        from promptgym.testing import HashEmbeddingModel
+        from tests.knowledge_bases.test_lancedb_adapter import Note
+        async def main():
+            kb = KnowledgeBase(uri={f"lancedb://{tmp_path / 'kb'}"!r}, data_models=[Note],
+                               embedding_model=HashEmbeddingModel(dimensions=16))
+            await kb.update([Note(id="1", text="quick fox"), Note(id="2", text="slow dog")])
+            assert [row["id"] for row in await kb.fulltext_search("fox", table_name="Note")] == ["1"]
+            assert [row["id"] for row in await kb.hybrid_fts_search("slow dog", table_name="Note", k=1)] == ["2"]
+            print("ok")
+        asyncio.run(main())
+    """)
+    done = subprocess.run(["unshare", "-rn", sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
