@@ -367,3 +367,26 @@ def test_a_writer_killed_mid_write_loses_only_that_write(uri: str) -> None:
     assert stored % 10 == 0 and stored >= 10 * committed
     assert len(asyncio.run(kb.getall(table_name="Article", limit=stored))) == stored
     kb.close()
+
+
+async def test_the_retrievers_find_the_same_rows(uri: str) -> None:
+    import promptgym as synalinks
+    from promptgym.testing import ScriptedLanguageModel
+
+    queries = {"similarity_search": ["capital of France"], "fulltext_search": ["capital"],
+               "regex_search": "capital of (France|Italy)", "keywords": ["capital"],
+               "regex_patterns": ["capital of (France|Italy)"]}
+
+    def writes(request: Any) -> dict[str, Any]:  # the scripted LM fills in the query fields it is asked for
+        return {field: queries[field] for field in request.schema["properties"]}
+
+    kb = await filled(uri)
+    found = {}
+    for name in ("SimilaritySearch", "FullTextSearch", "RegexSearch", "HybridFTSSearch", "HybridRegexSearch"):
+        retriever = getattr(synalinks, name)(knowledge_base=kb, language_model=ScriptedLanguageModel(respond=writes),
+                                             data_model=Article, k=2)
+        result = await retriever(Article(id="q", title="q", body="which city is the capital?", source="", year=0))
+        found[name] = [row["id"] for row in result.get("result")]
+    assert found == {"SimilaritySearch": ["a1", "a5"], "FullTextSearch": ["a1", "a2"], "RegexSearch": ["a1", "a5"],
+                     "HybridFTSSearch": ["a1", "a2"], "HybridRegexSearch": ["a1", "a5"]}
+    kb.close()
