@@ -81,7 +81,6 @@ class DuckDBAdapter:
     _load_rows = staticmethod(bulk_load.load_rows)
     _fulltext_rows = staticmethod(fulltext_rows)
     _similarity_rows = staticmethod(similarity_rows)
-    _regex_rows = staticmethod(regex_rows)
     _refresh_index = staticmethod(refresh_index)
 
     def __init__(self, uri: str | None = None, embedding_model: Any = None, data_models: Any = None,
@@ -414,7 +413,7 @@ class DuckDBAdapter:
         """Records whose string fields match an RE2 pattern (linear time, so an LM's pattern is safe)."""
         if not pattern:
             return format_search_results([], output_format)
-        found = await self._store.call(self._regex_rows, self._store, table_identifier(table_name), pattern, fields,
+        found = await self._store.call(regex_rows, self._store, table_identifier(table_name), pattern, fields,
                                        case_sensitive, k, filters)
         return format_search_results(found, output_format)
 

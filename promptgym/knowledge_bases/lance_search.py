@@ -1,10 +1,11 @@
-"""Searches over a Lance table: native BM25 (LanceDB's own FTS index), exact vector search, regex filters.
+"""Searches over a Lance table: native BM25 (LanceDB's own FTS index) and exact vector search.
 
     rows = store.locked(similarity_rows, store, "Document", [[0.1, 0.2]], "cosine", 10, embedder="given vectors")
 
 Each function has the signature of its DuckDB counterpart (``fulltext``,
-``vector_search``, ``regex_search``), so the adapter swaps one for the other
-and everything above them (score scales, hybrid fusion) is shared. The
+``vector_search``), so the adapter swaps one for the other and everything
+above them (score scales, hybrid fusion) is shared; regex search is shared
+whole (``regex_search``, with the store's ``regex_matches``). The
 full-text index is LanceDB's native inverted index (``FTS(...)``, not
 Tantivy, which recent LanceDB no longer needs); nothing is downloaded.
 """
@@ -15,10 +16,9 @@ from typing import Any
 
 from promptgym.knowledge_bases.errors import ReadOnlyKnowledgeBaseError
 from promptgym.knowledge_bases.fulltext import FulltextSettings
-from promptgym.knowledge_bases.lance_filters import column, literal, where
+from promptgym.knowledge_bases.lance_filters import column, where
 from promptgym.knowledge_bases.lance_store import LanceStore
 from promptgym.knowledge_bases.ranking import best_per_key
-from promptgym.knowledge_bases.regex_search import regex_fields
 
 NATIVE_METRICS = {"l2sq": "l2", "cosine": "cosine", "ip": "dot"}
 SCORE_OFFSETS = {"l2sq": 0.0, "cosine": 0.0, "ip": -1.0}
@@ -114,15 +114,3 @@ def similarity_rows(store: LanceStore, table: str, vectors: list[list[float]], m
             if threshold is None or distance < threshold:
                 found.append({**row, "score": distance})
     return best_per_key(found, columns[0][0], k, lower_is_better=True)
-
-
-def regex_rows(store: LanceStore, table: str, pattern: str, fields: list[str] | None, case_sensitive: bool, k: int,
-               filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The first ``k`` rows (in key order) where any of the string ``fields`` matches (Rust regex: linear time)."""
-    columns = store.require_columns(table)
-    strings = regex_fields(table, columns, fields)
-    if not strings:
-        return []
-    flags = "" if case_sensitive else ", 'i'"
-    matches = " OR ".join(f"regexp_like({column(name)}, {literal(pattern)}{flags})" for name in strings)
-    return store.sorted_rows(table, where(table, columns, filters, f"({matches})"), limit=k)

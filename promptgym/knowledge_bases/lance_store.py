@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from promptgym.knowledge_bases.columns import to_column_value
 from promptgym.knowledge_bases.errors import KnowledgeBaseError
-from promptgym.knowledge_bases.lance_filters import literal, where
+from promptgym.knowledge_bases.lance_filters import column, literal, where
 from promptgym.knowledge_bases.tables import SchemaReflection
 
 T = TypeVar("T")
@@ -287,6 +287,14 @@ class LanceStore(SchemaReflection):
             return []
         found = {row[id_key]: row for row in self.rows_with_keys(table, page, remove_embedding)}
         return [found[key] for key in page if key in found]
+
+    def regex_matches(self, table: str, strings: list[str], pattern: str, case_sensitive: bool, k: int,
+                      filters: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The first ``k`` rows (key order) where Lance's ``regexp_like`` (Rust regex) matches one of ``strings``."""
+        flags = "" if case_sensitive else ", 'i'"
+        matches = " OR ".join(f"regexp_like({column(name)}, {literal(pattern)}{flags})" for name in strings)
+        return self.sorted_rows(table, where(table, self.columns(table), filters,
+                                             f"({matches})"), limit=k)
 
     def key_condition(self, table: str, ids: list[Any]) -> str:
         return where(table, self.columns(table), {self.columns(table)[0][0]: list(ids)})

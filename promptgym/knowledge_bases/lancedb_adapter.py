@@ -73,7 +73,6 @@ class LanceDBAdapter(DuckDBAdapter):
     _load_rows = staticmethod(lance_writes.load_rows)
     _fulltext_rows = staticmethod(lance_search.fulltext_rows)
     _similarity_rows = staticmethod(lance_search.similarity_rows)
-    _regex_rows = staticmethod(lance_search.regex_rows)
     _refresh_index = staticmethod(lance_search.refresh_index)
     _store: LanceStore  # type: ignore[assignment]
 

@@ -8,24 +8,21 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from promptgym.knowledge_bases.filters import where_clause
-from promptgym.knowledge_bases.naming import column_identifier, q
-from promptgym.knowledge_bases.tables import TableStore
+from promptgym.knowledge_bases.naming import column_identifier
 
 
-def regex_rows(store: TableStore, table: str, pattern: str, fields: list[str] | None, case_sensitive: bool, k: int,
+def regex_rows(store: Any, table: str, pattern: str, fields: list[str] | None, case_sensitive: bool, k: int,
                filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The first ``k`` rows (in key order) where any of the string ``fields`` (default: all) matches."""
+    """The first ``k`` rows (in key order) where any of the string ``fields`` (default: all) matches.
+
+    ``store`` is either adapter's: its ``regex_matches`` runs the search in its engine (DuckDB's RE2, Lance's Rust
+    regex; both linear time).
+    """
     columns = store.require_columns(table)
     strings = regex_fields(table, columns, fields)
     if not strings:
         return []
-    flags = "" if case_sensitive else "i"
-    where, params = where_clause(table, columns, filters)
-    matches = " OR ".join(f"regexp_matches({q(name)}, ?, ?)" for name in strings)
-    return store.fetch(table, f"SELECT {store.select_list(table)} FROM {table} WHERE ({matches}){where} "
-                              f"ORDER BY {q(columns[0][0])} LIMIT ?",
-                       [value for _ in strings for value in (pattern, flags)] + params + [k])
+    return store.regex_matches(table, strings, pattern, case_sensitive, k, filters)
 
 
 def regex_fields(table: str, columns: list[tuple[str, str]], fields: list[str] | None) -> list[str]:

@@ -359,6 +359,17 @@ class TableStore(SchemaReflection):
                                          ids).fetchall()
         return {row[0] for row in rows}
 
+    def regex_matches(self, table: str, strings: list[str], pattern: str, case_sensitive: bool, k: int,
+                      filters: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The first ``k`` rows (key order) where DuckDB's ``regexp_matches`` (RE2) matches one of ``strings``."""
+        columns = self.columns(table)
+        flags = "" if case_sensitive else "i"
+        where, params = where_clause(table, columns, filters)
+        matches = " OR ".join(f"regexp_matches({q(name)}, ?, ?)" for name in strings)
+        return self.fetch(table, f"SELECT {self.select_list(table)} FROM {table} WHERE ({matches}){where} "
+                                 f"ORDER BY {q(columns[0][0])} LIMIT ?",
+                          [value for _ in strings for value in (pattern, flags)] + params + [k])
+
     def fetch(self, table: str, sql: str, params: list[Any], remove_embedding: bool = True) -> list[dict[str, Any]]:
         """Run a query over ``table`` and decode its rows."""
         arrow = self.connection().execute(sql, params).arrow().read_all()
