@@ -18,7 +18,7 @@ CANDIDATES_PER_RESULT = 5
 
 
 class Searches(Protocol):
-    """The single-ranking searches hybrid search fuses (``DuckDBAdapter``'s)."""
+    """The single-ranking searches hybrid search fuses (either adapter's: DuckDB or LanceDB)."""
 
     async def fulltext_search(self, text_or_texts: Any, *, table_name: str, k: int = 10,
                               threshold: float | None = None, **kwargs: Any) -> Any: ...

@@ -1,4 +1,4 @@
-"""``KnowledgeBase``: synalinks' knowledge base, on DuckDB, embedded and offline.
+"""``KnowledgeBase``: synalinks' knowledge base, on DuckDB (or LanceDB past one file), embedded and offline.
 
     import promptgym as synalinks
 
