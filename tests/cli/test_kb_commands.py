@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from promptgym.cli.main import app
@@ -23,9 +25,14 @@ def corpus(tmp_path: Path) -> Path:
     return docs
 
 
-def test_build_search_add_and_info(tmp_path: Path) -> None:
+LANCEDB = pytest.mark.skipif(importlib.util.find_spec("lancedb") is None, reason="the lancedb extra is not installed")
+
+
+@pytest.mark.parametrize("store", ["duckdb", pytest.param("lancedb", marks=LANCEDB)])
+def test_build_search_add_and_info(tmp_path: Path, store: str) -> None:
     docs = corpus(tmp_path)
-    database = tmp_path / "kb.db"
+    # a LanceDB uri reaches the knowledge base whole (as a Path, lancedb://DIR would lose a slash)
+    database = tmp_path / "kb.db" if store == "duckdb" else f"lancedb://{tmp_path / 'kb'}"
     built = runner.invoke(app, ["kb", "build", str(database), str(docs), "--embedding-model", FAKE,
                                 "--chunk-size", "200", "--overlap", "20"])
     assert built.exit_code == 0, built.output
@@ -44,6 +51,9 @@ def test_build_search_add_and_info(tmp_path: Path) -> None:
     assert info.exit_code == 0, info.output
     assert "Chunk" in info.output and "32-d" in info.output and "3 documents" in info.output
     assert "chunk size 200, overlap 20" in info.output
+    if store == "lancedb":
+        assert (tmp_path / "kb").is_dir() and not list(tmp_path.glob("lancedb*"))
+        assert "no such knowledge base" in runner.invoke(app, ["kb", "info", f"lancedb://{tmp_path / 'none'}"]).output
 
 
 def test_build_refuses_other_settings_and_bad_paths(tmp_path: Path) -> None:

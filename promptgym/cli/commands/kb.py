@@ -31,6 +31,7 @@ from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError
 from promptgym.knowledge_bases.documents import DocumentError, chunk_file, find_documents
 from promptgym.knowledge_bases.ingest import CHUNK_TABLE, IngestReport, ingest
+from promptgym.knowledge_bases.lancedb_adapter import SCHEME as LANCEDB_SCHEME
 from promptgym.lm.errors import LMError
 
 kb_app = typer.Typer(help="Knowledge bases of documents: build, add to, search, inspect.", no_args_is_help=True)
@@ -53,7 +54,7 @@ def _embedding_model(spec: str) -> Any:
         fail(f"--embedding-model {spec!r}: {error}")
 
 
-def _open(database: Path, embedding_model: Any = "stored", read_only: bool = False) -> KnowledgeBase:
+def _open(database: str, embedding_model: Any = "stored", read_only: bool = False) -> KnowledgeBase:
     try:
         kb = KnowledgeBase(uri=str(database), read_only=read_only)
         if embedding_model == "stored":
@@ -64,6 +65,24 @@ def _open(database: Path, embedding_model: Any = "stored", read_only: bool = Fal
         return kb
     except (KnowledgeBaseError, ValueError) as error:
         fail(str(error))
+
+
+def stored_at(database: str) -> Path:
+    """Where a knowledge base's uri keeps it: the DuckDB file, or the LanceDB directory.
+
+    >>> str(stored_at("lancedb://./kb")), str(stored_at("duckdb://kb.db")), str(stored_at("kb.db"))
+    ('kb', 'kb.db', 'kb.db')
+    """
+    for scheme in (LANCEDB_SCHEME, "duckdb://"):
+        if database.startswith(scheme):
+            return Path(database[len(scheme):])
+    return Path(database)
+
+
+def size_of(path: Path) -> int:
+    """Bytes on disk: a file's, or every file's under a directory."""
+    return path.stat().st_size if path.is_file() else sum(item.stat().st_size for item in path.rglob("*")
+                                                          if item.is_file())
 
 
 def _documents(paths: list[Path]) -> list[Path]:
@@ -137,7 +156,7 @@ def _ingest(kb: KnowledgeBase, files: list[Path], chunk_size: int, overlap: int,
     return report
 
 
-def _print_report(report: IngestReport, database: Path) -> None:
+def _print_report(report: IngestReport, database: str) -> None:
     console.print(f"{database}: {report.files} files, {report.chunks} chunks: {report.added} added, "
                   f"{report.already_stored} already stored, {report.removed} stale removed", markup=False,
                   soft_wrap=True)
@@ -148,7 +167,7 @@ def _print_report(report: IngestReport, database: Path) -> None:
 
 @kb_app.command("build")
 def build_command(
-    database: Path = typer.Argument(..., help="The DuckDB file to create (or to finish building)."),
+    database: str = typer.Argument(..., help="The DuckDB file to create (or to finish building), or lancedb://DIR for a LanceDB directory."),
     paths: list[Path] = typer.Argument(..., help="Files and directories to load."),
     embedding_model: str = typer.Option("local/multilingual-e5-small", "--embedding-model",
                                         help="A model string, a JSON config, or 'none' for full-text search only."),
@@ -187,14 +206,14 @@ def build_command(
 
 @kb_app.command("add")
 def add_command(
-    database: Path = typer.Argument(..., help="A knowledge base made by `promptgym kb build`."),
+    database: str = typer.Argument(..., help="A knowledge base made by `promptgym kb build` (a DuckDB file or lancedb://DIR)."),
     paths: list[Path] = typer.Argument(..., help="Files and directories to load."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Chunks embedded and committed together."),
     executor: Optional[str] = EXECUTOR_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
 ) -> None:
     """Add documents with the settings the knowledge base was built with (an edited file replaces its chunks)."""
-    if not database.is_file():
+    if not stored_at(database).exists():
         fail(f"{database}: no such knowledge base (create it with `promptgym kb build {database} PATHS...`)")
     execution = _execution(executor, workers)
     files = _documents(paths)
@@ -210,7 +229,7 @@ def add_command(
 
 @kb_app.command("search")
 def search_command(
-    database: Path = typer.Argument(..., help="The knowledge base."),
+    database: str = typer.Argument(..., help="The knowledge base (a DuckDB file or lancedb://DIR)."),
     query: str = typer.Argument(..., help="What to look for."),
     k: int = typer.Option(5, "-k", "--k", min=1, help="How many chunks."),
     search_type: str = typer.Option("hybrid_fts", "--type", help=f"One of {', '.join(SEARCH_TYPES)}."),
@@ -220,7 +239,7 @@ def search_command(
     """Search the knowledge base and print the best chunks with their source."""
     if search_type not in SEARCH_TYPES:
         fail(f"--type: expected one of {', '.join(SEARCH_TYPES)}, got {search_type!r}")
-    if not database.is_file():
+    if not stored_at(database).exists():
         fail(f"{database}: no such knowledge base")
     kb = _open(database, read_only=True)  # alongside a server that has the file open read-only
     if search_type == "similarity" and kb.embedding_model is None:
@@ -249,13 +268,13 @@ def search_command(
 
 
 @kb_app.command("info")
-def info_command(database: Path = typer.Argument(..., help="The knowledge base.")) -> None:
+def info_command(database: str = typer.Argument(..., help="The knowledge base (a DuckDB file or lancedb://DIR).")) -> None:
     """Tables, row counts, the embedding model and dimension, the documents' sources."""
-    if not database.is_file():
+    if not stored_at(database).exists():
         fail(f"{database}: no such knowledge base")
     kb = _open(database, embedding_model=None, read_only=True)
     adapter = kb.sql_adapter
-    console.print(f"{database}: {database.stat().st_size / 1e6:.1f} MB", markup=False)
+    console.print(f"{database}: {size_of(stored_at(database)) / 1e6:.1f} MB", markup=False)
     stored = adapter.get_setting("embedding_model")
     if stored is not None:
         model = json.loads(stored).get("config", {}).get("model") if stored else "none (full-text search only)"
