@@ -49,7 +49,8 @@ class SharedConnection:
 
 
 _SHARED: dict[str, SharedConnection] = {}
-_SHARED_LOCK = threading.Lock()
+# reentrant: a forgotten adapter's __del__ (garbage collection) may release inside acquire's critical section
+_SHARED_LOCK = threading.RLock()
 
 
 def resolve_path(uri: str | None, name: str | None = None) -> str:

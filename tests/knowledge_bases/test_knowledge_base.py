@@ -6,13 +6,14 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from promptgym import DataModel, Field, JsonDataModel
-from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError, deserialize, get, serialize
+from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError, connection, deserialize, get, serialize
 from promptgym.testing import HashEmbeddingModel
 
 
@@ -272,3 +273,25 @@ async def test_vectors_in_memory_rank_as_the_database_does(tmp_path: Path, metri
     await kb.delete(memory[0]["id"], table_name="Doc")  # a write drops the matrix: the deleted row is gone
     assert memory[0]["id"] not in [row["id"] for row in await kb.similarity_search(table_name="Doc",
                                                                                    vector_or_vectors=query, k=5)]
+
+
+def test_an_adapter_collected_while_another_file_opens_does_not_deadlock(tmp_path, monkeypatch):
+    """A forgotten knowledge base's ``__del__`` can run (garbage collection) inside the registry's critical
+    section while another file opens; its release takes the registry's lock again, in the same thread."""
+    forgotten = [KnowledgeBase(uri=str(tmp_path / "a.db"))]
+    real = connection.open_connection
+
+    def collecting(*args):
+        forgotten.clear()  # the last reference: __del__ -> close -> release, as a collection would
+        return real(*args)
+
+    monkeypatch.setattr(connection, "open_connection", collecting)
+    opened = threading.Event()
+
+    def open_another():
+        KnowledgeBase(uri=str(tmp_path / "b.db")).close()
+        opened.set()
+
+    threading.Thread(target=open_another, daemon=True).start()
+    assert opened.wait(30), "opening b.db deadlocked on the registry's lock"
+    assert not connection._SHARED  # both files closed: nothing left open in the registry
