@@ -93,7 +93,7 @@ class DuckDBAdapter:
             raise ValueError(f"`stemmer` parameter should be one of {list(STEMMERS)}, got {stemmer!r}")
         if metric not in METRICS:
             raise ValueError(f"`metric` parameter should be one of {list(METRICS)}, got {metric!r}")
-        self.uri = self._resolve_uri(uri, name)
+        self.uri = self.resolve_uri(uri, name)
         self.embedding_model = embedding_model
         self.stemmer, self.stopwords, self.ignore = stemmer, stopwords, ignore
         self.strip_accents, self.lower = strip_accents, lower
@@ -114,7 +114,8 @@ class DuckDBAdapter:
             self._store.locked(self._store.ensure_table, table, schema)
 
     @staticmethod
-    def _resolve_uri(uri: str | None, name: str | None) -> str:
+    def resolve_uri(uri: str | None, name: str | None) -> str:
+        """Where ``uri`` (or, without one, ``name``) keeps this adapter's store on disk."""
         return resolve_path(uri, name)
 
     def _open_store(self, encryption_key: str | None) -> TableStore:

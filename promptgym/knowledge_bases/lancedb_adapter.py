@@ -77,7 +77,7 @@ class LanceDBAdapter(DuckDBAdapter):
     _store: LanceStore  # type: ignore[assignment]
 
     @staticmethod
-    def _resolve_uri(uri: str | None, name: str | None) -> str:
+    def resolve_uri(uri: str | None, name: str | None) -> str:
         if uri:
             return uri[len(SCHEME):] if is_lancedb_uri(uri) else uri
         if name is not None:

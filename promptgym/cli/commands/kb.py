@@ -31,7 +31,7 @@ from promptgym.embedding_models import get as get_embedding_model
 from promptgym.knowledge_bases import KnowledgeBase, KnowledgeBaseError
 from promptgym.knowledge_bases.documents import DocumentError, chunk_file, find_documents
 from promptgym.knowledge_bases.ingest import CHUNK_TABLE, IngestReport, ingest
-from promptgym.knowledge_bases.lancedb_adapter import SCHEME as LANCEDB_SCHEME
+from promptgym.knowledge_bases.knowledge_base import adapter_class
 from promptgym.lm.errors import LMError
 
 kb_app = typer.Typer(help="Knowledge bases of documents: build, add to, search, inspect.", no_args_is_help=True)
@@ -68,15 +68,12 @@ def _open(database: str, embedding_model: Any = "stored", read_only: bool = Fals
 
 
 def stored_at(database: str) -> Path:
-    """Where a knowledge base's uri keeps it: the DuckDB file, or the LanceDB directory.
+    """Where a knowledge base's uri keeps it (the DuckDB file, or the LanceDB directory), as its adapter reads it.
 
     >>> str(stored_at("lancedb://./kb")), str(stored_at("duckdb://kb.db")), str(stored_at("kb.db"))
     ('kb', 'kb.db', 'kb.db')
     """
-    for scheme in (LANCEDB_SCHEME, "duckdb://"):
-        if database.startswith(scheme):
-            return Path(database[len(scheme):])
-    return Path(database)
+    return Path(adapter_class(database).resolve_uri(database, None))
 
 
 def size_of(path: Path) -> int:
