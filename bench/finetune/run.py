@@ -114,7 +114,11 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
     else:
         program.compile(reward=pg.rewards.ExactMatch())
     training_calls, train_seconds = calls_since(usage), time.time() - started
+    tested, usage = time.time(), LEDGER.snapshot()
     evaluation = await program.evaluate(x_test, y_test, batch_size=8, verbose=0)
+    test_seconds, test_usage = time.time() - tested, LEDGER.since(usage).values()
+    test_calls = sum(u.calls for u in test_usage)
+    test_tokens = sum(u.prompt_tokens + u.completion_tokens for u in test_usage)
     hits = list(evaluation.scores[next(iter(evaluation.scores))])
     interval = confidence_interval(hits)
     result = {"task": task, "row": row, "n_train": len(x), "n_val": len(x_val), "n_test": len(x_test),
@@ -123,6 +127,10 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
               "accuracy": interval.as_dict(), "training_lm_calls": training_calls,
               "sft_steps": sft_steps(optimizer) if optimizer is not None else 0,
               "train_seconds": round(train_seconds, 1), "wall_seconds": round(time.time() - started, 1),
+              # per test item, as a user pays on every call (a cache hit in the run would make these ~0: run cold)
+              "seconds_per_test_call": round(test_seconds / max(len(x_test), 1), 3),
+              "tokens_per_test_call": round(test_tokens / max(test_calls, 1), 1),
+              "test_cache_hits": sum(u.cache_hits for u in test_usage),
               "models": sorted({getattr(m.language_model, "model", "?") for m in program.modules
                                 if hasattr(m, "language_model")}),
               "comparisons": stages, "hits": hits}
@@ -140,10 +148,10 @@ def latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| task | row | test accuracy [95% CI] | vs untrained (paired) | training LM calls | SFT steps | "
-             "wall s |", "|---|---|---|---|---|---|---|"]
+             "wall s | s / test call | tokens / test call |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['task']} (n_train={r['n_train']}) | {r['row']} | did not run: {r['error']} | | | | |")
+            lines.append(f"| {r['task']} (n_train={r['n_train']}) | {r['row']} | did not run: {r['error']} | | | | | | |")
             continue
         a = r["accuracy"]
         versus = r.get("vs_untrained")
@@ -151,7 +159,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                   f"p={versus['p_value']:.3g} ({versus['wins']}/{versus['losses']})") if versus else ""
         lines.append(f"| {r['task']} (n_train={r['n_train']}) | {r['row']} | {a['mean']:.3f} [{a['low']:.3f}, "
                      f"{a['high']:.3f}] (n={a['n']}) | {paired} | {r['training_lm_calls']} | {r['sft_steps']} | "
-                     f"{r['wall_seconds']:.0f} |")
+                     f"{r['wall_seconds']:.0f} | {r.get('seconds_per_test_call', '')} | "
+                     f"{r.get('tokens_per_test_call', '')} |")
     return "\n".join(lines)
 
 
