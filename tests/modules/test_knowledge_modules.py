@@ -96,8 +96,10 @@ async def test_query_writing_is_trainable_and_settings_are_read_each_call(tmp_pa
     retriever.settings.assign({**retriever.settings.value, "k": 1, "search_type": "regex"})
     script[0] = {"tables": ["Document"], "search": ["^Rome"]}
     assert [row["id"] for row in (await retriever(Query(question="Rome?"))).get("result")] == ["r"]
-    with pytest.raises(ValueError, match="k must be an integer"):
+    with pytest.raises(ValueError, match="`k` must be a positive integer"):
         retriever.settings.assign({**retriever.settings.value, "k": 0})
+    with pytest.raises(ValueError, match="`k_rank` must be a positive integer, got True"):
+        retriever.settings.assign({**retriever.settings.value, "k_rank": True})
 
 
 async def test_retrieve_knowledge_saves_and_loads_with_its_knowledge_base(tmp_path: Path) -> None:

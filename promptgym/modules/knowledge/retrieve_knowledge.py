@@ -32,6 +32,7 @@ from promptgym.modules.generator import Generator
 from promptgym.modules.knowledge.query_adapter import OFF, apply_adapter, check_adapter
 from promptgym.modules.knowledge.read_only import KnowledgeBaseWriteRefused
 from promptgym.modules.knowledge.search_results import search_results, search_results_spec
+from promptgym.modules.knowledge.search_settings import count_problem
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
 from promptgym.modules.module import Module
 from promptgym.modules.symbolic import SymbolicDataModel
@@ -88,12 +89,7 @@ def check_settings(settings: dict[str, Any]) -> str | None:
     """What is wrong with a ``settings`` value (the variable refuses it), or None."""
     if settings.get("search_type") not in SEARCH_TYPES:
         return f"search_type must be one of {SEARCH_TYPES}, got {settings.get('search_type')!r}"
-    k = settings.get("k")
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        return f"k must be an integer >= 1, got {k!r}"
-    if not isinstance(settings.get("k_rank"), int) or settings["k_rank"] < 1:
-        return f"k_rank must be an integer >= 1, got {settings.get('k_rank')!r}"
-    return None
+    return count_problem(settings, ("k", "k_rank"))
 
 
 def _signature(row: dict[str, Any]) -> str:

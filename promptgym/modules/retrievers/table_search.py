@@ -28,6 +28,7 @@ from promptgym.core.data_model import DataModel, Field
 from promptgym.core.serialization import deserialize_object, serialize_object
 from promptgym.modules.generator import Generator
 from promptgym.modules.knowledge.search_results import search_results, search_results_spec
+from promptgym.modules.knowledge.search_settings import count_problem
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
 from promptgym.modules.module import Module
 
@@ -73,10 +74,8 @@ class Setting:
 
 def check_settings(settings: dict[str, Any]) -> str | None:
     """What is wrong with a ``settings`` value (the variable refuses it), or None."""
-    for key in ("k", "k_rank"):
-        value = settings.get(key, 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            return f"`{key}` must be a positive integer, got {value!r}"
+    if problem := count_problem(settings, ("k", "k_rank"), default=1):
+        return problem
     for key in ("threshold", "similarity_threshold", "fulltext_threshold", "bm25_b", "bm25_k"):
         value = settings.get(key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
