@@ -45,7 +45,7 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _batch(rows: list[ContrastiveRow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def contrastive_batch(rows: list[ContrastiveRow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Queries (n, d); candidates (n, c, d) with the positive first; a mask (n, c) of the candidates that count."""
     count, width = len(rows), max(len(row.negatives) for row in rows)
     dimension = rows[0].query.shape[0]
@@ -62,8 +62,9 @@ def _batch(rows: list[ContrastiveRow]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return _unit(np.stack([row.query for row in rows]).astype(np.float64)), _unit(candidates), mask
 
 
-def _loss_and_gradient(matrix: np.ndarray, queries: np.ndarray, candidates: np.ndarray, mask: np.ndarray,
-                       temperature: float) -> tuple[float, np.ndarray]:
+def loss_and_gradient(matrix: np.ndarray, queries: np.ndarray, candidates: np.ndarray, mask: np.ndarray,
+                      temperature: float) -> tuple[float, np.ndarray]:
+    """The InfoNCE loss of ``matrix`` on a :func:`contrastive_batch`, and its gradient with respect to ``matrix``."""
     mapped = queries @ matrix.T                                   # u = W q, (n, d)
     norms = np.maximum(np.linalg.norm(mapped, axis=1, keepdims=True), 1e-12)
     unit = mapped / norms
@@ -87,21 +88,21 @@ def train_query_map(rows: list[ContrastiveRow], *, steps: int = 200, learning_ra
     the step with the lowest training loss is the one returned (Adam can overshoot on a few rows)."""
     if not rows:
         raise ValueError("train_query_map: no rows to train on")
-    queries, candidates, mask = _batch(rows)
+    queries, candidates, mask = contrastive_batch(rows)
     dimension = queries.shape[1]
     identity = np.eye(dimension)
     matrix = identity.copy()
     first, second = np.zeros_like(matrix), np.zeros_like(matrix)
     beta1, beta2 = 0.9, 0.999
-    losses = [_loss_and_gradient(matrix, queries, candidates, mask, temperature)[0]]
+    losses = [loss_and_gradient(matrix, queries, candidates, mask, temperature)[0]]
     best, best_loss = matrix.copy(), losses[0]
     for step in range(1, steps + 1):
-        loss, gradient = _loss_and_gradient(matrix, queries, candidates, mask, temperature)
+        loss, gradient = loss_and_gradient(matrix, queries, candidates, mask, temperature)
         gradient = gradient + 2.0 * l2 * (matrix - identity)
         first = beta1 * first + (1 - beta1) * gradient
         second = beta2 * second + (1 - beta2) * gradient ** 2
         matrix -= learning_rate * (first / (1 - beta1 ** step)) / (np.sqrt(second / (1 - beta2 ** step)) + 1e-8)
-        losses.append(_loss_and_gradient(matrix, queries, candidates, mask, temperature)[0])
+        losses.append(loss_and_gradient(matrix, queries, candidates, mask, temperature)[0])
         if losses[-1] < best_loss:
             best, best_loss = matrix.copy(), losses[-1]
     return QueryMapResult(best.astype(np.float32), losses)
