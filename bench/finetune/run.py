@@ -15,7 +15,10 @@ that were not cache hits, inference and validation together), the SFT steps and 
         --rows untrained,ft_labels --n-train 120
 
 Each finished row is appended to ``--out`` (JSON lines) at once, so a long run that is stopped keeps
-what it measured; ``--markdown`` prints the table of a results file (the latest result of each row).
+what it measured, and ``--resume`` goes on from there (the untrained row's stored answers are the paired
+baseline); ``--markdown`` prints the table of a results file (the latest result of each row). Each row's
+trained program is saved under ``--work``; ``call_time.py`` times them side by side on a quiet machine,
+since a run of hours shares the machine with other work now and then.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
     else:
         program.compile(reward=pg.rewards.ExactMatch())
     training_calls, train_seconds = calls_since(usage), time.time() - started
+    program.save(str(saved_program(args, task, row)))  # for call_time.py, which times the rows side by side
     tested, usage = time.time(), LEDGER.snapshot()
     evaluation = await program.evaluate(x_test, y_test, batch_size=8, verbose=0)
     test_seconds, test_usage = time.time() - tested, LEDGER.since(usage).values()
@@ -137,6 +141,21 @@ async def run_row(task: str, row: str, data: tuple[Any, ...], args: argparse.Nam
     if baseline is not None and row != "untrained":
         result["vs_untrained"] = paired_test(baseline, hits).as_dict()
     return result
+
+
+def saved_program(args: argparse.Namespace, task: str, row: str) -> Path:
+    """Where a row's trained program is saved: ``<--work>/<task>/<row>.program.json``."""
+    folder = Path(args.work) / task
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{row}.program.json"
+
+
+def same_settings(result: dict[str, Any], args: argparse.Namespace) -> bool:
+    """Whether a stored result was measured with this run's split and SFT settings (so --resume may keep it)."""
+    sft = result.get("sft")
+    return (result.get("n_val"), result.get("n_test")) == (args.n_val, args.n_test) and (
+        sft is None or (sft["epochs"], sft["learning_rate"], sft["max_train_seconds"])
+        == (args.sft_epochs, args.learning_rate, args.max_train_seconds))
 
 
 def latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -180,6 +199,8 @@ async def main() -> None:
     parser.add_argument("--out", default=str(RESULTS / "finetune.jsonl"))
     parser.add_argument("--markdown", help="print the table of this results file and exit")
     parser.add_argument("--dry-run", action="store_true", help="print each row's optimizer settings and exit")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows --out already holds for these settings (a run stopped, or split over days)")
     args = parser.parse_args()
     if args.dry_run:
         for row in args.rows.split(","):
@@ -195,10 +216,17 @@ async def main() -> None:
         return
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    done = {(r["task"], r["row"]): r for r in (json.loads(line) for line in out.read_text().splitlines() if line.strip())
+            if r.get("n_train") == args.n_train and "error" not in r and same_settings(r, args)} \
+        if args.resume and out.exists() else {}
     for task in args.tasks.split(","):
         data = split(task, args.n_train, args.n_val, args.n_test, args.seed)
         baseline = None
         for row in args.rows.split(","):
+            if (task, row) in done:
+                print(f"{task} / {row}: kept from {out} (--resume)", file=sys.stderr, flush=True)
+                baseline = done[(task, row)]["hits"] if row == "untrained" else baseline
+                continue
             print(f"[{time.strftime('%H:%M:%S')}] {task} / {row} ...", file=sys.stderr, flush=True)
             try:
                 result = await run_row(task, row, data, args, baseline)
