@@ -8,7 +8,7 @@ the segmentation (float32 scores, ties kept by the first path found, as in C). A
 512 positions is cut into windows of 510 content tokens, each framed by ``<s>`` and ``</s>``::
 
     tokenizer = E5Tokenizer(read_e5(bundled_model_path()).vocab)
-    tokenizer.content_ids("hello world")        # [..., ids of "▁passage", ":", "▁hello", "▁world"]
+    tokenizer.content_ids("hello world")        # [46692, 12, 33600, 31, 8999]: ▁passage : ▁hell o ▁world
     tokenizer.windows("hello world", 512)       # [[0, ..., 2]]
 """
 

