@@ -212,7 +212,7 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
             if comparison is not None:
                 compared.append((contender, annotate(comparison)))
     ahead = [(c, comparison) for c, comparison in compared if comparison.accepted]
-    winner = max(ahead, key=lambda item: item[1].candidate_score.mean, default=(None, None))[0]
+    winner, displaced = await _cheapest_earned(ctx, ahead, stage)
     if winner is None and compared:
         optimizer.last_check = replace(max(compared, key=lambda item: item[1].candidate_score.mean)[1], accepted=False)
     for contender, comparison in compared:
@@ -221,9 +221,42 @@ async def race_on_validation(optimizer: Optimizer, ctx: OptimizerContext, conten
             optimizer.checked[contender.id] = comparison
             optimizer.last_check = comparison
             await announce(ctx, comparison, contender, what=describe(contender))
+        elif contender.id in displaced:  # ahead of the incumbent, dropped for a cheaper contender level with it
+            await announce(ctx, displaced[contender.id], contender, what=describe(contender))
         else:
             await announce(ctx, replace(comparison, accepted=False), contender, what=describe(contender))
     return winner
+
+
+async def _cheapest_earned(ctx: OptimizerContext, ahead: list[tuple[Candidate, Comparison]],
+                           stage: str | None) -> tuple[Candidate | None, dict[int, Comparison]]:
+    """The best-scoring contender ahead of the incumbent, unless a cheaper one ahead is level with it.
+
+    The token rule holds between contenders too: one that costs more tokens per call than another that is
+    also ahead must beat that one significantly, or the cheaper one wins (a tuned model with and without
+    the demonstrations before it: the user would pay for the demonstrations on every call for noise).
+    The contenders were all scored on every validation example, so these comparisons run nothing new.
+    Returns the winner and, for each contender it displaced that way, its comparison with the cheaper one.
+    """
+    ranked = sorted(ahead, key=lambda item: -item[1].candidate_score.mean)
+    displaced: dict[int, Comparison] = {}
+    if not ranked:
+        return None, displaced
+    winner, winner_check = ranked[0]
+    while True:
+        cheaper = [(c, comparison) for c, comparison in ranked if c is not winner
+                   and comparison.candidate_tokens is not None and winner_check.candidate_tokens is not None
+                   and comparison.candidate_tokens < winner_check.candidate_tokens]
+        for contender, check in cheaper:  # best-scoring first
+            against = await compare_on_validation(ctx, winner, contender, stage, incumbent_label="cheaper contender")
+            rule = token_rule(against.test, against.candidate_tokens, against.incumbent_tokens) if against else None
+            if against is not None and rule is not None and rule.costlier and not rule.keep:
+                displaced[winner.id] = replace(against, accepted=False, token_rule=rule.why,
+                                               dropped_for_cost=True)
+                winner, winner_check = contender, check
+                break
+        else:
+            return winner, displaced
 
 
 async def check_chain(stages: Sequence[Optimizer], ctx: OptimizerContext) -> Comparison | None:

@@ -6,6 +6,7 @@ import pytest
 
 import promptgym as pg
 from promptgym.optimizers.base import Optimizer
+from promptgym.optimizers.selection import race_on_validation
 from promptgym.stats import paired_test
 from promptgym.stats.token_rule import set_token_rule, token_rule
 from promptgym.testing import ScriptedLanguageModel, last_user_json
@@ -159,3 +160,45 @@ async def test_a_chain_that_grows_a_little_per_stage_is_checked_end_against_star
     variables = program.get_variables()
     assert [value["instructions"] for value in variables.values()] == [first]  # the first stage's end is kept
     assert any(e["reason"].startswith("the chain's end: dropped") for e in recorder.of("candidate_rejected"))
+
+
+class RacesTwo(Optimizer):
+    """Races a short-prompt and a long-prompt contender against the start, as FineTune races its tuned models."""
+
+    def __init__(self, short: str, long: str) -> None:
+        super().__init__()
+        self.short, self.long = short, long
+
+    async def train_step(self, ctx, batch):
+        return {}
+
+    async def on_epoch_end(self, ctx, epoch):
+        if len(self.candidates) == 1:
+            contenders = [self.add_candidate({name: {**value, "instructions": text}
+                                              for name, value in self.start.variables.items()},
+                                             parent=self.start.id, origin=origin)
+                          for origin, text in (("short", self.short), ("long", self.long))]
+            await race_on_validation(self, ctx, contenders)
+        await super().on_epoch_end(ctx, epoch)
+
+
+def right_on_most_briefly_and_on_all_carefully(request):
+    question, system = last_user_json(request)["question"], request.messages[0]["content"]
+    if "CAREFULLY" in system or ("Briefly" in system and question not in ("v0", "v1", "v2")):
+        return {"answer": question.upper()}
+    return {"answer": "?"}
+
+
+async def test_a_costlier_contender_must_beat_a_cheaper_one_that_is_also_ahead():
+    recorder = EventRecorder()
+    program, history = await fit(ScriptedLanguageModel(respond=right_on_most_briefly_and_on_all_carefully),
+                                 RacesTwo("Briefly answer.", LONG), recorder)
+    kept = json.dumps(program.get_variables())
+    # the long prompt scores 20/20 and the short one 17/20, both far ahead of the start (0/20); 3 more right
+    # answers of 20 is no significant win (p = 0.25) for the long prompt's extra tokens on every call
+    assert "Briefly answer." in kept and "CAREFULLY" not in kept
+    [winner] = [c for c in history.comparisons if c["accepted"]]
+    assert winner["candidate_score"]["mean"] == pytest.approx(0.85)
+    [dropped] = [e["reason"] for e in recorder.of("candidate_rejected") if e["reason"].startswith("long candidate")]
+    assert dropped.startswith("long candidate 2: dropped: ahead of the cheaper contender on validation but "
+                              "costlier per call, without a significant win")
