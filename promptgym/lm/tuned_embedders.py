@@ -56,9 +56,10 @@ def install_tuned_e5(source: str | os.PathLike[str], method: str = "bitfit",
         partial = target.with_suffix(f".partial-{os.getpid()}")
         shutil.copyfile(source, partial)
         os.replace(partial, target)  # a reader never sees half a model
-    entry = FineTunedModel(name=name, base=BASE, method=method, merged=str(target),
+    # run: the file itself, so installing the same weights again (their file gone) replaces their own entry
+    entry = FineTunedModel(name=name, base=BASE, method=method, merged=str(target), run=str(target),
                            details={**(details or {}), "kind": KIND, "sha256": sha})
-    return register_finetuned_model(entry, replace_run=existing.run if existing else None)
+    return register_finetuned_model(entry)
 
 
 def tuned_e5(name: str) -> FineTunedModel | None:
