@@ -210,8 +210,9 @@ class EmbedderTuning(Optimizer):
         if not self.report:
             for retriever in retrievers_of(ctx.rollouts.program):
                 self.report[retriever.name] = await self.tune(ctx, retriever)
+            self._bitfit = None  # the torch copy holds e5's float32 word table (about 0.4 GB): let it go
             if any(item["kept"] for item in self.report.values()):
-                ctx.rollouts.forget_results()  # the runs so far searched without the adapter
+                ctx.rollouts.forget_results()  # the runs so far searched without the tuned embedder
         await super().on_epoch_end(ctx, epoch)
 
     async def tune(self, ctx: OptimizerContext, retriever: Any) -> dict[str, Any]:
