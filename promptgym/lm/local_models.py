@@ -17,6 +17,7 @@ from pathlib import Path
 from promptgym.lm.cache import models_dir as default_models_dir
 from promptgym.lm.errors import ChecksumMismatchError, EngineMissingError, UnknownModelError
 from promptgym.lm.finetuned_models import finetuned_model
+from promptgym.lm.tuned_embedders import KIND as EMBEDDER_KIND
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,8 @@ def check_local_model(name: str) -> str | None:
     if entry is None:
         raise UnknownModelError(f"unknown local model {name!r}; known local models: {', '.join(sorted(LOCAL_MODELS))} "
                                 "and the fine-tuned ones (see `promptgym models list`)")
+    if entry.details.get("kind") == EMBEDDER_KIND:
+        raise UnknownModelError(f"local/{name} is a tuned embedding model: use it as EmbeddingModel(model=...)")
     return f"{entry.model_string}@{entry.created}"
 
 
@@ -210,7 +213,7 @@ def resolve_local_model(name: str, models_dir: Path | None = None) -> LocalModel
     if name in LOCAL_MODELS:
         return LocalModelFiles(ensure_local_model(name, models_dir))
     entry = finetuned_model(name)
-    if entry is None:
+    if entry is None or entry.details.get("kind") == EMBEDDER_KIND:
         check_local_model(name)
     model_path, lora_path = entry.runnable_files()  # type: ignore[union-attr]
     return LocalModelFiles(model_path, lora_path)

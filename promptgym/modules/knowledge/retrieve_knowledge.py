@@ -16,7 +16,11 @@ second variable, ``settings``, read at every call and saved with the
 program; a value outside its range is refused when it is set. A third,
 ``query_adapter`` (off by default), is a linear map on the query vectors of
 vector and hybrid searches that ``EmbedderTuning`` trains
-(:mod:`promptgym.modules.knowledge.query_adapter`).
+(:mod:`promptgym.modules.knowledge.query_adapter`). A fourth,
+``query_embedder`` (null by default: the knowledge base's own), names the
+model that embeds the search terms, such as the tuned e5 that
+``EmbedderTuning`` writes (:mod:`promptgym.modules.knowledge.query_embedder`);
+the adapter, if on, applies to its vectors. Documents keep their vectors.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from promptgym.core.data_model import DataModel, Field
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.modules.generator import Generator
 from promptgym.modules.knowledge.query_adapter import OFF, apply_adapter, check_adapter
+from promptgym.modules.knowledge.query_embedder import BASE, QueryEmbedders, check_query_embedder
 from promptgym.modules.knowledge.read_only import KnowledgeBaseWriteRefused
 from promptgym.modules.knowledge.search_results import search_results, search_results_spec
 from promptgym.modules.knowledge.search_settings import count_problem
@@ -145,6 +150,11 @@ class RetrieveKnowledge(Module):
         # not trainable: prompt optimizers leave it alone; EmbedderTuning assigns it (docs/knowledge.md)
         self.query_adapter = self.add_variable("query_adapter", dict(OFF), trainable=False, check=check_adapter,
                                                description="a linear map on the query vectors (null: off)")
+        self.query_embedder = self.add_variable("query_embedder", dict(BASE), trainable=False,
+                                                check=check_query_embedder,
+                                                description="the model that embeds the queries (null: the "
+                                                            "knowledge base's own)")
+        self._query_embedders = QueryEmbedders()
         self.search_query_generator = Generator(
             data_model=HybridRegexSearchQuery if search_type == "hybrid_regex" else SearchQuery,
             language_model=language_model, instructions=self.instructions, examples=examples,
@@ -182,10 +192,17 @@ class RetrieveKnowledge(Module):
         return self.settings.value.get("fulltext_threshold")
 
     async def query_vectors(self, terms: list[str]) -> list[list[float]] | None:
-        """The adapted query vectors of ``terms`` (None while the adapter is off: the search embeds them)."""
-        if self.query_adapter.value.get("matrix") is None or not terms:
+        """The query vectors of ``terms``: by the ``query_embedder`` when one is named, then through the adapter
+        when it is on (None with neither: the search embeds them with the knowledge base's model)."""
+        model = self.query_embedder.value.get("model")
+        if not terms or (model is None and self.query_adapter.value.get("matrix") is None):
             return None
-        return apply_adapter(self.query_adapter.value, await self.knowledge_base.adapter.embed_texts(terms))
+        if model is None:
+            vectors = await self.knowledge_base.adapter.embed_texts(terms)
+        else:
+            tables = [str(data_model.get_schema().get("title")) for data_model in self.data_models]
+            vectors = await self._query_embedders.embed(model, terms, self.knowledge_base, tables)
+        return apply_adapter(self.query_adapter.value, vectors)
 
     async def _search_table(self, table: str, terms: list[str], patterns: list[str],
                             vectors: list[list[float]] | None = None) -> list[dict[str, Any]]:
@@ -217,13 +234,19 @@ class RetrieveKnowledge(Module):
                                           similarity_threshold=self.similarity_threshold,
                                           fulltext_threshold=self.fulltext_threshold)
 
-    async def search(self, terms: list[str], patterns: list[str] | None = None,
-                     tables: list[str] | None = None) -> list[dict[str, Any]]:
-        """The top-``k`` rows for these queries over the chosen tables (all of them when none is known)."""
+    async def search(self, terms: list[str], patterns: list[str] | None = None, tables: list[str] | None = None,
+                     vectors: list[list[float]] | None = None) -> list[dict[str, Any]]:
+        """The top-``k`` rows for these queries over the chosen tables (all of them when none is known).
+
+        ``vectors`` (one per term) are searched instead of the terms' own query vectors: how EmbedderTuning
+        scores an embedder it is still training."""
         targets = [model.get_schema().get("title") for model in self.data_models]
         chosen = [table for table in targets if table in (tables or [])] or targets
         found: dict[str, dict[str, Any]] = {}
-        vectors = await self.query_vectors(terms) if self.search_type in _ADAPTED else None
+        if self.search_type not in _ADAPTED:
+            vectors = None
+        elif vectors is None:
+            vectors = await self.query_vectors(terms)
         for table in chosen:
             try:
                 rows = await self._search_table(table, terms, patterns or [], vectors)

@@ -126,7 +126,7 @@ class FineTune(Optimizer):
     """
 
     def __new__(cls, *args: Any, target: Literal["lm", "embedder"] = "lm", **kwargs: Any) -> Any:
-        """``FineTune(target="embedder")`` is :class:`EmbedderTuning` (the retriever's query adapter), issue 39."""
+        """``FineTune(target="embedder")`` is :class:`EmbedderTuning` (the retriever's query embedder: e5 BitFit or a linear map), issue 39."""
         if target == "embedder":
             unknown = sorted(set(kwargs) - set(inspect.signature(EmbedderTuning).parameters))
             if args or unknown:
