@@ -18,11 +18,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from promptgym.core.atomic import atomic_writer
 
 MAGIC = b"E5S1"
 VERSION = 1
@@ -322,15 +323,6 @@ def write_e5(weights: E5Weights, path: str | os.PathLike[str]) -> Path:
     """
     path = Path(path)
     data = e5_bytes(weights)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path, binary=True) as file:
+        file.write(data)
     return path
