@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgym.core.atomic import atomic_writer
 from promptgym.lm.cache import models_dir
 from promptgym.lm.errors import EngineMissingError
 from promptgym.lm.finetuned_models import FineTunedModel, finetuned_model, register_finetuned_model
@@ -51,11 +52,9 @@ def install_tuned_e5(source: str | os.PathLike[str], method: str = "bitfit",
     if existing is not None and existing.details.get("sha256") == sha and Path(existing.merged or "").is_file():
         return existing
     target = models_dir() / "e5" / f"{sha}.bin"
-    target.parent.mkdir(parents=True, exist_ok=True)
     if not target.is_file() or file_sha256(target) != sha:
-        partial = target.with_suffix(f".partial-{os.getpid()}")
-        shutil.copyfile(source, partial)
-        os.replace(partial, target)  # a reader never sees half a model
+        with open(source, "rb") as read, atomic_writer(target, binary=True) as write:  # never half a model
+            shutil.copyfileobj(read, write)
     # run: the file itself, so installing the same weights again (their file gone) replaces their own entry
     entry = FineTunedModel(name=name, base=BASE, method=method, merged=str(target), run=str(target),
                            details={**(details or {}), "kind": KIND, "sha256": sha})
