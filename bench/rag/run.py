@@ -10,13 +10,14 @@ Closed-book is near 0 by construction; the oracle arm (the gold profile in the i
   rag_untrained    Input -> RetrieveKnowledge(k, hybrid_fts; its LM writes the search) -> Generator
   rag_trained      the same after ``fit`` with --optimizer (default RandomFewShot, 2 demonstrations)
   rag_tuned        the same after ``fit`` with ``Sequence([FineTune(target="embedder"), --optimizer])``: the
-                   retriever's query adapter (the embedder is frozen) trained contrastively, then the prompts
+                   retriever's query embedder (BitFit on e5's query side; the documents keep their vectors)
+                   trained contrastively from the program's own runs, then the prompts
   dspy_untrained   ``dspy.retrievers.Embeddings`` (the same embedder's vectors, the raw question) + ``dspy.Predict``
   dspy_optimized   the same after BootstrapFewShot (with random search over more candidates when that is what
                    it takes for DSPy's training to make no fewer model calls than ours, counted at the wire)
 
 Retrieval recall@k of the knowledge base on the raw question (similarity and hybrid) is reported too, and
-with the tuned query adapter against the identity (``recall_tuned``, paired).
+with the tuned query side against the untuned one (``recall_tuned``, paired).
 Accuracy with 95% intervals, paired tests, LM calls; written to --out after each arm.
 
     PYTHONPATH=. flock /tmp/promptgym-llm.lock .venv/bin/python bench/rag/run.py --profiles 2000 --test 100 --train 24
@@ -162,20 +163,24 @@ async def fit_arm(program: pg.Program, lm: Any, x: np.ndarray, y: np.ndarray) ->
 
 async def adapter_recall(retriever: Any, asked: list[Question], k: int) -> dict[str, Any]:
     """recall@k of the gold profile for the raw question through the retriever's search, per search type, with
-    its query adapter off (the identity) and as trained, and the paired test between the two."""
+    the retriever's query side as built (the knowledge base's embedder, no adapter) and as tuned (the tuned
+    query embedder and/or the query adapter, whichever ``EmbedderTuning`` kept), and the paired test."""
     found: dict[str, Any] = {}
-    tuned = retriever.query_adapter.value
+    tuned = {retriever.query_adapter.name: retriever.query_adapter.value,
+             retriever.query_embedder.name: retriever.query_embedder.value}
+    base = {retriever.query_adapter.name: {"matrix": None}, retriever.query_embedder.name: {"model": None}}
     for kind in ("similarity", "hybrid_fts"):
-        settings = {**retriever.settings.value, "search_type": kind, "k": k}
+        settings = {retriever.settings.name: {**retriever.settings.value, "search_type": kind, "k": k}}
         found[kind] = {}
-        for label, adapter in (("identity", {"matrix": None}), ("tuned", tuned)):
-            with variable_values({retriever.settings.name: settings, retriever.query_adapter.name: adapter}):
+        for label, query_side in (("identity", base), ("tuned", tuned)):
+            with variable_values({**settings, **query_side}):
                 hits = [float(any(row["id"] == q.gold_id for row in await retriever.search([q.text]))) for q in asked]
             interval = confidence_interval(hits)
             found[kind][label] = {"recall": sum(hits) / len(hits), "interval": [interval.low, interval.high],
                                   "hits": hits}
         found[kind]["paired"] = str(paired_test(found[kind]["identity"]["hits"], found[kind]["tuned"]["hits"]))
-    found["adapter_kept"] = tuned.get("matrix") is not None
+    found["adapter_kept"] = retriever.query_adapter.value.get("matrix") is not None
+    found["embedder_kept"] = retriever.query_embedder.value.get("model")
     return found
 
 
@@ -208,6 +213,30 @@ def run_dspy(inputs: Path, args: argparse.Namespace, min_calls: int) -> dict[str
     """DSPy's arms against llama_cpp.server (same gguf) behind the counting proxy (bench/peers/dspy_arm.py)."""
     return run_dspy_script(HERE / "run_dspy_rag.py", ["--inputs", str(inputs), "--min-calls", str(min_calls)],
                            timeout=args.dspy_timeout, log_name="rag")
+
+
+ARMS = ("closed_book", "oracle", "rag_untrained", "rag_tuned", "dspy_untrained", "rag_trained")
+"""The arms in the order a run measures them; --resume keeps each one (with what was measured beside it)."""
+BESIDE = {"rag_tuned": ("rag_tuned_training", "embedder_tuning", "recall_tuned"),
+          "dspy_untrained": ("dspy", "dspy_optimized"), "rag_trained": ("rag_training",)}
+SETUP = ("model", "embedder", "profiles", "test_items", "train_items", "k", "optimizer")
+
+
+def resumable(out: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """The finished arms of an earlier run in ``out`` with the same setup as ``report`` (none otherwise), each
+    with what was measured beside it; an arm that ended in an error is run again."""
+    if not out.exists():
+        return {}
+    earlier = json.loads(out.read_text())
+    if any(earlier.get(key) != report[key] for key in SETUP):
+        print(f"{out} was measured with another setup: not resuming from it", flush=True)
+        return {}
+    kept: dict[str, Any] = {"earlier_commands": [*earlier.get("earlier_commands", []), earlier.get("command")]}
+    for arm in ARMS:
+        if "hits" in earlier.get(arm, {}):
+            kept[arm] = earlier[arm]
+            kept.update({key: earlier[key] for key in BESIDE.get(arm, ()) if key in earlier})
+    return kept if len(kept) > 1 else {}
 
 
 def summarize(report: dict[str, Any]) -> None:
@@ -243,6 +272,8 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dspy-timeout", type=int, default=5400)
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--kb-dir", default=None, help="keep (and reuse) the knowledge base here, not in a temp dir")
+    parser.add_argument("--resume", action="store_true", help="keep the arms --out already holds when it was "
+                        "measured with the same model, corpus, split and optimizer; run the rest")
     args = parser.parse_args(argv)
     people = profiles(args.profiles, seed=args.seed)
     by_id = {person.id: person for person in people}
@@ -257,6 +288,10 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                               "test_items": args.test, "train_items": args.train, "k": args.k,
                               "optimizer": args.optimizer, "command": " ".join(sys.argv)}
     out = Path(args.out)
+    kept = resumable(out, report) if args.resume else {}
+    report.update(kept)
+    if kept:
+        print(f"kept from {out} (--resume): " + ", ".join(arm for arm in ARMS if arm in kept), flush=True)
 
     def save() -> None:
         summarize(report)
@@ -276,6 +311,8 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         x_test, y_test = as_data(test, by_id)
         for arm, program, oracle in (("closed_book", built["closed_book"], False), ("oracle", built["oracle"], True),
                                      ("rag_untrained", built["rag"], False)):
+            if arm in kept:
+                continue
             program.compile(reward=reward)
             x, y = as_data(test, by_id, oracle=oracle) if oracle else (x_test, y_test)
             report[arm] = await score(program, lm, x, y)
@@ -283,7 +320,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{arm:16} {report[arm]['accuracy']:.3f}", flush=True)
         x_train, y_train = as_data(train, by_id)
         # the new arms first (a run cut short keeps them): tuned, DSPy's, then the prompt optimizer alone
-        if not args.no_tuned:
+        if not args.no_tuned and "rag_tuned" not in kept:
             tuned = build_programs(lm, kb, args.k)["rag"]
             tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed)
             tuned.compile(reward=reward, optimizer=pg.optimizers.Sequence([tuning, pg.optimizers.get(args.optimizer)]))
@@ -299,7 +336,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                 report["rag_tuned"] = await score(tuned, lm, x_test, y_test)
                 print(f"{'rag_tuned':16} {report['rag_tuned']['accuracy']:.3f}", flush=True)
             save()
-        if not args.no_dspy and not args.scripted:
+        if not args.no_dspy and not args.scripted and "dspy_untrained" not in kept:
             inputs = folder / "dspy_inputs.json"
             await dspy_inputs(inputs, people, test, train, embedder, args.k)
             ours = max([report[key]["lm_calls"] for key in ("rag_training", "rag_tuned_training") if key in report],
@@ -311,12 +348,13 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                     interval = confidence_interval(row[arm]["hits"])
                     report[f"dspy_{arm}"] = {**row[arm], "interval": [interval.low, interval.high]}
             save()
-        rag = built["rag"]
-        rag.compile(reward=reward, optimizer=pg.optimizers.get(args.optimizer))
-        report["rag_training"] = await fit_arm(rag, lm, x_train, y_train)
-        report["rag_trained"] = await score(rag, lm, x_test, y_test)
-        save()
-        print(f"{'rag_trained':16} {report['rag_trained']['accuracy']:.3f}", flush=True)
+        if "rag_trained" not in kept:
+            rag = built["rag"]
+            rag.compile(reward=reward, optimizer=pg.optimizers.get(args.optimizer))
+            report["rag_training"] = await fit_arm(rag, lm, x_train, y_train)
+            report["rag_trained"] = await score(rag, lm, x_test, y_test)
+            save()
+            print(f"{'rag_trained':16} {report['rag_trained']['accuracy']:.3f}", flush=True)
         kb.close()
     summarize(report)
     save()
