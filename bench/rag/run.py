@@ -22,6 +22,10 @@ Accuracy with 95% intervals, paired tests, LM calls; written to --out after each
 
     PYTHONPATH=. flock /tmp/promptgym-llm.lock .venv/bin/python bench/rag/run.py --profiles 2000 --test 100 --train 24
     PYTHONPATH=. .venv/bin/python bench/rag/run.py --scripted --profiles 200 --test 20 --no-dspy     # the harness, no model
+
+``--scripted --e5 --queries FILE`` replays the search queries ``lm_queries.py`` saved from the embedded model (so
+the embedder's tuning sees the rows the real program mines, in minutes); ``--tuning JSON`` passes options to
+``FineTune(target="embedder")``; ``--resume`` keeps the arms an earlier run of the same setup measured.
 """
 
 from __future__ import annotations
@@ -79,16 +83,18 @@ async def answer_reward(y_true: Any, y_pred: Any) -> float:
     return float(correct((y_pred or {}).get("answer") if y_pred is not None else None, y_true.get("answer")))
 
 
-def scripted_reader() -> ScriptedLanguageModel:
-    """A model for the harness: writes the question as the search, reads the answer off the first passage
-    that names the person asked about (so RAG scores its retrieval, the oracle 1.0, closed-book 0)."""
+def scripted_reader(queries: dict[str, list[str]] | None = None) -> ScriptedLanguageModel:
+    """A model for the harness: writes the question as the search (or the queries ``queries`` holds for it,
+    as ``lm_queries.py`` saved them from the embedded model), reads the answer off the first passage that
+    names the person asked about (so RAG scores its retrieval, the oracle 1.0, closed-book 0)."""
     patterns = {"born": r"born in ([^.]+)\.", "trade": r"is an? (.+?) born", "instrument": r"plays the (\S+)",
                 "pet": r"named (\w+)"}
 
     def respond(request: Any) -> Any:
         given = last_user_json(request)
         if "search" in (request.schema or {}).get("properties", {}):
-            return {"tables": ["Person"], "search": [given["question"]]}
+            question = given["question"]
+            return {"tables": ["Person"], "search": queries.get(question, [question]) if queries else [question]}
         question = given["question"]
         name = re.search(r"(?:born\?|of |does |of )?([A-Z][a-z]+(?: [A-Z]\.)? [A-Z][a-z]+)", question)
         passages = [given["passage"]] if "passage" in given else [row.get("text", "") for row in given.get("result", [])]
@@ -219,7 +225,7 @@ ARMS = ("closed_book", "oracle", "rag_untrained", "rag_tuned", "dspy_untrained",
 """The arms in the order a run measures them; --resume keeps each one (with what was measured beside it)."""
 BESIDE = {"rag_tuned": ("rag_tuned_training", "embedder_tuning", "recall_tuned"),
           "dspy_untrained": ("dspy", "dspy_optimized"), "rag_trained": ("rag_training",)}
-SETUP = ("model", "embedder", "profiles", "test_items", "train_items", "k", "optimizer")
+SETUP = ("model", "embedder", "profiles", "test_items", "train_items", "k", "optimizer", "queries", "tuning")
 
 
 def resumable(out: Path, report: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +234,7 @@ def resumable(out: Path, report: dict[str, Any]) -> dict[str, Any]:
     if not out.exists():
         return {}
     earlier = json.loads(out.read_text())
-    if any(earlier.get(key) != report[key] for key in SETUP):
+    if any(earlier.get(key) != report.get(key) for key in SETUP):
         print(f"{out} was measured with another setup: not resuming from it", flush=True)
         return {}
     kept: dict[str, Any] = {"earlier_commands": [*earlier.get("earlier_commands", []), earlier.get("command")]}
@@ -267,6 +273,9 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--scripted", action="store_true", help="scripted reader and hash embedder: the harness")
     parser.add_argument("--e5", action="store_true", help="with --scripted: the real embedder (retrieval is real, "
                         "the reader scripted: the arms then measure retrieval alone)")
+    parser.add_argument("--queries", default=None, help="with --scripted: the search queries to write per question "
+                        "(a JSON object question -> list, from lm_queries.py), not the question itself")
+    parser.add_argument("--tuning", default="{}", help="JSON keyword arguments for FineTune(target='embedder')")
     parser.add_argument("--no-dspy", action="store_true")
     parser.add_argument("--no-tuned", action="store_true", help="skip the rag_tuned arm (FineTune(target='embedder'))")
     parser.add_argument("--dspy-timeout", type=int, default=5400)
@@ -279,7 +288,8 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     by_id = {person.id: person for person in people}
     test = questions(people, args.test, seed=args.seed + 1)
     train = questions(people, args.train, seed=args.seed + 2, skip={q.gold_id for q in test})
-    lm = scripted_reader() if args.scripted else pg.LanguageModel(model=f"local/{MODEL_NAME}", cache=False,
+    replayed = json.loads(Path(args.queries).read_text()) if args.queries else None
+    lm = scripted_reader(replayed) if args.scripted else pg.LanguageModel(model=f"local/{MODEL_NAME}", cache=False,
                                                                   max_tokens=96)
     hashed = args.scripted and not args.e5
     embedder = HashEmbeddingModel(dimensions=64) if hashed else pg.EmbeddingModel(EMBEDDER)
@@ -287,6 +297,8 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                               "embedder": "hash-64" if hashed else EMBEDDER, "profiles": args.profiles,
                               "test_items": args.test, "train_items": args.train, "k": args.k,
                               "optimizer": args.optimizer, "command": " ".join(sys.argv)}
+    if args.queries or args.tuning != "{}":
+        report.update({"queries": args.queries, "tuning": json.loads(args.tuning)})
     out = Path(args.out)
     kept = resumable(out, report) if args.resume else {}
     report.update(kept)
@@ -322,7 +334,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         # the new arms first (a run cut short keeps them): tuned, DSPy's, then the prompt optimizer alone
         if not args.no_tuned and "rag_tuned" not in kept:
             tuned = build_programs(lm, kb, args.k)["rag"]
-            tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed)
+            tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed, **json.loads(args.tuning))
             tuned.compile(reward=reward, optimizer=pg.optimizers.Sequence([tuning, pg.optimizers.get(args.optimizer)]))
             try:
                 report["rag_tuned_training"] = await fit_arm(tuned, lm, x_train, y_train)

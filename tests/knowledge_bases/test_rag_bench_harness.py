@@ -57,6 +57,20 @@ async def test_the_arms_score_what_they_should_on_the_scripted_reader(tmp_path: 
     assert "earlier_commands" not in other and other["train_items"] == 6  # another split: nothing kept
 
 
+async def test_the_scripted_reader_replays_saved_queries_and_tuning_options_reach_the_tuner(tmp_path: Path) -> None:
+    people = profiles(150, seed=0)
+    test = questions(people, 16, seed=1)
+    train = questions(people, 8, seed=2, skip={q.gold_id for q in test})
+    saved = {q.text: ["town"] for q in [*test, *train]}  # a query that names no one: retrieval finds little
+    (tmp_path / "queries.json").write_text(json.dumps(saved))
+    args = ["--scripted", "--profiles", "150", "--test", "16", "--train", "8", "--no-dspy", "--out",
+            str(tmp_path / "rag.json"), "--queries", str(tmp_path / "queries.json")]
+    replayed = await rag_bench.main([*args, "--tuning", '{"folds": 3}'])
+    plain = await rag_bench.main([*args[:-2]])
+    assert replayed["rag_untrained"]["accuracy"] < plain["rag_untrained"]["accuracy"]
+    assert replayed["tuning"] == {"folds": 3} and replayed["embedder_tuning"]["folds"] == 3
+
+
 async def test_dspy_gets_the_same_vectors_for_every_text(tmp_path: Path) -> None:
     people = profiles(20, seed=0)
     test, train = questions(people, 4, seed=1), questions(people, 2, seed=2)
