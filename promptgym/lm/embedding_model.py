@@ -29,6 +29,7 @@ from promptgym.lm.usage import LEDGER, Usage, UsageCounters, UsageLedger, record
 LOCAL_EMBEDDING_MODELS = ("multilingual-e5-small",)
 DEFAULT_EMBEDDING_MODEL = "local/multilingual-e5-small"
 
+
 @register_builtin
 class EmbeddingModel(UsageCounters):
     """Embeds texts; vectors are cached in memory per text (and on disk with ``cache_dir=``).

@@ -62,7 +62,7 @@ from promptgym.optimizers.base import FitSizes, Optimizer, StageEstimate
 from promptgym.optimizers.contrastive import ContrastiveRow, train_query_map
 from promptgym.optimizers.kit import Budget, OptimizerContext
 from promptgym.optimizers.query_bitfit import BitFitSettings, QueryBitFit, TextRow
-from promptgym.stats import paired_test
+from promptgym.stats import PairedTest, paired_test
 
 logger = logging.getLogger("promptgym")
 
@@ -251,9 +251,7 @@ class EmbedderTuning(Optimizer):
             for i, rank in zip(fold, await self.ranks(retriever, [mined[i] for i in fold],
                                                       adapter_value(trained.matrix), max(cutoffs))):
                 held_out[i] = rank
-        before, after = recall_of(identity, cutoffs), recall_of(held_out, cutoffs)
-        test = paired_test([float(rank < self.k) for rank in identity], [float(rank < self.k) for rank in held_out])
-        kept = test.difference > 0 and test.p_value < self.max_p
+        before, after, test, kept = self.decide(identity, held_out, cutoffs)
         final = self.train(mined)  # the adapter kept is trained on every example
         report = {"examples": len(mined), "folds": len(folds), "held_out": len(mined), "skipped": skipped,
                   "rows": sum(len(example.queries) for example in mined), "loss_before": round(final.losses[0], 4),
@@ -270,6 +268,14 @@ class EmbedderTuning(Optimizer):
         logger.info("EmbedderTuning: %s: held-out recall@%d %.2f -> %.2f over %d folds of %d examples; adapter %s",
                     retriever.name, self.k, before[str(self.k)], after[str(self.k)], len(folds), len(mined), verdict)
         return report
+
+    def decide(self, identity: list[int], held_out: list[int], cutoffs: list[int]
+               ) -> tuple[dict[str, float], dict[str, float], PairedTest, bool]:
+        """Recall before and after, the paired test on recall@k, and whether the tuning is kept (it rises with
+        p < ``max_p``): the one rule for the linear map and for BitFit."""
+        test = paired_test([float(rank < self.k) for rank in identity], [float(rank < self.k) for rank in held_out])
+        kept = test.difference > 0 and test.p_value < self.max_p
+        return recall_of(identity, cutoffs), recall_of(held_out, cutoffs), test, kept
 
     def why_not_weights(self, retriever: Any) -> str | None:
         """Why this retriever's embedder weights can't train (then the linear map does), or None when they can."""
@@ -305,9 +311,7 @@ class EmbedderTuning(Optimizer):
             vectors = [tuner.embed(example.terms) for example in held]  # the torch copy: no file per fold
             for i, rank in zip(fold, await self.ranks(retriever, held, OFF, depth, vectors)):
                 held_out[i] = rank
-        before, after = recall_of(identity, cutoffs), recall_of(held_out, cutoffs)
-        test = paired_test([float(rank < self.k) for rank in identity], [float(rank < self.k) for rank in held_out])
-        kept = test.difference > 0 and test.p_value < self.max_p
+        before, after, test, kept = self.decide(identity, held_out, cutoffs)
         report: dict[str, Any] = {
             "method": "bitfit", "examples": len(mined), "folds": len(folds), "held_out": len(mined),
             "skipped": skipped, "rows": sum(len(example.terms) for example in mined), "recall_before": before,
