@@ -7,7 +7,8 @@ Closed-book is near 0 by construction; the oracle arm (the gold profile in the i
 
   closed_book      Generator on the question alone
   oracle           Generator on the question and the gold profile
-  rag_untrained    Input -> RetrieveKnowledge(k, hybrid_fts; its LM writes the search) -> Generator
+  rag_untrained    Input -> RetrieveKnowledge(k, hybrid_fts) -> Generator; the search is what the LM writes
+                   (--search writer, two model calls per answer) or the question itself (--search input, one)
   rag_trained      the same after ``fit`` with --optimizer (default RandomFewShot, 2 demonstrations)
   rag_tuned        the same after ``fit`` with ``Sequence([FineTune(target="embedder"), --optimizer])``: the
                    retriever's query embedder (BitFit on e5's query side; the documents keep their vectors)
@@ -143,13 +144,14 @@ async def recall_at_k(kb: KnowledgeBase, asked: list[Question], k: int) -> dict[
     return found
 
 
-def build_programs(lm: Any, kb: KnowledgeBase, k: int) -> dict[str, pg.Program]:
+def build_programs(lm: Any, kb: KnowledgeBase, k: int, search: str = "writer") -> dict[str, pg.Program]:
     tables = [model for model in kb.get_symbolic_data_models() if model.get_schema().get("title") == "Person"]
     closed = pg.Sequential([pg.Input(data_model=Query), pg.Generator(data_model=Answer, language_model=lm,
                                                                      name="answerer")], name="closed_book")
     oracle = pg.Sequential([pg.Input(data_model=WithPassage), pg.Generator(data_model=Answer, language_model=lm,
                                                                            name="answerer")], name="oracle")
-    retriever = pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm, data_models=tables,
+    retriever = pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm if search == "writer" else None,
+                                     data_models=tables,
                                      search_type="hybrid_fts", k=k, return_query=False, name="retriever")
     rag = pg.Sequential([pg.Input(data_model=Query), retriever,
                          pg.Generator(data_model=Answer, language_model=lm, name="answerer")], name="rag")
@@ -225,7 +227,8 @@ ARMS = ("closed_book", "oracle", "rag_untrained", "rag_tuned", "dspy_untrained",
 """The arms in the order a run measures them; --resume keeps each one (with what was measured beside it)."""
 BESIDE = {"rag_tuned": ("rag_tuned_training", "embedder_tuning", "recall_tuned"),
           "dspy_untrained": ("dspy", "dspy_optimized"), "rag_trained": ("rag_training",)}
-SETUP = ("model", "embedder", "profiles", "test_items", "train_items", "k", "optimizer", "queries", "tuning")
+SETUP = ("model", "embedder", "profiles", "test_items", "train_items", "k", "optimizer", "search", "queries",
+         "tuning")
 
 
 def resumable(out: Path, report: dict[str, Any]) -> dict[str, Any]:
@@ -275,6 +278,8 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "the reader scripted: the arms then measure retrieval alone)")
     parser.add_argument("--queries", default=None, help="with --scripted: the search queries to write per question "
                         "(a JSON object question -> list, from lm_queries.py), not the question itself")
+    parser.add_argument("--search", choices=("writer", "input"), default="writer",
+                        help="what the retriever searches with: the queries its LM writes, or the question itself")
     parser.add_argument("--tuning", default="{}", help="JSON keyword arguments for FineTune(target='embedder')")
     parser.add_argument("--no-dspy", action="store_true")
     parser.add_argument("--no-tuned", action="store_true", help="skip the rag_tuned arm (FineTune(target='embedder'))")
@@ -296,7 +301,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {"model": "scripted" if args.scripted else f"local/{MODEL_NAME}",
                               "embedder": "hash-64" if hashed else EMBEDDER, "profiles": args.profiles,
                               "test_items": args.test, "train_items": args.train, "k": args.k,
-                              "optimizer": args.optimizer, "command": " ".join(sys.argv)}
+                              "optimizer": args.optimizer, "search": args.search, "command": " ".join(sys.argv)}
     if args.queries or args.tuning != "{}":
         report.update({"queries": args.queries, "tuning": json.loads(args.tuning)})
     out = Path(args.out)
@@ -318,7 +323,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         report["ingest_seconds"] = round(time.perf_counter() - started, 1)
         report["recall_at_k"] = await recall_at_k(kb, test, args.k)
         save()
-        built = build_programs(lm, kb, args.k)
+        built = build_programs(lm, kb, args.k, args.search)
         reward = pg.rewards.RewardFunctionWrapper(fn=answer_reward)
         x_test, y_test = as_data(test, by_id)
         for arm, program, oracle in (("closed_book", built["closed_book"], False), ("oracle", built["oracle"], True),
@@ -333,7 +338,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         x_train, y_train = as_data(train, by_id)
         # the new arms first (a run cut short keeps them): tuned, DSPy's, then the prompt optimizer alone
         if not args.no_tuned and "rag_tuned" not in kept:
-            tuned = build_programs(lm, kb, args.k)["rag"]
+            tuned = build_programs(lm, kb, args.k, args.search)["rag"]
             tuning = pg.optimizers.FineTune(target="embedder", k=args.k, seed=args.seed, **json.loads(args.tuning))
             tuned.compile(reward=reward, optimizer=pg.optimizers.Sequence([tuning, pg.optimizers.get(args.optimizer)]))
             try:

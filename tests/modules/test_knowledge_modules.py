@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import promptgym as synalinks
+from promptgym.core.json_data_model import JsonDataModel
 from promptgym.lm.json_grammar import json_schema_gbnf
-from promptgym.modules.knowledge.retrieve_knowledge import MAX_QUERIES, HybridRegexSearchQuery, SearchQuery
+from promptgym.modules.knowledge.retrieve_knowledge import MAX_QUERIES, HybridRegexSearchQuery, SearchQuery, input_text
+from promptgym.optimizers.kit import trainable_prompts
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
 from tests.support import Answer, Document
 from tests.support import Question as Query
-
 
 TEXTS = {"p": "Paris is the capital of France", "b": "Berlin is the capital of Germany",
          "r": "Rome is the capital of Italy"}
@@ -58,6 +59,35 @@ async def test_retrieve_knowledge_in_a_rag_program(tmp_path: Path) -> None:
     value = await retriever(Query(question="Germany?"))
     assert value.get("question") == "Germany?" and value.get("search") == ["capital of Germany"]
     assert [row["id"] for row in value.get("result")][0] == "b" and len(value.get("result")) == 2
+
+
+async def test_without_a_language_model_the_retriever_searches_with_the_input_itself(tmp_path: Path) -> None:
+    kb = await stored_kb(tmp_path)
+    lm = ScriptedLanguageModel(respond=lambda request: {"answer": last_user_json(request)["result"][0]["text"][:4]})
+    inputs = synalinks.Input(data_model=Query)
+    found = await synalinks.RetrieveKnowledge(knowledge_base=kb, search_type="fulltext", k=1, name="retriever")(inputs)
+    assert list(found.get_schema()["properties"]) == ["search", "result", "question"]
+    answer = await synalinks.Generator(data_model=Answer, language_model=lm, name="answerer")(found)
+    program = synalinks.Program(inputs=inputs, outputs=answer, name="rag")
+    assert (await program(Query(question="capital of Italy"))).get("answer") == "Rome"
+    assert len(lm.requests) == 1  # the answerer's call: nothing writes a query
+    retriever = program.get_module("retriever")
+    value = await retriever(Query(question="Germany capital"))
+    assert value.get("search") == ["Germany capital"] and [row["id"] for row in value.get("result")] == ["b"]
+    assert retriever.prompt_variable is None and retriever.trainable_variables == []
+    assert [prompt.module_name for prompt in trainable_prompts(program)] == ["answerer"]
+    assert await retriever(Query(question="")) is None  # an empty input searches nothing
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    loaded = synalinks.Program.load(str(path)).get_module("retriever")
+    assert loaded.language_model is None and loaded.search_query_generator is None
+    assert [row["id"] for row in (await loaded(Query(question="France capital"))).get("result")] == ["p"]
+
+
+def test_the_input_text_is_its_values_one_per_line() -> None:
+    given = JsonDataModel(json={"question": "Where?", "hint": "", "ids": [1, 2], "none": None},
+                          schema={"type": "object"})
+    assert input_text(given) == "Where?\n[1, 2]"
 
 
 async def test_the_answerer_reads_the_rows_first_and_the_question_last(tmp_path: Path) -> None:

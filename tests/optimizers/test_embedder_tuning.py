@@ -64,11 +64,12 @@ def reader() -> ScriptedLanguageModel:
     return ScriptedLanguageModel(respond=respond)
 
 
-async def rag_program(kb: pg.KnowledgeBase, search_type: str = "similarity") -> pg.Program:
+async def rag_program(kb: pg.KnowledgeBase, search_type: str = "similarity", writer: bool = True) -> pg.Program:
+    """The RAG program; ``writer=False``: the retriever searches with the question itself (no query writer)."""
     lm = reader()
     return pg.Sequential([pg.Input(data_model=Query),
-                          pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm, search_type=search_type, k=3,
-                                               name="retriever"),
+                          pg.RetrieveKnowledge(knowledge_base=kb, language_model=lm if writer else None,
+                                               search_type=search_type, k=3, name="retriever"),
                           pg.Generator(data_model=Answer, language_model=lm, name="answerer")], name="rag")
 
 
@@ -99,6 +100,23 @@ async def test_the_adapter_raises_recall_where_the_identity_fails(tmp_path: Path
     matrix = adapter_matrix(retriever.query_adapter.value)
     assert matrix is not None and matrix.shape == (256, 256)
     assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 1.0  # held-out items found
+
+
+async def test_a_retriever_that_searches_with_the_input_is_tuned_on_that_search(tmp_path: Path) -> None:
+    kb = await facts_kb(tmp_path)
+    program = await rag_program(kb, writer=False)
+    lm = program.get_module("answerer").language_model
+    tuning = FineTune(target="embedder", seed=0, folds=4, learning_rate=0.01, l2=0.01)
+    program.compile(reward=pg.rewards.ExactMatch(), optimizer=tuning)
+    x_train, y_train = data(range(16))
+    x_test, y_test = data(range(16, 24))
+    assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 0.0
+    assert len(lm.requests) == 8  # one model call per answer: the answerer's, no query writing
+    await program.fit(x_train, y_train, validation_split=0.25, epochs=1, batch_size=4, verbose=0)
+    assert tuning.queries[0]["retriever"] == [str(x_train[0].question)]  # the mined search is the question
+    report = tuning.report["retriever"]
+    assert report["examples"] == 12 and report["recall_after"]["3"] == 1.0 and report["kept"]
+    assert (await program.evaluate(x_test, y_test, verbose=0))["reward"] == 1.0
 
 
 async def test_it_chains_with_a_prompt_optimizer_and_saves_with_the_program(tmp_path: Path) -> None:

@@ -4,6 +4,13 @@
     found = await RetrieveKnowledge(knowledge_base=kb, language_model=lm, k=5)(inputs)
     # {"tables": [...], "search": [...], "result": [{row}, ...], ..the input's fields..}
 
+Without a ``language_model`` the input's own text is the search, as DSPy's
+``Embeddings`` retriever searches with the question: no model call, so a
+RAG program answers in one call instead of two, and the search is exactly
+what ``FineTune(target="embedder")`` tuned the query side on. A small
+model's queries can be no better than the question and too degenerate to
+tune the embedder on (docs/benchmarks.md, the RAG sections).
+
 The input's fields come last, after the rows: the next Generator then reads
 the question right before it answers. With the question first, the embedded
 0.5B model copied a whole retrieved profile as its answer instead of the few
@@ -31,6 +38,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import StringConstraints
 
 from promptgym.core.data_model import DataModel, Field
+from promptgym.core.json_data_model import JsonDataModel
 from promptgym.core.serialization import deserialize_object, register_builtin, serialize_object
 from promptgym.modules.generator import Generator
 from promptgym.modules.knowledge.query_adapter import OFF, apply_adapter, check_adapter
@@ -39,8 +47,10 @@ from promptgym.modules.knowledge.read_only import KnowledgeBaseWriteRefused
 from promptgym.modules.knowledge.search_results import search_results, search_results_spec
 from promptgym.modules.knowledge.search_settings import count_problem
 from promptgym.modules.knowledge.update_knowledge import knowledge_base_of
+from promptgym.modules.knowledge.values import as_json_data_model
 from promptgym.modules.module import Module
 from promptgym.modules.symbolic import SymbolicDataModel
+from promptgym.modules.tracing import record_step
 
 SearchType = Literal["similarity", "fulltext", "hybrid_fts", "regex", "hybrid_regex"]
 SEARCH_TYPES: list[str] = list(get_args(SearchType))
@@ -83,6 +93,10 @@ class SearchQuery(DataModel):
     search: list[Query] = Field(description="The list of similarity search request", max_length=MAX_QUERIES)
 
 
+class InputSearch(DataModel):
+    search: list[str] = Field(description="The input's own text, searched as it is")
+
+
 class HybridRegexSearchQuery(DataModel):
     tables: list[str] = Field(description="The tables to lookup", max_length=MAX_TABLES)
     search: list[Query] = Field(description="Natural-language queries for vector similarity", max_length=MAX_QUERIES)
@@ -101,13 +115,26 @@ def _signature(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True, default=str)
 
 
+def input_text(inputs: Any) -> str:
+    """The search a retriever without a language model runs: the input's non-empty field values, one per line
+    (a value that is not a string as JSON).
+
+    >>> input_text(JsonDataModel(json={"question": "Where was Ada born?", "hint": ""}, schema={"type": "object"}))
+    'Where was Ada born?'
+    """
+    values = as_json_data_model(inputs).get_json().values()
+    return "\n".join(value if isinstance(value, str) else json.dumps(value, default=str)
+                     for value in values if value not in (None, "", [], {}))
+
+
 @register_builtin
 class RetrieveKnowledge(Module):
     """Write search queries with an LM, run them on the knowledge base's tables, output the rows found.
 
     Args:
         knowledge_base: the KnowledgeBase to search.
-        language_model: writes the queries.
+        language_model: writes the queries; None searches with the input's own text (one search per call, no
+            model call, no query prompt to train).
         data_models: the tables it may search (default: every table of the knowledge base).
         search_type: ``"hybrid_fts"`` (default; ``"hybrid"`` is accepted), ``"similarity"``, ``"fulltext"``,
             ``"regex"`` or ``"hybrid_regex"``.
@@ -155,7 +182,7 @@ class RetrieveKnowledge(Module):
                                                 description="the model that embeds the queries (null: the "
                                                             "knowledge base's own)")
         self._query_embedders = QueryEmbedders()
-        self.search_query_generator = Generator(
+        self.search_query_generator = None if language_model is None else Generator(
             data_model=HybridRegexSearchQuery if search_type == "hybrid_regex" else SearchQuery,
             language_model=language_model, instructions=self.instructions, examples=examples,
             # the retriever's own name: its trace steps are then the retriever's, which is where optimizers look
@@ -167,8 +194,8 @@ class RetrieveKnowledge(Module):
 
     @property
     def prompt_variable(self) -> Any:
-        """The query writer's prompt (instructions, examples): what optimizers train."""
-        return self.search_query_generator.state
+        """The query writer's prompt (instructions, examples): what optimizers train (None without one)."""
+        return None if self.search_query_generator is None else self.search_query_generator.state
 
     # the settings, read from the variable at every call
     @property
@@ -263,10 +290,21 @@ class RetrieveKnowledge(Module):
             merged.sort(key=lambda row: row.get("score", float("-inf")), reverse=True)
         return merged[: self.k]
 
+    async def write_query(self, inputs: Any, training: bool = False) -> Any:
+        """The query writer's output for ``inputs``, or, without a language model, the input's text as the one
+        search (recorded in the trace as the writer's step would be: ``EmbedderTuning`` reads it there)."""
+        if self.search_query_generator is not None:
+            return await self.search_query_generator(inputs, training=training)
+        text = input_text(inputs)
+        if not text.strip():
+            return None
+        record_step(self.name, as_json_data_model(inputs).get_json(), {"search": [text]})
+        return JsonDataModel(json={"search": [text]}, schema=InputSearch.get_schema(), name="search_" + self.name)
+
     async def call(self, inputs: Any, training: bool = False) -> Any:
         if not inputs:
             return None
-        query = await self.search_query_generator(inputs, training=training)
+        query = await self.write_query(inputs, training=training)
         if not query:
             return None
         query_json = query.get_json()
@@ -279,12 +317,13 @@ class RetrieveKnowledge(Module):
                               name="retrieval_results_" + self.name)
 
     async def compute_output_spec(self, inputs: Any, training: bool = False) -> Any:
-        query = await self.search_query_generator(inputs, training=training)
+        query = SymbolicDataModel(schema=InputSearch.get_schema()) if self.search_query_generator is None else \
+            await self.search_query_generator(inputs, training=training)
         return search_results_spec(query, inputs, return_query=self.return_query, return_inputs=self.return_inputs,
                                    name="retrieval_results_" + self.name)
 
     def get_config(self) -> dict[str, Any]:
-        state = self.search_query_generator.state.value
+        state = {} if self.search_query_generator is None else self.search_query_generator.state.value
         return {**self.settings.value, "fields": self.fields, "case_sensitive": self.case_sensitive,
                 "instructions": state.get("instructions", self.instructions), **self._generator_options,
                 "return_inputs": self.return_inputs, "return_query": self.return_query,
