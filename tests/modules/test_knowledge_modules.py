@@ -77,6 +77,8 @@ async def test_without_a_language_model_the_retriever_searches_with_the_input_it
     assert retriever.prompt_variable is None and retriever.trainable_variables == []
     assert [prompt.module_name for prompt in trainable_prompts(program)] == ["answerer"]
     assert await retriever(Query(question="")) is None  # an empty input searches nothing
+    with pytest.raises(ValueError, match="search_type='regex' needs a language_model"):
+        synalinks.RetrieveKnowledge(knowledge_base=kb, search_type="regex")
     path = tmp_path / "program.json"
     program.save(str(path))
     loaded = synalinks.Program.load(str(path)).get_module("retriever")

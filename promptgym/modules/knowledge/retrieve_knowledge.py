@@ -129,7 +129,8 @@ def input_text(inputs: Any) -> str:
 
 @register_builtin
 class RetrieveKnowledge(Module):
-    """Write search queries with an LM, run them on the knowledge base's tables, output the rows found.
+    """Write search queries with an LM (or, without one, search with the input's text), run them on the knowledge
+    base's tables, output the rows found.
 
     Args:
         knowledge_base: the KnowledgeBase to search.
@@ -157,6 +158,9 @@ class RetrieveKnowledge(Module):
         search_type = _ALIASES.get(search_type, search_type)
         if search_type not in SEARCH_TYPES:
             raise ValueError(f"`search_type` must be one of {SEARCH_TYPES}, got '{search_type}'")
+        if language_model is None and search_type in ("regex", "hybrid_regex"):
+            raise ValueError(f"search_type='{search_type}' needs a language_model to write the patterns: without "
+                             "one the input's text is the search, and a question is not a regular expression")
         self.knowledge_base = knowledge_base_of(knowledge_base)
         self.language_model = language_model
         self.data_models = list(data_models) if data_models else self.knowledge_base.get_symbolic_data_models()
