@@ -17,8 +17,8 @@ from pathlib import Path
 
 import promptgym as pg
 
-sys.path.insert(0, "bench/rag")
-sys.path.insert(0, "bench")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
 import run as bench  # noqa: E402
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import promptgym as synalinks
-from promptgym.core.json_data_model import JsonDataModel
 from promptgym.lm.json_grammar import json_schema_gbnf
 from promptgym.modules.knowledge.retrieve_knowledge import MAX_QUERIES, HybridRegexSearchQuery, SearchQuery, input_text
 from promptgym.optimizers.kit import trainable_prompts
 from promptgym.testing import HashEmbeddingModel, ScriptedLanguageModel, last_user_json
 from tests.support import Answer, Document
 from tests.support import Question as Query
+
 
 TEXTS = {"p": "Paris is the capital of France", "b": "Berlin is the capital of Germany",
          "r": "Rome is the capital of Italy"}
@@ -87,9 +87,7 @@ async def test_without_a_language_model_the_retriever_searches_with_the_input_it
 
 
 def test_the_input_text_is_its_values_one_per_line() -> None:
-    given = JsonDataModel(json={"question": "Where?", "hint": "", "ids": [1, 2], "none": None},
-                          schema={"type": "object"})
-    assert input_text(given) == "Where?\n[1, 2]"
+    assert input_text({"question": "Where?", "hint": "", "ids": [1, 2], "none": None}) == "Where?\n[1, 2]"
 
 
 async def test_the_answerer_reads_the_rows_first_and_the_question_last(tmp_path: Path) -> None:

@@ -115,16 +115,15 @@ def _signature(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True, default=str)
 
 
-def input_text(inputs: Any) -> str:
+def input_text(fields: dict[str, Any]) -> str:
     """The search a retriever without a language model runs: the input's non-empty field values, one per line
     (a value that is not a string as JSON).
 
-    >>> input_text(JsonDataModel(json={"question": "Where was Ada born?", "hint": ""}, schema={"type": "object"}))
+    >>> input_text({"question": "Where was Ada born?", "hint": ""})
     'Where was Ada born?'
     """
-    values = as_json_data_model(inputs).get_json().values()
     return "\n".join(value if isinstance(value, str) else json.dumps(value, default=str)
-                     for value in values if value not in (None, "", [], {}))
+                     for value in fields.values() if value not in (None, "", [], {}))
 
 
 @register_builtin
@@ -299,10 +298,11 @@ class RetrieveKnowledge(Module):
         search (recorded in the trace as the writer's step would be: ``EmbedderTuning`` reads it there)."""
         if self.search_query_generator is not None:
             return await self.search_query_generator(inputs, training=training)
-        text = input_text(inputs)
+        fields = as_json_data_model(inputs).get_json()
+        text = input_text(fields)
         if not text.strip():
             return None
-        record_step(self.name, as_json_data_model(inputs).get_json(), {"search": [text]})
+        record_step(self.name, fields, {"search": [text]})
         return JsonDataModel(json={"search": [text]}, schema=InputSearch.get_schema(), name="search_" + self.name)
 
     async def call(self, inputs: Any, training: bool = False) -> Any:
